@@ -1,0 +1,148 @@
+-- schema.sql - the database trace-import writes and trace-snap / trace-tui read.
+-- It is the contract between importer/ and queries/: tables and columns may be
+-- added (bump schema_version if a reader must know), never renamed or removed.
+-- Documented for users in README.md ("Database schema").
+--
+-- Times are nanoseconds since meta.t0_mono_ns (the earliest process start of
+-- all imported traces), so several processes share one time axis.
+-- Sizes are requested sizes in bytes. For sampled traces (processes.sample_period
+-- > 0) rows are the sampled allocations; queries unbias.
+
+CREATE TABLE meta(
+  key   TEXT PRIMARY KEY,
+  value
+) WITHOUT ROWID;
+-- keys: format='heapreel', schema_version=1, complete=1 (written last: a
+-- database without it is half-written), t0_mono_ns, t0_real_ns, duration_ns,
+-- peak_t, peak_bytes, peak_objects, peak_pid (for the first process; per-process
+-- peaks are in processes), events, allocations, unmatched_frees, lost_events,
+-- damaged (1 if a trace was damaged/truncated and only its prefix imported),
+-- checkpoint_interval (allocations between checkpoints), importer_version.
+
+CREATE TABLE processes(
+  pid           INTEGER PRIMARY KEY,
+  ppid          INTEGER,
+  exe           TEXT,        -- exact executable path (as /proc/self/exe): MAPPED_LIBRARIES needs it
+  cmdline       TEXT,
+  trace_path    TEXT,
+  t_start       INTEGER,
+  t_end         INTEGER,
+  sample_period INTEGER NOT NULL DEFAULT 0,
+  peak_t        INTEGER,
+  peak_bytes    INTEGER,
+  peak_objects  INTEGER,
+  lost_events   INTEGER NOT NULL DEFAULT 0,
+  recovered     INTEGER NOT NULL DEFAULT 0  -- events taken from a leftover .ring
+);
+
+CREATE TABLE threads(
+  pid     INTEGER NOT NULL,
+  tid     INTEGER NOT NULL,
+  name    TEXT,
+  t_first INTEGER,
+  t_last  INTEGER,
+  PRIMARY KEY(pid, tid)
+) WITHOUT ROWID;
+
+CREATE TABLE modules(
+  id          INTEGER PRIMARY KEY,
+  pid         INTEGER NOT NULL,
+  path        TEXT NOT NULL,
+  build_id    TEXT,          -- lowercase hex, or NULL
+  start       INTEGER NOT NULL,
+  end         INTEGER NOT NULL,
+  file_offset INTEGER NOT NULL,
+  perms       TEXT NOT NULL, -- as in /proc/self/maps, e.g. 'r-xp'
+  t_load      INTEGER NOT NULL
+);
+
+-- One row per (return address, inline level). An ip whose code was inlined
+-- yields several frames: inline_depth 0 is the outermost (real) function,
+-- higher depths are the functions inlined into it, innermost last.
+CREATE TABLE frames(
+  id           INTEGER PRIMARY KEY,
+  ip           INTEGER NOT NULL,   -- raw return address as captured
+  module_id    INTEGER,            -- NULL if the ip is in no known module
+  function     TEXT NOT NULL,      -- demangled name, or 'libfoo.so+0x1234' if unresolved
+  file         TEXT,
+  line         INTEGER,
+  inline_depth INTEGER NOT NULL DEFAULT 0
+);
+
+-- The call-stack trie: a stack is its leaf node; walk parent_id to the root
+-- (parent_id NULL). Leaf-side nodes are callees. Every frame of an inlined
+-- chain is its own node.
+CREATE TABLE stacks(
+  id        INTEGER PRIMARY KEY,
+  parent_id INTEGER,
+  frame_id  INTEGER NOT NULL
+);
+
+-- One row per allocation lifetime, in allocation order: id ascending means
+-- t_alloc non-decreasing (ties broken by import order), across all processes.
+CREATE TABLE allocations(
+  id           INTEGER PRIMARY KEY,
+  t_alloc      INTEGER NOT NULL,
+  t_free       INTEGER,            -- NULL: never freed (live at the end)
+  size         INTEGER NOT NULL,
+  stack_id     INTEGER NOT NULL,   -- leaf node in stacks
+  tid          INTEGER NOT NULL,
+  pid          INTEGER NOT NULL,
+  addr         INTEGER NOT NULL,
+  from_realloc INTEGER NOT NULL DEFAULT 0,  -- 1: the new block of a realloc
+  temporary    INTEGER NOT NULL DEFAULT 0   -- 1: freed by the same thread with no other
+                                            --    allocation by that thread in between
+);
+
+-- The free side of allocations, in free order: id ascending means t_free
+-- non-decreasing. Lets a time window read frees sequentially (an index on
+-- allocations.t_free would be built from unsorted data: far too slow).
+CREATE TABLE frees(
+  id       INTEGER PRIMARY KEY,
+  t_free   INTEGER NOT NULL,
+  alloc_id INTEGER NOT NULL,         -- allocations.id
+  size     INTEGER NOT NULL,
+  stack_id INTEGER NOT NULL,
+  pid      INTEGER NOT NULL
+);
+
+CREATE TABLE marks(
+  pid   INTEGER NOT NULL,
+  t     INTEGER NOT NULL,
+  label TEXT NOT NULL
+);
+
+-- Live bytes/objects over time, per process, in fixed buckets of
+-- meta.timeline_bucket_ns: the value at the bucket's end and the bucket's max.
+CREATE TABLE timeline(
+  pid         INTEGER NOT NULL,
+  t           INTEGER NOT NULL,      -- bucket start
+  live_bytes  INTEGER NOT NULL,      -- at the end of the bucket
+  live_objects INTEGER NOT NULL,
+  max_bytes   INTEGER NOT NULL,      -- maximum reached inside the bucket
+  allocs      INTEGER NOT NULL,      -- allocations in the bucket
+  frees       INTEGER NOT NULL,
+  PRIMARY KEY(pid, t)
+) WITHOUT ROWID;
+
+-- Checkpoints: at instant t, after applying allocations with id <= alloc_id
+-- and frees with id <= free_id (all events with time <= t, none after), the
+-- per-stack state of one process. A snapshot at T reads the nearest
+-- checkpoint at or before T, then allocations with id > alloc_id and
+-- t_alloc <= T, and frees with id > free_id and t_free <= T.
+CREATE TABLE checkpoint_index(
+  id       INTEGER PRIMARY KEY,
+  pid      INTEGER NOT NULL,
+  t        INTEGER NOT NULL,
+  alloc_id INTEGER NOT NULL,
+  free_id  INTEGER NOT NULL
+);
+CREATE TABLE checkpoints(
+  checkpoint_id INTEGER NOT NULL,    -- checkpoint_index.id
+  stack_id      INTEGER NOT NULL,
+  live_bytes    INTEGER NOT NULL,
+  live_objects  INTEGER NOT NULL,
+  alloc_bytes   INTEGER NOT NULL,    -- cumulative, since the process started
+  alloc_objects INTEGER NOT NULL,
+  PRIMARY KEY(checkpoint_id, stack_id)
+) WITHOUT ROWID;

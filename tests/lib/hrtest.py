@@ -1,0 +1,78 @@
+"""hrtest - where the end-to-end test drivers find heapreel's pieces.
+
+Paths come from the environment set by tests/meson.build:
+  HR_SRC        source tree
+  HR_BUILD      build whose importer/queries/tui/trace-dump are under test
+  HR_REC_BUILD  build holding librec.so and the test programs (same as
+                HR_BUILD except in sanitizer builds)
+A test fails by raising (assert) or exiting non-zero; it skips by exiting 77.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+SRC = os.environ.get("HR_SRC", os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..")))
+BUILD = os.environ.get("HR_BUILD", os.path.join(SRC, "build"))
+REC_BUILD = os.environ.get("HR_REC_BUILD", BUILD)
+
+LIBREC = os.path.join(REC_BUILD, "recorder", "librec.so")
+TRACE_DUMP = os.path.join(BUILD, "trace-format", "trace-dump")
+TRACE_IMPORT = os.path.join(BUILD, "importer", "trace-import")
+TRACE_SNAP = os.path.join(BUILD, "queries", "trace-snap")
+TRACE_TUI = os.path.join(BUILD, "viewer-tui", "trace-tui")
+SKIP = 77
+
+
+def prog(name):
+    """Path of a test program built in tests/programs."""
+    return os.path.join(REC_BUILD, "tests", "programs", name)
+
+
+def skip(reason):
+    print("SKIP:", reason)
+    sys.exit(SKIP)
+
+
+def tmpdir(tag):
+    return tempfile.mkdtemp(prefix="hr-%s-" % tag)
+
+
+def record(argv, trace, env=None, check=True, **kw):
+    """Run argv under librec.so writing `trace`; return CompletedProcess."""
+    e = dict(os.environ)
+    e.update(env or {})
+    e["LD_PRELOAD"] = LIBREC
+    e["REC_OUT"] = trace
+    p = subprocess.run(argv, env=e, capture_output=True, text=True, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError("%s exited %d: %s" % (argv, p.returncode, p.stderr))
+    return p
+
+
+def run(argv, check=True, **kw):
+    p = subprocess.run(argv, capture_output=True, text=True, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError("%s exited %d:\n%s%s" % (argv, p.returncode, p.stdout, p.stderr))
+    return p
+
+
+def summary(trace):
+    """trace-dump --summary as a dict of ints (floats where needed)."""
+    out = run([TRACE_DUMP, "--summary", trace]).stdout
+    d = {}
+    for line in out.splitlines():
+        k, _, v = line.partition(" ")
+        try:
+            d[k] = int(v)
+        except ValueError:
+            try:
+                d[k] = float(v)
+            except ValueError:
+                d[k] = v
+    return d
+
+
+def dump(trace):
+    """trace-dump output as a list of token lists."""
+    return [l.split() for l in run([TRACE_DUMP, trace]).stdout.splitlines()]

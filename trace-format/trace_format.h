@@ -1,0 +1,265 @@
+/*
+ * trace_format.h - the public face of heapreel's trace format: the one
+ * contract between the recorder (which writes traces) and the importer and
+ * trace-dump (which read them). The byte layout is specified in FORMAT.md.
+ *
+ * A trace file is a header followed by self-contained segments. Each segment
+ * carries the records of one stream and is one LZ4 frame with checksums, so a
+ * torn or corrupted segment is detected and everything before it still reads.
+ *
+ * Streams: stream 0 is the meta stream (STACK, THREAD, MODULE, MARK, LOST,
+ * END records; not time-ordered, readers load it whole). Every other stream
+ * is the event stream of one thread: ALLOC, FREE, REALLOC in the thread's
+ * program order, so its times never decrease.
+ *
+ * Times are nanoseconds of CLOCK_MONOTONIC since the header's t0_mono_ns.
+ * Ordering rule: an ALLOC is timestamped after the real allocator returned,
+ * a FREE before the real free runs; a REALLOC carries both instants. At equal
+ * times a reader orders frees before allocations.
+ *
+ * This library never prints; every function returns a status and, on error,
+ * fills a struct tf_error naming the byte offset and what is wrong.
+ */
+#ifndef HEAPREEL_TRACE_FORMAT_H
+#define HEAPREEL_TRACE_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TF_VERSION 1 /* bumped on any incompatible change of FORMAT.md */
+
+/* ---- status codes ------------------------------------------------------ */
+enum tf_status {
+	TF_OK = 0,
+	TF_DONE = 1,           /* iteration finished (not an error) */
+	TF_E_IO = -1,          /* read/write failed: errno is in tf_error.sys_errno */
+	TF_E_MAGIC = -2,       /* not a heapreel trace */
+	TF_E_VERSION = -3,     /* written by a newer, incompatible version */
+	TF_E_TRUNCATED = -4,   /* file ends inside a header or segment */
+	TF_E_CORRUPT = -5,     /* checksum or structure check failed */
+	TF_E_NOMEM = -6,
+	TF_E_ARG = -7,         /* caller passed something out of range */
+};
+
+struct tf_error {
+	uint64_t offset;       /* byte offset in the file where the problem is */
+	int sys_errno;         /* for TF_E_IO, else 0 */
+	char msg[160];         /* one line, no file name, no trailing newline */
+};
+
+/* ---- record kinds ---------------------------------------------------------
+ * Numbers are on disk: never reuse one. A reader skips kinds it does not
+ * know (every record after the kind byte is length-prefixed in FORMAT.md). */
+enum tf_kind {
+	TF_ALLOC = 1,
+	TF_FREE = 2,
+	TF_REALLOC = 3,
+	TF_STACK = 4,          /* one trie node: id, parent, ip */
+	TF_THREAD = 5,         /* tid, name */
+	TF_MODULE = 6,         /* one executable mapping of a loaded object */
+	TF_MARK = 7,           /* a labelled instant (rec_mark, trace-ctl mark) */
+	TF_LOST = 8,           /* count of events dropped (drop mode, write errors) */
+	TF_END = 9,            /* clean end of the trace: last record written */
+	TF_KEYFRAME = 10,      /* reserved: bounded recording (live set dump) */
+	TF_PAUSE = 11,         /* reserved: recording stopped / started */
+};
+
+/* Which allocator entry point produced an ALLOC / REALLOC (for tests and
+ * debugging; the importer keeps only "came from realloc"). */
+enum tf_fn {
+	TF_FN_MALLOC = 0, TF_FN_CALLOC, TF_FN_REALLOC, TF_FN_REALLOCARRAY,
+	TF_FN_POSIX_MEMALIGN, TF_FN_ALIGNED_ALLOC, TF_FN_MEMALIGN,
+	TF_FN_VALLOC, TF_FN_PVALLOC, TF_FN_FREE,
+	TF_FN_COUNT
+};
+
+/* ---- the staging event: 32 bytes ------------------------------------------
+ * This is both what the recorder's hot path writes into a thread's ring
+ * (see struct tf_ring below; it must stay exactly 32 bytes) and what the
+ * writer encodes. A realloc that moves or resizes a block takes two
+ * consecutive events published together: TF_EV_REALLOC_OLD (t = before the
+ * call, addr = old block) then TF_EV_REALLOC_NEW (t = after, addr = new block,
+ * size, stack). realloc(NULL, n) is an ALLOC with fn TF_FN_REALLOC;
+ * realloc(p, 0) that frees is a FREE; a failed realloc records nothing. */
+enum tf_ev_kind {
+	TF_EV_ALLOC = 1,
+	TF_EV_FREE = 2,
+	TF_EV_REALLOC_OLD = 3,
+	TF_EV_REALLOC_NEW = 4,
+};
+
+struct tf_event {
+	uint64_t t;            /* ns since t0_mono_ns */
+	uint64_t addr;
+	uint64_t size;         /* requested size; 0 for frees */
+	uint32_t stack;        /* leaf trie node id; 0 = empty stack */
+	uint8_t kind;          /* enum tf_ev_kind */
+	uint8_t fn;            /* enum tf_fn */
+	uint16_t flags;        /* reserved, 0 */
+};
+_Static_assert(sizeof(struct tf_event) == 32, "ring slot layout");
+
+/* ---- a decoded record, as readers see it ------------------------------- */
+struct tf_record {
+	uint8_t kind;          /* enum tf_kind */
+	uint8_t fn;            /* ALLOC/REALLOC: enum tf_fn */
+	uint32_t stream;       /* 0 = meta stream */
+	uint32_t tid;          /* event streams: the thread; THREAD: its tid */
+	uint64_t seq;          /* index of this record within its stream (events only) */
+	uint64_t t;            /* ALLOC: after return; FREE: before the call;
+	                          REALLOC: before (old block freed); others: when */
+	uint64_t t2;           /* REALLOC: after return (new block allocated) */
+	uint64_t addr;         /* ALLOC/FREE: the block; REALLOC: the new block;
+	                          MODULE: start of the mapping */
+	uint64_t old_addr;     /* REALLOC: the old block */
+	uint64_t size;         /* ALLOC/REALLOC: requested size; MODULE: mapping length */
+	uint32_t stack;        /* ALLOC/REALLOC: leaf trie node id */
+	uint32_t id;           /* STACK: node id (>= 1) */
+	uint32_t parent;       /* STACK: parent node id, 0 = root */
+	uint64_t ip;           /* STACK: return address */
+	uint64_t count;        /* LOST: events dropped */
+	uint64_t file_offset;  /* MODULE: file offset of the mapping */
+	const char *str;       /* THREAD name, MODULE path, MARK label; NUL-terminated,
+	                          valid until the next decode into the same buffer */
+	const uint8_t *build_id; /* MODULE: raw GNU build-id bytes, or NULL */
+	uint32_t build_id_len;
+	uint32_t perms;        /* MODULE: bit 0 r, 1 w, 2 x, 3 p(rivate) */
+};
+
+/* ---- file header --------------------------------------------------------- */
+struct tf_header {
+	uint32_t version;      /* set by the writer; checked by the reader */
+	uint32_t pid, ppid;
+	uint32_t pointer_size; /* 8 on x86-64 */
+	uint64_t t0_mono_ns;   /* CLOCK_MONOTONIC at trace start: all times are relative to it */
+	uint64_t t0_real_ns;   /* CLOCK_REALTIME at the same instant (for display) */
+	uint64_t sample_period;/* 0 = every allocation recorded; else mean bytes between samples */
+	const char *exe;       /* absolute path of the executable, as /proc/self/exe */
+	const char *cmdline;   /* arguments joined by single spaces */
+};
+
+/* ---- writer ---------------------------------------------------------------
+ * Used by the recorder's writer thread (never by application threads) and by
+ * tests. It allocates only in tf_writer_open; all later calls reuse buffers,
+ * so it can run inside a process whose allocator is being traced. */
+struct tf_writer;
+
+/* fd: an open, writable, empty file (the caller creates it 0600, O_EXCL). */
+int tf_writer_open(struct tf_writer **w, int fd, const struct tf_header *h,
+		   struct tf_error *err);
+
+/* Append events of one thread's stream as one or more segments. first_seq is
+ * the stream index of ev[0]; successive calls for a stream continue it. A
+ * REALLOC_OLD/REALLOC_NEW pair must not be split across calls. */
+int tf_write_events(struct tf_writer *w, uint32_t stream, uint32_t tid,
+		    uint64_t first_seq, const struct tf_event *ev, size_t n,
+		    struct tf_error *err);
+
+/* Queue one meta record (STACK, THREAD, MODULE, MARK, LOST) for stream 0;
+ * queued meta records go out as a segment when the queue fills or at
+ * tf_writer_flush / tf_writer_close. Strings and build ids are copied. */
+int tf_write_meta(struct tf_writer *w, const struct tf_record *r,
+		  struct tf_error *err);
+
+/* Write any queued meta records as a segment now. */
+int tf_writer_flush(struct tf_writer *w, struct tf_error *err);
+
+/* Flush, write the END record, free the writer. Does not close fd. */
+int tf_writer_close(struct tf_writer *w, uint64_t t_end, struct tf_error *err);
+
+/* Frees the writer without writing END (e.g. in a forked child that must not
+ * touch its parent's trace). */
+void tf_writer_abandon(struct tf_writer *w);
+
+/* ---- reader -------------------------------------------------------------- */
+struct tf_reader;
+
+struct tf_segment_info {
+	uint64_t offset;       /* file offset of the segment header */
+	uint32_t stream, tid;
+	uint64_t first_seq;    /* stream index of the first record */
+	uint32_t count;        /* records in the segment */
+	uint64_t t_first, t_last; /* event streams: time range covered */
+	uint32_t stored_bytes; /* header + compressed payload, as on disk */
+};
+
+/* Opens and checks the header (magic, version). */
+int tf_reader_open(struct tf_reader **r, const char *path, struct tf_error *err);
+const struct tf_header *tf_reader_header(const struct tf_reader *r);
+uint64_t tf_reader_file_size(const struct tf_reader *r);
+void tf_reader_close(struct tf_reader *r);
+
+/* Reads the next segment header in file order without decompressing it.
+ * Returns TF_OK, TF_DONE at a clean end of file, or an error whose offset
+ * names the first bad byte; segments before it are unaffected. */
+int tf_reader_next_segment(struct tf_reader *r, struct tf_segment_info *si,
+			   struct tf_error *err);
+
+/* A decoder holds the decompression and record buffers of one segment at a
+ * time; keep one per stream you read concurrently (e.g. a merge). */
+struct tf_decoder;
+int tf_decoder_new(struct tf_decoder **d, struct tf_error *err);
+void tf_decoder_free(struct tf_decoder *d);
+
+/* Decompresses and decodes the segment described by si (verifying its
+ * checksums). On success *recs points at si->count records owned by the
+ * decoder, valid until its next tf_decode_segment. */
+int tf_decode_segment(struct tf_reader *r, struct tf_decoder *d,
+		      const struct tf_segment_info *si,
+		      const struct tf_record **recs, struct tf_error *err);
+
+const char *tf_kind_name(unsigned kind);   /* "alloc", "free", ...; "unknown" */
+const char *tf_fn_name(unsigned fn);       /* "malloc", "calloc", ... */
+const char *tf_status_name(int status);
+
+/* ---- the .ring staging file -------------------------------------------------
+ * <trace>.ring is a MAP_SHARED file the recorder's threads write into
+ * directly, so events survive SIGKILL. Page 0 holds struct tf_ring_file; then
+ * max_nodes struct tf_node (the stack trie); then max_rings rings, each a
+ * 64-byte struct tf_ring followed by ring_events struct tf_event.
+ * A reader recovering a killed process takes, for every ring in use, events
+ * [max(tail, last seq already in the trace + 1), head) and every ready node
+ * whose id is not yet in the trace. All integers little-endian (host). */
+#define TF_RING_MAGIC 0x31474e4952524845ull /* "EHRRING1" */
+#define TF_RING_VERSION 1
+
+struct tf_ring_file {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t pid;
+	uint64_t t0_mono_ns;   /* same as the trace header's */
+	uint32_t max_nodes;    /* capacity of the trie node array */
+	uint32_t max_rings;
+	uint32_t ring_events;  /* events per ring, a power of two */
+	uint32_t reserved0;
+	uint64_t nodes_offset; /* file offset of node 0 */
+	uint64_t rings_offset; /* file offset of ring 0's header */
+	uint64_t ring_stride;  /* bytes from one ring header to the next */
+	_Atomic uint32_t nodes_next;  /* next node id to hand out (ids start at 1) */
+	_Atomic uint32_t rings_used;  /* rings ever claimed (high-water mark) */
+	_Atomic uint32_t finished;    /* 1 once the trace was closed cleanly */
+	uint32_t reserved1;
+};
+
+struct tf_node {            /* 16 bytes; index = node id; id 0 is the root */
+	uint64_t ip;
+	uint32_t parent;
+	_Atomic uint32_t ready; /* 1 once ip and parent are written */
+};
+_Static_assert(sizeof(struct tf_node) == 16, "node layout");
+
+enum tf_ring_state { TF_RING_FREE = 0, TF_RING_LIVE = 1, TF_RING_CLOSED = 2 };
+
+struct tf_ring {            /* 64 bytes, then ring_events events */
+	_Atomic uint32_t state; /* enum tf_ring_state */
+	uint32_t tid;
+	uint32_t stream;        /* stream id of the trace (>= 1) */
+	uint32_t reserved;
+	_Atomic uint64_t head;  /* events published by the thread (stream seq of the next one) */
+	_Atomic uint64_t tail;  /* events already appended to the trace by the writer */
+	char name[16];          /* thread name, as in /proc/self/task/TID/comm */
+	uint64_t reserved2;
+};
+_Static_assert(sizeof(struct tf_ring) == 64, "ring header layout");
+
+#endif
