@@ -146,3 +146,48 @@ CREATE TABLE checkpoints(
   alloc_objects INTEGER NOT NULL,
   PRIMARY KEY(checkpoint_id, stack_id)
 ) WITHOUT ROWID;
+
+-- ---- What trace-import guarantees beyond the tables above (schema_version 1) ----
+--
+-- meta, further keys: frees (rows in frees), missed_frees (an address was
+-- allocated again while live: its earlier block is closed at that instant and
+-- counted here), recovered_events (taken from leftover .ring files),
+-- clamped_times (events whose time went backwards in their thread and were
+-- moved forward to keep the global order), timeline_bucket_ns.
+-- format and importer_version are text; every other value is an integer.
+--
+-- processes: t_start = the process's trace start on the common axis (its
+-- t0_mono_ns - meta.t0_mono_ns); t_end = its END record, else its last event.
+-- peak_t is the time of the allocation that first reached peak_bytes
+-- (peak_objects = live objects right after it).
+--
+-- threads: one row per (pid, tid) that had events or a name; t_first/t_last
+-- NULL for a named thread that never allocated.
+--
+-- frames: frames.ip is the raw return address; symbols are looked up at ip - 1
+-- (the call instruction). function is demangled; an ip that could not be
+-- resolved is named 'FILE+0xOFFSET' (FILE = basename of its module, OFFSET =
+-- ip - modules.start + modules.file_offset) or '0xIP' outside every module.
+-- file is absolute when the compile directory is known. Each trace has one
+-- frame '[unknown]' (ip 0, module_id NULL) with a root stack node, used by
+-- allocations whose stack was empty or not defined in the trace.
+--
+-- timeline: for each process, one row per bucket from the bucket of its first
+-- event to the bucket of its last; t = bucket index * meta.timeline_bucket_ns
+-- (= ceil(duration_ns / 2000)).
+--
+-- checkpoints: meta.checkpoint_interval is the minimum spacing; a checkpoint
+-- is taken once at least max(checkpoint_interval, 8 * the rows it would write)
+-- allocations happened since the previous one (so checkpoints stay a small part
+-- of the database however many stacks there are), only between two distinct
+-- times, and once more after the last event. Each writes a checkpoint_index row
+-- for every process that had events since its previous checkpoint, and one
+-- checkpoints row per stack that ever allocated in that process (alloc_objects
+-- > 0, live_objects possibly 0). A process's state at a time before its first
+-- checkpoint starts from nothing (alloc_id = free_id = 0). Its last
+-- checkpoint holds its final state.
+-- Bounding a snapshot at T: with c1 the process's last checkpoint with
+-- t <= T and c2 its next one (t > T), every allocation with t_alloc <= T not
+-- in c1 has id in (c1.alloc_id, c2.alloc_id], and every such free has id in
+-- (c1.free_id, c2.free_id]: both are rowid ranges, read in order, no index.
+-- No index is created: every table is read through its rowid order.

@@ -259,6 +259,7 @@ struct tf_ring {            /* 64 bytes, then ring_events events */
 	_Atomic uint64_t tail;  /* events already appended to the trace by the writer */
 	char name[16];          /* thread name, as in /proc/self/task/TID/comm */
 	uint64_t reserved2;
+	uint64_t reserved3;     /* pads the header to the 64 bytes it promises */
 };
 _Static_assert(sizeof(struct tf_ring) == 64, "ring header layout");
 

@@ -1,0 +1,576 @@
+#!/usr/bin/env python3
+"""run.py - heapreel's benchmark harness, started by `./heapreel bench`.
+
+Builds the shared workloads of ../shared/bench (churn ~2.2 M and ~10 M
+allocation calls, the sqlite3 CLI on 150 k rows) and runs each one
+alternately without profiler, under librec.so, under heaptrack and under
+`heaptrack -r` (record only), at least --runs times each. It prints, per
+workload: the median wall-time ratio vs the baseline with its min-max, trace
+bytes per event, the recorder's extra peak RSS and the issue-2 overhead
+target; then, for each later stage that is built, its figures (import,
+snapshots, TUI steps). A stage that is not built is skipped with one line.
+
+It must never run from .ci/run (CI runs the tests only), and never leave big
+files behind: everything goes to a temporary directory, removed at the end
+unless --keep.
+"""
+import argparse
+import fcntl
+import os
+import pty
+import re
+import shutil
+import signal
+import sqlite3
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HEAPTRACK_AS_LIMIT = 4 << 30   # heaptrack's analysis can grow to 18 GiB: cap it
+GNU_TIME = "/usr/bin/time"     # Debian package "time"
+RUN_TIMEOUT_S = 900            # a run that hangs is killed and counted failed
+SQLITE_ROWS = 150000
+QUICK_SQLITE_ROWS = 10000
+SNAP_INSTANTS = [5, 15, 25, 35, 45, 55, 65, 75, 85, 95]  # % of the trace
+TUI_STEPS = 100               # cursor steps timed by trace-tui --bench-steps
+PTY_COLS, PTY_ROWS = 120, 40  # the terminal the TUI is timed in
+KIB = 1024
+MIB = 1024 * 1024
+
+# Hook for the recorder's ring-full wait counter (issue 2 target: no
+# application thread ever waits on the writer). Looked for, in this order: a
+# key of trace-dump --summary; the recorder's closing mark
+# "heapreel.stats ring_waits=N lost=N ..." in the database; the same mark in
+# trace-dump's text (when trace-import is not built).
+RING_WAIT_KEY = "ring_waits"
+STATS_MARK = "heapreel.stats"
+
+# Messages by which a heaptrack run shows that its analysis died even when
+# the traced program itself exited 0 (the heaptrack script returns the
+# program's exit code).
+HEAPTRACK_FAILURE_SIGNS = ("bad_alloc", "terminate called", "Killed",
+                           "Aborted", "Segmentation fault", "Broken pipe")
+
+VARIANTS = ("base", "rec", "ht", "htr")
+LABELS = {"base": "base", "rec": "librec.so", "ht": "heaptrack",
+          "htr": "heaptrack -r"}
+
+
+class Run:
+    """One timed run: exit status, wall seconds, peak RSS (bytes), stderr."""
+
+    def __init__(self, rc, wall, rss, err, timed_out):
+        self.rc, self.wall, self.rss, self.err = rc, wall, rss, err
+        self.timed_out = timed_out
+
+    @property
+    def ok(self):
+        return self.rc == 0 and not self.timed_out
+
+
+def timed(argv, env=None, cwd=None, rss=True):
+    """Runs argv; measures its wall time and, with rss, its peak RSS.
+
+    The peak RSS comes from GNU time (%M: the maximum over the program and
+    its waited-for children, such as heaptrack's interpreter), not from
+    wait4 here: a child forked from this Python process keeps Python's own
+    RSS high-water mark across exec, which would hide small differences."""
+    with tempfile.NamedTemporaryFile() as rssf, tempfile.TemporaryFile() as errf:
+        cmd = [GNU_TIME, "-f", "%M", "-o", rssf.name] + argv if rss else argv
+        t0 = time.monotonic()
+        p = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True)
+        killed = []
+
+        def kill():
+            killed.append(True)
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+        timer = threading.Timer(RUN_TIMEOUT_S, kill)
+        timer.start()
+        rc = p.wait()
+        wall = time.monotonic() - t0
+        timer.cancel()
+        errf.seek(0)
+        err = errf.read().decode(errors="replace")
+        lines = rssf.read().decode(errors="replace").split()
+        peak = int(lines[-1]) * KIB if rss and lines and lines[-1].isdigit() else 0
+    return Run(rc, wall, peak, err, bool(killed))
+
+
+def last_line(text):
+    """The last non-empty line of a program's stderr: where it says what went wrong."""
+    lines = [l for l in text.strip().splitlines() if l.strip()]
+    return lines[-1][:160] if lines else ""
+
+
+# ---- workloads ----------------------------------------------------------------
+
+def prepare_workloads(shared, work, quick):
+    """Builds churn and the SQL script; returns [(name, argv)]."""
+    churn = os.path.join(work, "churn")
+    src = os.path.join(shared, "churn.c")
+    if not os.path.exists(src):
+        sys.exit("bench: %s not found (--shared DIR names the shared bench folder)" % src)
+    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread",
+                    src, "-o", churn], check=True)
+    rows = QUICK_SQLITE_ROWS if quick else SQLITE_ROWS
+    sql = os.path.join(work, "w.sql")
+    subprocess.run([sys.executable, os.path.join(shared, "gen_sqlite_sql.py"),
+                    sql, str(rows)], check=True, stdout=subprocess.DEVNULL)
+    sqlite_bin = shutil.which("sqlite3")
+    if not sqlite_bin:
+        sys.exit("bench: sqlite3 is not installed (./heapreel setup)")
+    small, large = (50000, 200000) if quick else (1000000, 4500000)
+    return [
+        ("churn 4x%s" % human_count(small), [churn, "4", str(small), "42"]),
+        ("churn 4x%s" % human_count(large), [churn, "4", str(large), "42"]),
+        ("sqlite3 %s rows" % human_count(rows), [sqlite_bin, ":memory:", ".read " + sql]),
+    ]
+
+
+def human_count(n):
+    if n >= 1000000:
+        return ("%.1fM" % (n / 1e6)).replace(".0M", "M")
+    if n >= 1000:
+        return "%dk" % (n // 1000)
+    return str(n)
+
+
+def clean_env():
+    """The environment without any profiler preloaded or configured."""
+    return {k: v for k, v in os.environ.items()
+            if k != "LD_PRELOAD" and not k.startswith("REC_")}
+
+
+def heaptrack_output(prefix):
+    """The file heaptrack wrote for -o PREFIX (it appends .zst/.gz/.raw.*)."""
+    d, base = os.path.split(prefix)
+    found = [os.path.join(d, f) for f in os.listdir(d) if f.startswith(base + ".")]
+    return found[0] if found else None
+
+
+def run_variant(variant, argv, tools, work, tag):
+    """One run of one variant; returns (Run, output file or None)."""
+    env = clean_env()
+    # The preload is set by env(1) after GNU time, so that only the workload
+    # is recorded; the baseline goes through env(1) too, for the same cost.
+    if variant == "base":
+        return timed(["env"] + argv, env=env, cwd=work), None
+    if variant == "rec":
+        trc = os.path.join(work, tag + ".trc")
+        r = timed(["env", "LD_PRELOAD=" + tools["librec"], "REC_OUT=" + trc] + argv,
+                  env=env, cwd=work)
+        if r.ok and not os.path.exists(trc):
+            r.rc, r.err = -1, "no trace written to %s" % trc
+        return r, trc
+    prefix = os.path.join(work, tag)
+    cmd = ["prlimit", "--as=%d" % HEAPTRACK_AS_LIMIT, "--", "heaptrack"]
+    if variant == "htr":
+        cmd.append("-r")
+    r = timed(cmd + ["-o", prefix] + argv, env=env, cwd=work)
+    out = heaptrack_output(prefix)
+    if r.ok and (out is None or os.path.getsize(out) == 0
+                 or any(s in r.err for s in HEAPTRACK_FAILURE_SIGNS)):
+        r.rc = r.rc or -1
+    return r, out
+
+
+def remove(path):
+    if path and os.path.exists(path):
+        os.remove(path)
+    if path and os.path.exists(path + ".ring"):
+        os.remove(path + ".ring")
+
+
+# ---- statistics and printing ---------------------------------------------------
+
+def ratio_stats(runs, base_median):
+    walls = [r.wall for r in runs if r.ok]
+    if not walls:
+        return None
+    rs = [w / base_median for w in walls]
+    return statistics.median(walls), statistics.median(rs), min(rs), max(rs)
+
+
+def fmt_ratio(st):
+    return "%.2fx (%.2f-%.2f)" % (st[1], st[2], st[3])
+
+
+def fmt_bytes(n):
+    sign = "-" if n < 0 else "+"
+    n = abs(n)
+    if n >= MIB:
+        return "%s%.1f MiB" % (sign, n / MIB)
+    return "%s%.0f KiB" % (sign, n / KIB)
+
+
+def trace_summary(dump, trc):
+    p = subprocess.run([dump, "--summary", trc], capture_output=True, text=True)
+    if p.returncode != 0:
+        return None, last_line(p.stderr)
+    d = {}
+    for line in p.stdout.splitlines():
+        k, _, v = line.partition(" ")
+        d[k] = v.strip()
+    return d, None
+
+
+def stats_marks(res, db):
+    """The labels of the recorder's STATS_MARK marks (one per process)."""
+    if db:
+        con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+        try:
+            return [r[0] for r in con.execute(
+                "SELECT label FROM marks WHERE label LIKE ? ORDER BY pid", (STATS_MARK + "%",))]
+        finally:
+            con.close()
+    labels = []
+    with subprocess.Popen([res["dump"], res["trace"]], stdout=subprocess.PIPE,
+                          stderr=subprocess.DEVNULL, text=True) as p:
+        for line in p.stdout:
+            if line.startswith("mark") and STATS_MARK in line:
+                labels.append(line[line.index(STATS_MARK):].strip())
+    return labels
+
+
+def report_ring_waits(res, db):
+    summary = res["summary"] or {}
+    if RING_WAIT_KEY in summary:
+        print("  ring-full waits   %s (trace-dump --summary)" % summary[RING_WAIT_KEY])
+        return
+    if not res["trace"]:
+        return
+    try:
+        labels = stats_marks(res, db)
+    except (sqlite3.Error, OSError) as e:
+        print("  ring-full waits   n/a: cannot read the recorder's marks (%s)" % e)
+        return
+    waits = [int(m.group(1)) for m in (re.search(r"\bring_waits=(\d+)", l) for l in labels) if m]
+    if not waits:
+        print("  ring-full waits   n/a: no %s key and no %s mark in the trace" % (RING_WAIT_KEY, STATS_MARK))
+        return
+    print("  ring-full waits   %d (recorder: %s)" % (sum(waits), "; ".join(
+        l[len(STATS_MARK):].strip() for l in labels)))
+
+
+def bench_recording(name, argv, tools, work, runs):
+    """Alternating runs of every variant; prints the recording figures and
+    returns what later stages need."""
+    results = {v: [] for v in VARIANTS}
+    keep = {}      # variant -> output file of its last successful run
+    tty = sys.stderr.isatty()
+    for i in range(runs):
+        if tty:
+            print("  round %d/%d ..." % (i + 1, runs), file=sys.stderr, end="\r", flush=True)
+        for v in VARIANTS:
+            if v in ("ht", "htr") and not tools["heaptrack"]:
+                continue
+            tag = "%s-%s-%d" % (re.sub(r"\W+", "_", name), v, i)
+            r, out = run_variant(v, argv, tools, work, tag)
+            results[v].append(r)
+            if r.ok and out:
+                remove(keep.get(v))
+                keep[v] = out
+            elif out:
+                remove(out)
+    base = [r for r in results["base"] if r.ok]
+    print("\n== %s: %s (%d alternating runs of each)" % (name, " ".join(argv), runs))
+    if not base:
+        print("  base              FAILED: %s" % last_line(results["base"][0].err))
+        return None
+    calls = re.search(r"alloc_calls=(\d+)", base[-1].err)
+    t_base = statistics.median(r.wall for r in base)
+    print("  base              %.3f s median%s" % (
+        t_base, ", %s allocation calls" % calls.group(1) if calls else ""))
+    stats = {}
+    row = {"workload": name}  # this workload's line of the closing table
+    for v in ("rec", "ht", "htr"):
+        rs = results[v]
+        if not rs:
+            print("  %-17s skipped: heaptrack is not installed (./heapreel setup --bench)" % LABELS[v])
+            continue
+        nfail = sum(1 for r in rs if not r.ok)
+        st = ratio_stats(rs, t_base)
+        stats[v] = st
+        if st is None:
+            bad = next(r for r in rs if not r.ok)
+            why = "timed out" if bad.timed_out else "exit %d: %s" % (bad.rc, last_line(bad.err))
+            cap = " under prlimit --as=%d GiB" % (HEAPTRACK_AS_LIMIT >> 30) if v != "rec" else ""
+            print("  %-17s FAILED %d/%d%s (%s)" % (LABELS[v], nfail, len(rs), cap, why))
+            row[v] = "failed"
+            continue
+        extra = " [%d/%d runs failed]" % (nfail, len(rs)) if nfail else ""
+        print("  %-17s %s%s" % (LABELS[v], fmt_ratio(st), extra))
+        row[v] = fmt_ratio(st)
+
+    trc = keep.get("rec")
+    summary = None
+    if trc:
+        summary, err = trace_summary(tools["dump"], trc)
+        if summary is None:
+            print("  trace             trace-dump --summary failed: %s" % err)
+        else:
+            events = int(summary.get("events", 0))
+            size = int(summary.get("file_bytes", os.path.getsize(trc)))
+            bpe = size / events if events else float("nan")
+            print("  trace             %.2f B/event (%d events, %.1f MiB)" % (
+                bpe, events, size / MIB))
+            row["bpe"] = "%.2f" % bpe
+    pairs = [r.rss - b.rss for b, r in zip(results["base"], results["rec"]) if b.ok and r.ok]
+    if pairs:
+        print("  recorder RSS      %s extra peak RSS (median of %d pairs)" % (
+            fmt_bytes(statistics.median(pairs)), len(pairs)))
+        row["rss"] = fmt_bytes(statistics.median(pairs))
+    row["target"] = check_target(stats, t_base)
+    return {"name": name, "t_base": t_base, "stats": stats, "trace": trc, "dump": tools["dump"],
+            "row": row,
+            "summary": summary, "ht_file": keep.get("ht"), "keep": keep,
+            "rec_wall": stats.get("rec") and stats["rec"][0]}
+
+
+def check_target(stats, t_base):
+    """Issue 2: (t_rec - t_base) <= (t_heaptrack - t_base) / 3, or half the
+    overhead of heaptrack -r where heaptrack failed."""
+    rec = stats.get("rec")
+    if rec is None:
+        return "n/a"
+    over = rec[0] - t_base
+    if stats.get("ht"):
+        ref, div, what = stats["ht"][0] - t_base, 3, "heaptrack"
+    elif stats.get("htr"):
+        ref, div, what = stats["htr"][0] - t_base, 2, "heaptrack -r"
+    else:
+        print("  target            n/a: no heaptrack run succeeded")
+        return "n/a"
+    limit = ref / div
+    verdict = "MET" if over <= limit else "NOT MET"
+    print("  target            overhead %.3f s <= (%s overhead %.3f s)/%d = %.3f s: %s" % (
+        over, what, ref, div, limit, verdict))
+    return "%s (vs %s/%d)" % (verdict, what, div)
+
+
+TABLE = (("workload", "workload"), ("rec", "librec.so"), ("ht", "heaptrack"),
+         ("htr", "heaptrack -r"), ("bpe", "trace B/event"), ("rss", "extra RSS"),
+         ("target", "overhead target"))
+
+
+def print_table(rows):
+    """The recording figures of every workload as one Markdown table."""
+    print("\n| %s |" % " | ".join(h for _, h in TABLE))
+    print("|%s" % ("---|" * len(TABLE)))
+    for r in rows:
+        print("| %s |" % " | ".join(r.get(k, "n/a") for k, _ in TABLE))
+
+
+# ---- later stages ----------------------------------------------------------------
+
+def db_allocations(db):
+    con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+    try:
+        row = con.execute("SELECT value FROM meta WHERE key = 'allocations'").fetchone()
+        if row is None:
+            row = con.execute("SELECT count(*) FROM allocations").fetchone()
+        return int(row[0])
+    finally:
+        con.close()
+
+
+def bench_import(res, tools, work):
+    imp = tools["import"]
+    if not imp:
+        print("  import            skipped: trace-import is not built")
+        return None
+    if not res["trace"]:
+        print("  import            skipped: no successful recording")
+        return None
+    db = res["trace"][:-len(".trc")] + ".db"
+    remove(db)
+    r = timed([imp, res["trace"], db], cwd=work)
+    if not r.ok:
+        print("  import            FAILED (exit %d): %s" % (r.rc, last_line(r.err)))
+        return None
+    events = int((res["summary"] or {}).get("events", 0))
+    try:
+        nalloc = db_allocations(db)
+        per_alloc = "%.1f B/allocation" % (os.path.getsize(db) / nalloc) if nalloc else "no allocations"
+    except sqlite3.Error as e:
+        per_alloc = "DB unreadable by sqlite3 (%s)" % e
+    rate = "%.2f M events/s" % (events / r.wall / 1e6) if events else "? events/s"
+    print("  import            %.2f s, %s, peak RSS %.0f MiB, DB %.1f MiB, %s" % (
+        r.wall, rate, r.rss / MIB, os.path.getsize(db) / MIB, per_alloc))
+    ht = res["ht_file"]
+    ht_print = None
+    if ht and shutil.which("heaptrack_print"):
+        hp = timed(["heaptrack_print", ht], cwd=work)
+        if hp.ok:
+            ht_print = hp.wall
+            print("  heaptrack_print   %.2f s, peak RSS %.0f MiB (on heaptrack's trace of the same run)" % (
+                hp.wall, hp.rss / MIB))
+        else:
+            print("  heaptrack_print   FAILED (exit %d): %s" % (hp.rc, last_line(hp.err)))
+    else:
+        print("  heaptrack_print   n/a: no heaptrack trace (heaptrack failed or is not installed)")
+    ht_st = res["stats"].get("ht")
+    if res["rec_wall"] and ht_st and ht_print is not None:
+        ours = res["rec_wall"] + r.wall
+        theirs = ht_st[0] + ht_print
+        print("  pipeline          record+import %.2f s vs heaptrack+heaptrack_print %.2f s: %s" % (
+            ours, theirs, "MET" if ours <= theirs else "NOT MET"))
+    return db
+
+
+def bench_snap(db, tools):
+    snap = tools["snap"]
+    if not snap:
+        print("  snapshots         skipped: trace-snap is not built")
+        return
+    times, failures = [], []
+    for pct in SNAP_INSTANTS:
+        r = timed([snap, db, "--at", "%d%%" % pct], rss=False)
+        if r.ok:
+            times.append(r.wall)
+        else:
+            failures.append((pct, r))
+    if failures:
+        pct, r = failures[0]
+        print("  snapshots         --at %d%% FAILED (exit %d): %s" % (pct, r.rc, last_line(r.err)))
+    if times:
+        print("  snapshots         --at x%d: median %.1f ms, max %.1f ms (process start included)" % (
+            len(times), statistics.median(times) * 1e3, max(times) * 1e3))
+    others = []
+    for args in (["--peak"], ["--growth", "25%..75%"], ["--leaks"]):
+        r = timed([snap, db] + args, rss=False)
+        others.append("%s %s" % (args[0], "%.1f ms" % (r.wall * 1e3) if r.ok
+                                 else "FAILED (exit %d: %s)" % (r.rc, last_line(r.err))))
+    print("  queries           " + ", ".join(others))
+
+
+def run_in_pty(argv, timeout):
+    """Runs a full-screen program on a fresh pseudo-terminal of PTY_COLS x
+    PTY_ROWS (draining what it draws); returns (exit code, its stderr)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", PTY_ROWS, PTY_COLS, 0, 0))
+    env = dict(os.environ, TERM=os.environ.get("TERM") or "xterm")
+
+    def drain():
+        try:
+            while os.read(master, 65536):
+                pass
+        except OSError:  # EIO once the program closed the terminal
+            pass
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    with tempfile.TemporaryFile() as errf:
+        p = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=errf, env=env,
+                             start_new_session=True)
+        os.close(slave)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = p.wait()
+        reader.join(timeout=5)
+        os.close(master)
+        errf.seek(0)
+        return rc, errf.read().decode(errors="replace")
+
+
+def bench_tui(db, tools):
+    tui = tools["tui"]
+    if not tui:
+        print("  tui               skipped: trace-tui is not built")
+        return
+    h = subprocess.run([tui, "--help"], capture_output=True, text=True)
+    if "--bench-steps" not in h.stdout + h.stderr:
+        print("  tui               skipped: trace-tui --help offers no --bench-steps option")
+        return
+    rc, err = run_in_pty([tui, "--bench-steps", str(TUI_STEPS), db], RUN_TIMEOUT_S)
+    if rc != 0:
+        print("  tui               --bench-steps FAILED (exit %d): %s" % (rc, last_line(err)))
+        return
+    for line in err.strip().splitlines():
+        print("  tui               " + line)
+
+
+# ---- main ------------------------------------------------------------------------
+
+def find_tools(build):
+    def exe(*parts):
+        p = os.path.join(build, *parts)
+        return p if os.access(p, os.X_OK) else None
+    tools = {
+        "librec": os.path.join(build, "recorder", "librec.so"),
+        "dump": exe("trace-format", "trace-dump"),
+        "import": exe("importer", "trace-import"),
+        "snap": exe("queries", "trace-snap"),
+        "tui": exe("viewer-tui", "trace-tui"),
+        "heaptrack": shutil.which("heaptrack"),
+    }
+    if not os.path.exists(tools["librec"]):
+        sys.exit("bench: %s not found: build first (./heapreel build)" % tools["librec"])
+    if not os.access(GNU_TIME, os.X_OK):
+        sys.exit("bench: %s not found (Debian package time; ./heapreel setup --bench)" % GNU_TIME)
+    if not tools["dump"]:
+        sys.exit("bench: trace-dump not found in %s: build first (./heapreel build)" % build)
+    return tools
+
+
+def main():
+    ap = argparse.ArgumentParser(prog="heapreel bench",
+                                 description="heapreel's benchmarks on the shared workloads")
+    ap.add_argument("--runs", type=int, default=5, help="runs of each variant (default 5)")
+    ap.add_argument("--quick", action="store_true",
+                    help="1 run of smaller workloads, to check the harness")
+    ap.add_argument("--only", metavar="WORD",
+                    help="only the workloads whose name contains WORD (churn, sqlite3)")
+    ap.add_argument("--build", default=os.path.join(REPO, "build"), help="build directory")
+    ap.add_argument("--shared", default=os.path.join(os.path.dirname(REPO), "shared", "bench"),
+                    help="the shared workloads folder (default ../shared/bench)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    a = ap.parse_args()
+    if a.runs < 1:
+        ap.error("--runs must be at least 1")
+    runs = 1 if a.quick else a.runs
+    tools = find_tools(os.path.abspath(a.build))
+    work = tempfile.mkdtemp(prefix="heapreel-bench-")
+    try:
+        workloads = prepare_workloads(os.path.abspath(a.shared), work, a.quick)
+        if a.only:
+            workloads = [w for w in workloads if a.only in w[0]]
+        print("heapreel bench: %s, %d run(s) of each variant, work dir %s" % (
+            "quick" if a.quick else "full", runs, work))
+        rows = []
+        for name, argv in workloads:
+            res = bench_recording(name, argv, tools, work, runs)
+            if res is None:
+                continue
+            rows.append(res["row"])
+            db = bench_import(res, tools, work)
+            report_ring_waits(res, db)
+            if db:
+                bench_snap(db, tools)
+                bench_tui(db, tools)
+            if not a.keep:  # big files go as soon as their workload is done
+                for f in list(res["keep"].values()) + [db]:
+                    remove(f)
+        print_table(rows)
+    finally:
+        if a.keep:
+            print("work directory kept: %s" % work)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

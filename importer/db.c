@@ -1,0 +1,371 @@
+/*
+ * db.c - the output database: created as OUT.tmp-XXXXXX beside OUT (0600,
+ * O_EXCL, so never through a planted file or symlink), loaded in one large
+ * transaction with the journal and syncs off, then made durable, marked
+ * complete (meta complete=1, written last) and renamed over OUT.
+ *
+ * It must never leave a file named OUT that is not complete: every failure
+ * path ends in imp_db_abort, which deletes the temporary file. SQL
+ * parameters are always bound, never pasted into SQL text.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <sqlite3.h>
+
+#include "imp.h"
+
+/* Page cache for the load: large enough that B-tree appends never re-read
+ * pages, small enough to keep the importer's RSS modest. */
+#define DB_CACHE_KIB 65536
+#define DB_STMT_CACHE 32              /* distinct statements imp_db_insert keeps */
+
+struct stmt_slot {
+	const char *sql;              /* identity: callers pass string literals */
+	sqlite3_stmt *st;
+};
+
+struct imp_db {
+	sqlite3 *h;
+	char *out, *tmp, *dir;
+	sqlite3_stmt *ckpt_st, *meta_st;
+	struct imp_bulk bulk;         /* the source imp_bulk reads */
+	struct stmt_slot cache[DB_STMT_CACHE];
+	char err[256];
+};
+
+/* The temporary path, for the signal handler: deleting it is the only
+ * async-signal-safe cleanup there is. */
+static volatile sig_atomic_t tmp_armed;
+static char tmp_for_signal[4096];
+
+static void on_signal(int sig)
+{
+	if (tmp_armed)
+		unlink(tmp_for_signal);
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static int fail(struct imp_db *db, struct imp_err *e, const char *what)
+{
+	imp_errf(e, "%s: %s: %s", db->out, what, sqlite3_errmsg(db->h));
+	return -1;
+}
+
+static int exec(struct imp_db *db, const char *sql, struct imp_err *e)
+{
+	if (sqlite3_exec(db->h, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return fail(db, e, "sqlite");
+	return 0;
+}
+
+static int prep(struct imp_db *db, const char *sql, sqlite3_stmt **st,
+		struct imp_err *e)
+{
+	if (sqlite3_prepare_v3(db->h, sql, -1, SQLITE_PREPARE_PERSISTENT, st,
+			       NULL) != SQLITE_OK)
+		return fail(db, e, "sqlite");
+	return 0;
+}
+
+int imp_db_create(struct imp_db **dbp, const char *out, bool force,
+		  struct imp_err *e)
+{
+	struct imp_db *db = calloc(1, sizeof *db);
+	struct sigaction sa;
+	struct stat sb;
+	char *d;
+	int fd;
+
+	*dbp = NULL;
+	/* One thread uses SQLite: no mutexes, no memory statistics (each
+	 * costs a lock per row). Only possible before SQLite initializes. */
+	sqlite3_config(SQLITE_CONFIG_SINGLETHREAD);
+	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+	if (!db) {
+		imp_errf(e, "%s: out of memory", out);
+		return -1;
+	}
+	db->out = strdup(out);
+	db->tmp = malloc(strlen(out) + sizeof ".tmp-XXXXXX");
+	d = strdup(out);
+	if (!db->out || !db->tmp || !d) {
+		free(d);
+		imp_errf(e, "%s: out of memory", out);
+		goto err;
+	}
+	db->dir = strdup(dirname(d));
+	free(d);
+	if (!db->dir) {
+		imp_errf(e, "%s: out of memory", out);
+		goto err;
+	}
+	if (lstat(out, &sb) == 0) {
+		if (!force) {
+			imp_errf(e, "%s: exists (use --force to overwrite)", out);
+			goto err;
+		}
+		if (!S_ISREG(sb.st_mode)) {
+			imp_errf(e, "%s: exists and is not a regular file", out);
+			goto err;
+		}
+	}
+	sprintf(db->tmp, "%s.tmp-XXXXXX", out);
+	fd = mkostemp(db->tmp, O_CLOEXEC);   /* 0600, O_EXCL */
+	if (fd < 0) {
+		imp_errf(e, "%s: cannot create %s: %s", out, db->tmp,
+			 strerror(errno));
+		db->tmp[0] = 0;
+		goto err;
+	}
+	close(fd);
+	if (strlen(db->tmp) < sizeof tmp_for_signal) {
+		strcpy(tmp_for_signal, db->tmp);
+		tmp_armed = 1;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_signal;
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGHUP, &sa, NULL);
+	}
+	if (sqlite3_open_v2(db->tmp, &db->h, SQLITE_OPEN_READWRITE |
+			    SQLITE_OPEN_NOFOLLOW, NULL) != SQLITE_OK) {
+		imp_errf(e, "%s: cannot open: %s", db->tmp,
+			 db->h ? sqlite3_errmsg(db->h) : "out of memory");
+		goto err;
+	}
+	if (exec(db, "PRAGMA page_size=8192; PRAGMA journal_mode=OFF;"
+		 "PRAGMA synchronous=OFF; PRAGMA locking_mode=EXCLUSIVE;"
+		 "PRAGMA temp_store=MEMORY;", e))
+		goto err;
+	{
+		char sql[64];
+
+		snprintf(sql, sizeof sql, "PRAGMA cache_size=-%d", DB_CACHE_KIB);
+		if (exec(db, sql, e))
+			goto err;
+	}
+	if (imp_bulk_register(db->h, &db->bulk) != SQLITE_OK) {
+		fail(db, e, "sqlite");
+		goto err;
+	}
+	if (exec(db, imp_schema_sql, e) || exec(db, "BEGIN", e) ||
+	    prep(db, "INSERT INTO checkpoints VALUES(?,?,?,?,?,?)",
+		 &db->ckpt_st, e) ||
+	    prep(db, "INSERT OR REPLACE INTO meta VALUES(?,?)", &db->meta_st, e))
+		goto err;
+	*dbp = db;
+	return 0;
+err:
+	imp_db_abort(db);
+	return -1;
+}
+
+static sqlite3_stmt *cached(struct imp_db *db, const char *sql)
+{
+	int i;
+
+	for (i = 0; i < DB_STMT_CACHE && db->cache[i].sql; i++)
+		if (db->cache[i].sql == sql)
+			return db->cache[i].st;
+	if (i == DB_STMT_CACHE)
+		return NULL;       /* a programming error: too many statements */
+	if (sqlite3_prepare_v3(db->h, sql, -1, SQLITE_PREPARE_PERSISTENT,
+			       &db->cache[i].st, NULL) != SQLITE_OK)
+		return NULL;
+	db->cache[i].sql = sql;
+	return db->cache[i].st;
+}
+
+static int step(struct imp_db *db, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	sqlite3_reset(st);
+	if (rc != SQLITE_DONE) {
+		snprintf(db->err, sizeof db->err, "%s", sqlite3_errmsg(db->h));
+		return -1;
+	}
+	return 0;
+}
+
+int imp_db_insert(struct imp_db *db, const char *sql, const char *types, ...)
+{
+	sqlite3_stmt *st = cached(db, sql);
+	va_list ap;
+	int i, rc = 0;
+
+	if (!st) {
+		snprintf(db->err, sizeof db->err, "%s", sqlite3_errmsg(db->h));
+		return -1;
+	}
+	va_start(ap, types);
+	for (i = 0; types[i] && !rc; i++) {
+		switch (types[i]) {
+		case 'i':
+			rc = sqlite3_bind_int64(st, i + 1, va_arg(ap, int64_t));
+			break;
+		case 'u':
+			rc = sqlite3_bind_int64(st, i + 1,
+						(int64_t)va_arg(ap, uint64_t));
+			break;
+		case 'z': {
+			int64_t v = va_arg(ap, int64_t);
+
+			rc = v ? sqlite3_bind_int64(st, i + 1, v)
+			       : sqlite3_bind_null(st, i + 1);
+			break;
+		}
+		case 't': {
+			const char *s = va_arg(ap, const char *);
+
+			rc = s ? sqlite3_bind_text(st, i + 1, s, -1, SQLITE_TRANSIENT)
+			       : sqlite3_bind_null(st, i + 1);
+			break;
+		}
+		default:
+			rc = sqlite3_bind_null(st, i + 1);
+			break;
+		}
+	}
+	va_end(ap);
+	if (rc != SQLITE_OK) {
+		snprintf(db->err, sizeof db->err, "%s", sqlite3_errmsg(db->h));
+		sqlite3_reset(st);
+		return -1;
+	}
+	return step(db, st);
+}
+
+int imp_db_bulk(struct imp_db *db, const char *sql,
+		int (*next)(void *, int64_t *, uint32_t *), void *ctx)
+{
+	int rc;
+
+	db->bulk.next = next;
+	db->bulk.ctx = ctx;
+	rc = sqlite3_exec(db->h, sql, NULL, NULL, NULL);
+	db->bulk.next = NULL;
+	if (rc != SQLITE_OK) {
+		snprintf(db->err, sizeof db->err, "%s", sqlite3_errmsg(db->h));
+		return -1;
+	}
+	return 0;
+}
+
+int imp_db_ckpt_row(struct imp_db *db, uint64_t ckpt, uint64_t stack,
+		    int64_t live_bytes, int64_t live_objects,
+		    uint64_t alloc_bytes, uint64_t alloc_objects)
+{
+	sqlite3_stmt *st = db->ckpt_st;
+
+	sqlite3_bind_int64(st, 1, (int64_t)ckpt);
+	sqlite3_bind_int64(st, 2, (int64_t)stack);
+	sqlite3_bind_int64(st, 3, live_bytes);
+	sqlite3_bind_int64(st, 4, live_objects);
+	sqlite3_bind_int64(st, 5, (int64_t)alloc_bytes);
+	sqlite3_bind_int64(st, 6, (int64_t)alloc_objects);
+	return step(db, st);
+}
+
+int imp_db_meta(struct imp_db *db, const char *key, int64_t value)
+{
+	sqlite3_stmt *st = db->meta_st;
+
+	sqlite3_bind_text(st, 1, key, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, value);
+	return step(db, st);
+}
+
+/* Makes the renamed file and its directory entry reach the disk. */
+static int sync_path(const char *path, int flags)
+{
+	int fd = open(path, flags | O_RDONLY | O_CLOEXEC);
+	int rc;
+
+	if (fd < 0)
+		return -1;
+	rc = fsync(fd);
+	close(fd);
+	return rc;
+}
+
+int imp_db_finish(struct imp_db *db, struct imp_err *e)
+{
+	sqlite3_stmt *st = db->meta_st;
+
+	/* Indexes: none; every table is read in the order it was written
+	 * (see schema.sql), so no index has to be built from unsorted data. */
+	if (exec(db, "COMMIT", e) ||
+	    exec(db, "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL;"
+		 "PRAGMA locking_mode=NORMAL;", e))
+		return -1;
+	sqlite3_bind_text(st, 1, "complete", -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, 1);
+	if (step(db, st)) {
+		imp_errf(e, "%s: sqlite: %s", db->out, db->err);
+		return -1;
+	}
+	for (int i = 0; i < DB_STMT_CACHE && db->cache[i].sql; i++)
+		sqlite3_finalize(db->cache[i].st);
+	memset(db->cache, 0, sizeof db->cache);
+	sqlite3_finalize(db->ckpt_st);
+	sqlite3_finalize(db->meta_st);
+	db->ckpt_st = db->meta_st = NULL;
+	if (sqlite3_close(db->h) != SQLITE_OK)
+		return fail(db, e, "close");
+	db->h = NULL;
+	if (sync_path(db->tmp, 0) || rename(db->tmp, db->out)) {
+		imp_errf(e, "%s: %s", db->out, strerror(errno));
+		return -1;
+	}
+	tmp_armed = 0;
+	db->tmp[0] = 0;
+	sync_path(db->dir, O_DIRECTORY);
+	imp_db_abort(db);          /* frees what is left */
+	return 0;
+}
+
+void imp_db_abort(struct imp_db *db)
+{
+	if (!db)
+		return;
+	for (int i = 0; i < DB_STMT_CACHE && db->cache[i].sql; i++)
+		sqlite3_finalize(db->cache[i].st);
+	sqlite3_finalize(db->ckpt_st);
+	sqlite3_finalize(db->meta_st);
+	if (db->h)
+		sqlite3_close(db->h);
+	if (db->tmp && db->tmp[0]) {
+		tmp_armed = 0;
+		unlink(db->tmp);
+	}
+	free(db->out);
+	free(db->tmp);
+	free(db->dir);
+	free(db);
+}
+
+const char *imp_db_path(const struct imp_db *db)
+{
+	return db->out;
+}
+
+const char *imp_db_errmsg(const struct imp_db *db)
+{
+	return db->err;
+}
+
+const char *imp_db_dir(const struct imp_db *db)
+{
+	return db->dir;
+}

@@ -1,0 +1,232 @@
+/*
+ * imp.h - the internal interfaces between trace-import's files.
+ *
+ * Data flows: input.c (+ ring.c) index the traces and load their meta
+ * streams (pass 1); symbols.c turns stack nodes into frames and stacks rows;
+ * merge.c merges every event stream by time (pass 2); replay.c pairs
+ * allocations with frees and writes the time-ordered tables; db.c owns the
+ * SQLite file. Only main.c prints; everything else returns -1 and fills a
+ * struct imp_err whose message already names the file (and the byte offset
+ * where relevant), ready to be printed after "trace-import: ".
+ */
+#ifndef HEAPREEL_IMP_H
+#define HEAPREEL_IMP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace_format.h"
+
+#define IMP_ERR_MAX 512
+#define IMP_NO_TIME UINT64_MAX      /* "not known" / "never" for times */
+
+struct imp_err {
+	char msg[IMP_ERR_MAX];
+};
+
+/* util.c */
+void imp_errf(struct imp_err *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Grows *v (elements of size sz) so that index n fits; -1 on ENOMEM. */
+int imp_grow(void *v, size_t *cap, size_t n, size_t sz);
+char *imp_strdup(const char *s);      /* NULL stays NULL; NULL on ENOMEM */
+
+/* ---- pass 1: what a trace holds (input.c, ring.c) --------------------- */
+struct imp_node {                     /* one stack trie node of a trace */
+	uint64_t ip;
+	uint32_t parent;
+	uint32_t present;             /* 1 if the trace defined this id */
+};
+
+struct imp_module {
+	uint64_t start, end, file_offset, t_load;
+	uint32_t perms;
+	char *path;
+	uint8_t *build_id;
+	uint32_t build_id_len;
+	int64_t db_id;                /* modules.id once written */
+};
+
+struct imp_thread {
+	uint32_t tid;
+	char *name;
+};
+
+struct imp_mark {
+	uint64_t t;
+	char *label;
+};
+
+struct imp_stream {                   /* one thread's event stream */
+	uint32_t stream, tid;
+	struct tf_segment_info *segs; /* in seq order */
+	size_t nsegs, capsegs;
+	struct tf_record *ring;       /* events recovered from the .ring, after segs */
+	size_t nring, capring;
+	uint64_t last_alloc;          /* replay: id of this thread's last allocation */
+	uint64_t t_first, t_last;     /* replay: times seen (common axis) */
+	uint32_t gidx;                /* replay: index over all traces' streams */
+};
+
+struct imp_trace {
+	char *path;
+	struct tf_reader *rd;
+	const struct tf_header *hdr;  /* owned by rd */
+	uint64_t shift;               /* added to every time: common axis */
+	struct imp_stream *streams;
+	size_t nstreams, capstreams;
+	struct imp_node *nodes;       /* index = node id */
+	size_t nnodes;
+	struct imp_module *mods;
+	size_t nmods, capmods;
+	struct imp_thread *threads;
+	size_t nthreads, capthreads;
+	struct imp_mark *marks;
+	size_t nmarks, capmarks;
+	uint64_t events;              /* event records (trace segments + ring) */
+	uint64_t lost;                /* from LOST records */
+	uint64_t recovered;           /* events taken from the .ring */
+	uint64_t t_max;               /* latest time seen in pass 1 (trace axis) */
+	uint64_t t_end;               /* END record's time, or IMP_NO_TIME */
+	bool damaged;
+	char damage[IMP_ERR_MAX];     /* first damage found, printable */
+	uint32_t *node_db;            /* node id -> stacks.id (0 = none) */
+	uint32_t unknown_stack;       /* stacks.id of "[unknown]": stack 0, bad ids */
+	uint32_t db_first, db_count;  /* this trace's stacks.id range */
+};
+
+/* Opens the trace and checks its header: -1 if unusable (exit 1). */
+int imp_trace_open(struct imp_trace *tr, const char *path, struct imp_err *e);
+/* Pass 1: indexes every segment and loads the meta stream. Damage after
+ * the header sets tr->damaged and stops the scan there (not an error);
+ * -1 only for out of memory or an unreadable file. */
+int imp_trace_scan(struct imp_trace *tr, struct imp_err *e);
+void imp_trace_close(struct imp_trace *tr);
+/* Finds or adds the stream; NULL on ENOMEM. */
+struct imp_stream *imp_trace_stream(struct imp_trace *tr, uint32_t stream,
+				    uint32_t tid);
+int imp_trace_node(struct imp_trace *tr, uint32_t id, uint32_t parent,
+		   uint64_t ip);
+int imp_trace_thread(struct imp_trace *tr, uint32_t tid, const char *name);
+
+/* ring.c: takes what a killed process left in TRACE.ring (if the file
+ * exists and belongs to this trace). -1 only for ENOMEM / unreadable. */
+int imp_ring_recover(struct imp_trace *tr, struct imp_err *e);
+
+/* ---- the database (db.c) ---------------------------------------------- */
+struct imp_db;
+
+/* Creates OUT.tmp-XXXXXX next to out (0600, O_EXCL) and the schema;
+ * refuses an existing out unless force. */
+int imp_db_create(struct imp_db **db, const char *out, bool force,
+		  struct imp_err *e);
+/* Inserts one row through a cached prepared statement. types: one char per
+ * parameter: 'i' int64_t, 'u' uint64_t, 'z' int64_t with 0 -> NULL,
+ * 't' const char * (NULL -> NULL), 'n' NULL (no argument). */
+int imp_db_insert(struct imp_db *db, const char *sql, const char *types, ...);
+/* Bulk loading: runs sql (an INSERT ... SELECT c0, c1, ... FROM imp_bulk)
+ * with the rows the callback produces. */
+#define IMP_BULK_COLS 10
+struct imp_bulk {
+	/* 1: vals (and nulls, bit i = column i is NULL) filled; 0: no more
+	 * rows; -1: error, described by the callback's owner. */
+	int (*next)(void *ctx, int64_t *vals, uint32_t *nulls);
+	void *ctx;
+};
+int imp_db_bulk(struct imp_db *db, const char *sql,
+		int (*next)(void *, int64_t *, uint32_t *), void *ctx);
+struct sqlite3;
+/* bulk.c: the imp_bulk virtual table, reading from *src. */
+int imp_bulk_register(struct sqlite3 *h, struct imp_bulk *src);
+int imp_db_ckpt_row(struct imp_db *db, uint64_t ckpt, uint64_t stack,
+		    int64_t live_bytes, int64_t live_objects,
+		    uint64_t alloc_bytes, uint64_t alloc_objects);
+int imp_db_meta(struct imp_db *db, const char *key, int64_t value);
+/* Indexes, durable settings, meta complete=1, close, rename over out. */
+int imp_db_finish(struct imp_db *db, struct imp_err *e);
+/* Closes and deletes the temporary file. */
+void imp_db_abort(struct imp_db *db);
+const char *imp_db_path(const struct imp_db *db); /* the final path */
+const char *imp_db_errmsg(const struct imp_db *db); /* last SQLite error */
+/* Directory to put scratch files in (the output's). */
+const char *imp_db_dir(const struct imp_db *db);
+
+extern const char imp_schema_sql[];   /* schema.c, generated from schema.sql */
+
+/* ---- symbolization (symbols.c) ----------------------------------------- */
+struct imp_ids {                      /* next free row ids, shared by traces */
+	int64_t module, frame, stack;
+};
+struct imp_symstats {
+	uint64_t ips, unresolved, frames, stacks, mismatched;
+};
+/* Writes modules, frames and stacks rows for the trace and fills
+ * tr->node_db, db_first/db_count and unknown_stack. */
+int imp_symbolize(struct imp_db *db, struct imp_trace *tr, struct imp_ids *ids,
+		  struct imp_symstats *st, struct imp_err *e);
+/* The stacks.id an event's stack id stands for ("[unknown]" for 0 and
+ * ids the trace never defined). */
+static inline uint32_t imp_stack_of(const struct imp_trace *tr, uint32_t stack)
+{
+	if (stack < tr->nnodes && tr->node_db[stack])
+		return tr->node_db[stack];
+	return tr->unknown_stack;
+}
+
+/* ---- pass 2: the merge (merge.c) --------------------------------------- */
+enum imp_ev_kind { IMP_FREE = 0, IMP_ALLOC = 1 }; /* frees first at equal t */
+
+struct imp_ev {
+	uint64_t t;                   /* common axis */
+	uint64_t addr, size;
+	uint32_t stack;               /* trace node id */
+	uint8_t kind;                 /* enum imp_ev_kind */
+	uint8_t from_realloc;
+	struct imp_stream *st;
+};
+
+struct imp_merge;
+int imp_merge_open(struct imp_merge **m, struct imp_trace *tr, size_t ntr,
+		   struct imp_err *e);
+/* 1: *ev filled; 0: all streams done; -1: error (e). A segment that fails
+ * to decode ends its stream and marks its trace damaged. */
+int imp_merge_next(struct imp_merge *m, struct imp_ev *ev, struct imp_err *e);
+/* Time of the event the next imp_merge_next returns, IMP_NO_TIME at end. */
+uint64_t imp_merge_peek(struct imp_merge *m);
+uint64_t imp_merge_records(const struct imp_merge *m); /* records consumed */
+uint64_t imp_merge_clamped(const struct imp_merge *m); /* times moved forward */
+void imp_merge_close(struct imp_merge *m);
+
+/* ---- pass 2: replay (replay.c) ----------------------------------------- */
+struct imp_proc_stats {              /* per trace, filled by replay */
+	uint64_t t_end;               /* last event (common axis) */
+	uint64_t peak_t, peak_bytes, peak_objects;
+	uint64_t allocs, frees, unmatched_frees, missed_frees;
+};
+
+struct imp_totals {
+	uint64_t events, allocations, frees, unmatched_frees, missed_frees;
+	uint64_t checkpoints, checkpoint_rows, clamped;
+};
+
+typedef void imp_progress_fn(void *ctx, int phase, uint64_t done,
+			     uint64_t total);
+#define IMP_PHASE_MERGE 0
+#define IMP_PHASE_ALLOCS 1
+
+struct imp_replay_opts {
+	uint64_t duration;            /* common axis: last time + 1 */
+	uint64_t bucket_ns;           /* timeline bucket */
+	uint64_t ckpt_interval;       /* minimum allocations between checkpoints */
+	uint64_t total_events;        /* for progress */
+	imp_progress_fn *progress;
+	void *progress_ctx;
+};
+
+/* Runs pass 2 and writes allocations, frees, timeline, checkpoints. */
+int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
+	       const struct imp_replay_opts *o, struct imp_proc_stats *ps,
+	       struct imp_totals *tot, struct imp_err *e);
+
+#endif

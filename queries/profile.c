@@ -1,0 +1,364 @@
+/* profile.c - the per-stack profiles: snapshot (nearest checkpoint + the
+ * events since), and the questions built on it (peak, growth, leaks, top)
+ * or on their own SQL (steady, temporary).
+ *
+ * Never: scan the allocations table for a snapshot (the SQL reads rowid
+ * ranges bounded by checkpoints), or prepare a statement per call.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "qi.h"
+
+/* Parameter numbers of snapshot.sql and steady.sql, by name. */
+static int param(sqlite3_stmt *s, const char *name)
+{
+	return sqlite3_bind_parameter_index(s, name);
+}
+
+static void start(struct q_db *db, struct q_profile *p, enum q_kind kind, int64_t pid,
+                  int64_t t1, int64_t t2)
+{
+	p->kind = kind;
+	p->pid = pid;
+	p->t1 = t1;
+	p->t2 = t2;
+	p->n = 0;
+	long i = q_proc_index(db, pid);
+	p->sample_period = i < 0 ? 0 : db->procs[i].sample_period;
+	q_map_clear(&db->rowmap);
+}
+
+/* The row of stack in p, created zero if new; NULL: no memory. */
+static struct q_row *row_of(struct q_db *db, struct q_profile *p, int64_t stack)
+{
+	uint32_t k;
+	if (q_map_get(&db->rowmap, stack, &k))
+		return &p->rows[k];
+	if (q_grow(&p->rows, &p->cap, p->n + 1, sizeof *p->rows) ||
+	    q_map_put(&db->rowmap, stack, (uint32_t)p->n)) {
+		q_fail(db, "out of memory");
+		return NULL;
+	}
+	struct q_row *r = &p->rows[p->n++];
+	memset(r, 0, sizeof *r);
+	r->stack_id = stack;
+	return r;
+}
+
+/* Drops rows whose values are all zero (the map is stale afterwards). */
+static void compact(struct q_profile *p)
+{
+	size_t w = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		const int64_t *v = p->rows[i].v;
+		if (v[0] | v[1] | v[2] | v[3])
+			p->rows[w++] = p->rows[i];
+	}
+	p->n = w;
+}
+
+/* Sums the rows of a statement (stack_id, then Q_NVAL values) into p. */
+static int sum_rows(struct q_db *db, sqlite3_stmt *s, struct q_profile *p, const char *what)
+{
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct q_row *r = row_of(db, p, sqlite3_column_int64(s, 0));
+		if (!r)
+			return -1;
+		for (int k = 0; k < Q_NVAL; k++)
+			r->v[k] += sqlite3_column_int64(s, 1 + k);
+	}
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? 0 : q_sqlfail(db, what);
+}
+
+/* Index of the first checkpoint of pd after t (pd->nck if none). */
+static size_t next_ckpt(const struct q_pdata *pd, int64_t t)
+{
+	size_t lo = 0, hi = pd->nck;
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+		if (pd->ck[mid].t <= t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The checkpoint at or before t (NULL: none) and the alloc/free ids that
+ * bound the events after it up to the next checkpoint. */
+static const struct q_ckpt *bracket(const struct q_pdata *pd, int64_t t, int64_t *ahi,
+                                    int64_t *fhi)
+{
+	size_t lo = next_ckpt(pd, t);
+	*ahi = lo < pd->nck ? pd->ck[lo].alloc_id : INT64_MAX;
+	*fhi = lo < pd->nck ? pd->ck[lo].free_id : INT64_MAX;
+	return lo ? &pd->ck[lo - 1] : NULL;
+}
+
+/* The last id in [lo, hi] whose time is <= t, or lo if none is (ids ascend
+ * with time): bisection with point lookups, so the rows between are never
+ * read. Rows may be missing from the range; which says alloc or free. */
+static int last_at(struct q_db *db, enum q_stmt which, int64_t lo, int64_t hi, int64_t t,
+                   int64_t *out)
+{
+	sqlite3_stmt *s = q_stmt(db, which);
+	if (!s)
+		return -1;
+	/* Invariant: rows with id <= a are at or before t; rows with id >= b
+	 * are after t (or absent). */
+	int64_t a = lo, b = hi == INT64_MAX ? hi : hi + 1;
+	while (b - a > 1) {
+		int64_t mid = a + (b - a) / 2;
+		sqlite3_bind_int64(s, 1, mid);
+		int rc = sqlite3_step(s);
+		if (rc == SQLITE_ROW && sqlite3_column_int64(s, 1) <= t)
+			a = sqlite3_column_int64(s, 0);   /* the row found, at or after mid */
+		else if (rc == SQLITE_ROW || rc == SQLITE_DONE)
+			b = mid;
+		else
+			return q_sqlfail(db, "bisecting the event tables");
+		sqlite3_reset(s);
+	}
+	*out = a;
+	return 0;
+}
+
+/* Snapshot at t from the nearer of the two checkpoints around t: forwards
+ * from the previous one (snapshot.sql) or backwards from the next one
+ * (snapshot_back.sql), reading only the events between t and it. */
+static int snapshot_into(struct q_db *db, int64_t pid, int64_t t, struct q_profile *p,
+                         enum q_kind kind)
+{
+	start(db, p, kind, pid, t, t);
+	long i = q_proc_index(db, pid);
+	if (i < 0)
+		return -1;
+	const struct q_pdata *pd = &db->pd[i];
+	size_t n = next_ckpt(pd, t);
+	const struct q_ckpt *prev = n ? &pd->ck[n - 1] : NULL;
+	const struct q_ckpt *next = n < pd->nck ? &pd->ck[n] : NULL;
+	int64_t alo = prev ? prev->alloc_id : 0, flo = prev ? prev->free_id : 0;
+	int64_t ahi = next ? next->alloc_id : INT64_MAX, fhi = next ? next->free_id : INT64_MAX;
+	int64_t at, ft;                        /* last alloc / free id at or before t */
+	if (last_at(db, Q_ST_ALLOC_AT, alo, ahi, t, &at) ||
+	    last_at(db, Q_ST_FREE_AT, flo, fhi, t, &ft))
+		return -1;
+	bool back = next && (ahi - at) + (fhi - ft) < (at - alo) + (ft - flo);
+	sqlite3_stmt *s = q_stmt(db, back ? Q_ST_SNAPSHOT_BACK : Q_ST_SNAPSHOT);
+	if (!s)
+		return -1;
+	if (back) {
+		sqlite3_bind_int64(s, param(s, ":ckpt"), next->id);
+		sqlite3_bind_int64(s, param(s, ":tc"), next->t);
+		sqlite3_bind_int64(s, param(s, ":alo"), at);
+		sqlite3_bind_int64(s, param(s, ":ahi"), ahi);
+		sqlite3_bind_int64(s, param(s, ":flo"), ft);
+		sqlite3_bind_int64(s, param(s, ":fhi"), fhi);
+	} else {
+		sqlite3_bind_int64(s, param(s, ":ckpt"), prev ? prev->id : -1);
+		sqlite3_bind_int64(s, param(s, ":t"), t);
+		sqlite3_bind_int64(s, param(s, ":alo"), alo);
+		sqlite3_bind_int64(s, param(s, ":ahi"), at);
+		sqlite3_bind_int64(s, param(s, ":flo"), flo);
+		sqlite3_bind_int64(s, param(s, ":fhi"), ft);
+	}
+	sqlite3_bind_int64(s, param(s, ":pid"), pid);
+	if (sum_rows(db, s, p, "computing a snapshot"))
+		return -1;
+	compact(p);
+	return 0;
+}
+
+int q_snapshot(struct q_db *db, int64_t pid, int64_t t, struct q_profile *p)
+{
+	return snapshot_into(db, pid, t, p, Q_SNAPSHOT);
+}
+
+int q_peak(struct q_db *db, int64_t pid, struct q_profile *p)
+{
+	sqlite3_stmt *s = q_stmt(db, Q_ST_PEAK);
+	if (!s)
+		return -1;
+	sqlite3_bind_int64(s, param(s, ":pid"), pid);
+	int rc = sqlite3_step(s);
+	int64_t t = sqlite3_column_int64(s, 0);
+	sqlite3_reset(s);
+	if (rc == SQLITE_DONE)
+		return q_proc_index(db, pid) < 0 ? -1 : q_fail(db, "%s: no peak", db->path);
+	if (rc != SQLITE_ROW)
+		return q_sqlfail(db, "reading the peak");
+	return snapshot_into(db, pid, t, p, Q_PEAK);
+}
+
+/* Live at the end, and only the stacks that still hold something: a stack
+ * whose allocations were all freed leaked nothing. */
+int q_leaks(struct q_db *db, int64_t pid, struct q_profile *p)
+{
+	long i = q_proc_index(db, pid);
+	if (i < 0 || snapshot_into(db, pid, db->procs[i].t_end, p, Q_LEAKS))
+		return -1;
+	size_t w = 0;
+	for (size_t k = 0; k < p->n; k++)
+		if (p->rows[k].v[Q_INUSE_OBJECTS] || p->rows[k].v[Q_INUSE_BYTES])
+			p->rows[w++] = p->rows[k];
+	p->n = w;
+	return 0;
+}
+
+/* p = p - base, stack by stack (p's map is rebuilt first). */
+static int subtract(struct q_db *db, struct q_profile *p, const struct q_profile *base)
+{
+	q_map_clear(&db->rowmap);
+	for (size_t i = 0; i < p->n; i++)
+		if (q_map_put(&db->rowmap, p->rows[i].stack_id, (uint32_t)i))
+			return q_fail(db, "out of memory");
+	for (size_t i = 0; i < base->n; i++) {
+		struct q_row *r = row_of(db, p, base->rows[i].stack_id);
+		if (!r)
+			return -1;
+		for (int k = 0; k < Q_NVAL; k++)
+			r->v[k] -= base->rows[i].v[k];
+	}
+	compact(p);
+	return 0;
+}
+
+int q_growth(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile *p)
+{
+	if (snapshot_into(db, pid, t1, &db->tmp, Q_SNAPSHOT) ||
+	    snapshot_into(db, pid, t2, p, Q_GROWTH) || subtract(db, p, &db->tmp))
+		return -1;
+	p->t1 = t1;
+	return 0;
+}
+
+/* Allocations in [t1, t2] = cumulative allocations up to t2 minus those up
+ * to t1 - 1: two snapshots, never a scan of the window. */
+int q_top(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile *p)
+{
+	if (snapshot_into(db, pid, t1 - 1, &db->tmp, Q_SNAPSHOT) ||
+	    snapshot_into(db, pid, t2, p, Q_TOP) || subtract(db, p, &db->tmp))
+		return -1;
+	p->t1 = t1;
+	for (size_t i = 0; i < p->n; i++) {
+		int64_t *v = p->rows[i].v;
+		v[Q_INUSE_OBJECTS] = v[Q_ALLOC_OBJECTS];
+		v[Q_INUSE_BYTES] = v[Q_ALLOC_BYTES];
+	}
+	compact(p);
+	return 0;
+}
+
+int q_steady(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile *p)
+{
+	start(db, p, Q_STEADY, pid, t1, t2);
+	long i = q_proc_index(db, pid);
+	sqlite3_stmt *s;
+	if (i < 0)
+		return -1;
+	/* Exact rowid bounds of the window: the last allocations at or before
+	 * t1 and t2, bisected inside their checkpoint intervals. */
+	int64_t lo[2], hi[2], at[2], t[2] = { t1, t2 };
+	for (int k = 0; k < 2; k++) {
+		int64_t fhi;
+		const struct q_ckpt *c = bracket(&db->pd[i], t[k], &hi[k], &fhi);
+		lo[k] = c ? c->alloc_id : 0;
+		if (last_at(db, Q_ST_ALLOC_AT, lo[k], hi[k], t[k], &at[k]))
+			return -1;
+	}
+	if (!(s = q_stmt(db, Q_ST_STEADY)))
+		return -1;
+	sqlite3_bind_int64(s, param(s, ":alo"), at[0]);
+	sqlite3_bind_int64(s, param(s, ":ahi"), at[1]);
+	sqlite3_bind_int64(s, param(s, ":t1"), t1);
+	sqlite3_bind_int64(s, param(s, ":t2"), t2);
+	sqlite3_bind_int64(s, param(s, ":pid"), pid);
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct q_row *r = row_of(db, p, sqlite3_column_int64(s, 0));
+		if (!r)
+			return -1;
+		int64_t size = sqlite3_column_int64(s, 1);
+		int live = sqlite3_column_int(s, 2);
+		r->v[Q_ALLOC_OBJECTS]++;
+		r->v[Q_ALLOC_BYTES] += size;
+		r->v[Q_INUSE_OBJECTS] += live;
+		r->v[Q_INUSE_BYTES] += live ? size : 0;
+	}
+	sqlite3_reset(s);
+	if (rc != SQLITE_DONE)
+		return q_sqlfail(db, "computing the steady window");
+	compact(p);
+	return 0;
+}
+
+int q_temporary(struct q_db *db, int64_t pid, struct q_profile *p)
+{
+	long i = q_proc_index(db, pid);
+	sqlite3_stmt *s;
+	if (i < 0 || !(s = q_stmt(db, Q_ST_TEMPORARY)))
+		return -1;
+	start(db, p, Q_TEMPORARY, pid, db->procs[i].t_start, db->procs[i].t_end);
+	sqlite3_bind_int64(s, param(s, ":pid"), pid);
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		struct q_row *r = row_of(db, p, sqlite3_column_int64(s, 0));
+		if (!r)
+			return -1;
+		int64_t size = sqlite3_column_int64(s, 1);
+		r->v[Q_ALLOC_OBJECTS]++;
+		r->v[Q_ALLOC_BYTES] += size;
+		r->v[Q_INUSE_OBJECTS]++;
+		r->v[Q_INUSE_BYTES] += size;
+	}
+	sqlite3_reset(s);
+	return rc == SQLITE_DONE ? 0 : q_sqlfail(db, "computing temporary allocations");
+}
+
+void q_profile_free(struct q_profile *p)
+{
+	free(p->rows);
+	p->rows = NULL;
+	p->n = p->cap = 0;
+}
+
+void q_totals(const struct q_profile *p, int64_t tot[Q_NVAL])
+{
+	for (int k = 0; k < Q_NVAL; k++)
+		tot[k] = 0;
+	for (size_t i = 0; i < p->n; i++)
+		for (int k = 0; k < Q_NVAL; k++)
+			tot[k] += p->rows[i].v[k];
+}
+
+/* heap-formats.md §1.5, per pair; truncation as Go pprof does. */
+static void unbias_pair(int64_t n, int64_t b, int64_t period, int64_t *on, int64_t *ob)
+{
+	if (period <= 1 || n == 0) {
+		*on = n;
+		*ob = b;
+		return;
+	}
+	double avg = (double)b / (double)n;
+	if (avg <= 0) {                /* a growth row with mixed signs: no model */
+		*on = n;
+		*ob = b;
+		return;
+	}
+	double scale = 1.0 / (1.0 - exp(-avg / (double)period));
+	*on = (int64_t)((double)n * scale);
+	*ob = (int64_t)((double)b * scale);
+}
+
+void q_unbias(const struct q_row *in, int64_t period, struct q_row *out)
+{
+	out->stack_id = in->stack_id;
+	unbias_pair(in->v[Q_INUSE_OBJECTS], in->v[Q_INUSE_BYTES], period,
+	            &out->v[Q_INUSE_OBJECTS], &out->v[Q_INUSE_BYTES]);
+	unbias_pair(in->v[Q_ALLOC_OBJECTS], in->v[Q_ALLOC_BYTES], period,
+	            &out->v[Q_ALLOC_OBJECTS], &out->v[Q_ALLOC_BYTES]);
+}

@@ -1,0 +1,218 @@
+/* q.h - the query library over a heapreel database (importer/schema.sql),
+ * shared by trace-snap and trace-tui.
+ *
+ * It opens and validates a database, turns time specs into nanoseconds,
+ * computes per-stack profiles (snapshot, peak, growth, steady window,
+ * leaks, temporaries, top), resolves stacks to frames, aggregates profiles
+ * by function or as a top-down tree, reads the timeline and the marks, and
+ * writes profiles as .heap, .pb.gz, folded stacks or a text table.
+ *
+ * Rules: every call that can fail returns 0 on success and -1 on failure,
+ * leaving one line (naming the database file where it helps) in
+ * q_errmsg(db); nothing here prints. The database is opened read-only and
+ * never modified. SQL parameters are always bound, never pasted.
+ * A q_db is not thread-safe: use one per thread.
+ *
+ * Times are nanoseconds on the database's axis (since meta.t0_mono_ns).
+ */
+#ifndef Q_H
+#define Q_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Highest schema_version this library reads. */
+#define Q_SCHEMA_VERSION 1
+
+struct q_db;                                   /* opaque handle */
+
+/* ---- database --------------------------------------------------------- */
+
+/* Opens path read-only and checks that it is a complete heapreel database
+ * of a supported schema version (meta.format = 'heapreel', schema_version
+ * <= Q_SCHEMA_VERSION, complete = 1). On failure returns NULL and writes
+ * one line naming the file into err (err may be NULL). */
+struct q_db *q_open(const char *path, char *err, size_t errn);
+void q_close(struct q_db *db);
+const char *q_errmsg(const struct q_db *db);
+
+struct q_process {
+	int64_t pid, ppid;
+	const char *exe, *cmdline;             /* may be "" */
+	int64_t t_start, t_end;                /* t_end: the process's last instant */
+	int64_t sample_period;                 /* 0: every allocation recorded */
+	int64_t peak_t, peak_bytes, peak_objects;   /* raw (sampled) numbers */
+	int64_t lost_events;
+};
+
+/* All processes, ordered by t_start then pid; owned by db. */
+const struct q_process *q_processes(const struct q_db *db, size_t *n);
+/* The process pid, or NULL if the database has none with that pid. */
+const struct q_process *q_process(const struct q_db *db, int64_t pid);
+/* The default process: the first one (earliest t_start). NULL if none. */
+const struct q_process *q_default_process(const struct q_db *db);
+
+/* ---- time specs --------------------------------------------------------- */
+
+/* Returned by q_time/q_window when the spec is well formed but the database
+ * cannot answer it (unknown pid or mark, instant outside the trace); -1 is
+ * a malformed spec or a failure. */
+#define Q_NOT_FOUND (-2)
+
+/* Resolves spec for process pid: "30s", "1.5s", "250ms", "10us", "5ns"
+ * (instants on the database axis), "45%" (of the process's span from
+ * t_start to t_end), "mark:LABEL" (first mark with that label), "start",
+ * "end". Fails for a malformed spec, an unknown mark, or an instant outside
+ * [t_start, t_end] of the process. */
+int q_time(struct q_db *db, int64_t pid, const char *spec, int64_t *t);
+/* "T1..T2" into two instants; fails unless T1 <= T2. */
+int q_window(struct q_db *db, int64_t pid, const char *spec, int64_t *t1, int64_t *t2);
+
+/* ---- profiles ------------------------------------------------------------- */
+
+/* Indexes of the values of a row; the order of pprof's heap sample types
+ * is alloc first, but inuse first reads better in code. */
+enum { Q_INUSE_OBJECTS, Q_INUSE_BYTES, Q_ALLOC_OBJECTS, Q_ALLOC_BYTES, Q_NVAL };
+
+struct q_row {
+	int64_t stack_id;                      /* leaf node in stacks */
+	int64_t v[Q_NVAL];
+};
+
+enum q_kind {
+	Q_SNAPSHOT,  /* live at t2; alloc = cumulative allocations up to t2 */
+	Q_PEAK,      /* a snapshot at the process's peak instant t2 */
+	Q_GROWTH,    /* snapshot(t2) - snapshot(t1), both pairs; may be negative */
+	Q_STEADY,    /* allocated in (t1, t2]: inuse = still live at t2, alloc = all */
+	Q_LEAKS,     /* a snapshot at the end, only stacks still holding memory */
+	Q_TEMPORARY, /* temporary allocations of the whole trace; inuse = alloc */
+	Q_TOP,       /* allocated in [t1, t2], frees ignored; inuse = alloc */
+};
+
+/* A per-stack profile. Values are raw: for a sampled process
+ * (sample_period > 0) they count sampled allocations; q_unbias() scales.
+ * Rows are in no particular order, one per stack, never all zero. */
+struct q_profile {
+	enum q_kind kind;
+	int64_t pid, sample_period;
+	int64_t t1, t2;                        /* the instants the profile is about */
+	struct q_row *rows;
+	size_t n, cap;
+};
+
+/* Each fills p (reusing its memory; p must be zeroed before first use) for
+ * process pid. q_snapshot is meant to be called at every cursor step: it
+ * reads the nearest checkpoint at or before t plus the events since, with
+ * statements prepared once per handle. */
+int q_snapshot(struct q_db *db, int64_t pid, int64_t t, struct q_profile *p);
+int q_peak(struct q_db *db, int64_t pid, struct q_profile *p);
+int q_growth(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile *p);
+int q_steady(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile *p);
+int q_leaks(struct q_db *db, int64_t pid, struct q_profile *p);
+int q_temporary(struct q_db *db, int64_t pid, struct q_profile *p);
+int q_top(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile *p);
+void q_profile_free(struct q_profile *p);
+
+/* Sums of each value over the rows (raw). */
+void q_totals(const struct q_profile *p, int64_t tot[Q_NVAL]);
+
+/* Unbiased values of one row of a profile sampled every period bytes
+ * (heap-formats.md §1.5: each pair scaled by 1/(1-exp(-avg/period)),
+ * truncated); period 0 copies the row. */
+void q_unbias(const struct q_row *in, int64_t period, struct q_row *out);
+
+/* ---- stacks and functions -------------------------------------------------- */
+
+struct q_frame {
+	uint64_t ip;                           /* raw return address */
+	int fn;                                /* function index, see q_fn_name */
+	const char *function, *file;           /* file may be NULL */
+	int line;                              /* 0 if unknown */
+	int inline_depth;                      /* 0: the real (outermost) function */
+};
+
+/* Frames of a stack, leaf first; an inlined chain appears innermost first,
+ * ending with its inline_depth 0 frame, all with the same ip. Resolved once
+ * per handle and cached: the pointer stays valid until q_close. */
+int q_stack(struct q_db *db, int64_t stack_id, const struct q_frame **frames, size_t *n);
+/* Function names are interned: equal names have equal indexes. */
+const char *q_fn_name(const struct q_db *db, int fn);
+int q_fn_count(const struct q_db *db);
+
+/* pprof's flat/cum per function (unbiased if sampled): flat counts stacks
+ * whose leaf frame is the function, cum every stack that contains it
+ * (once per stack, also under recursion). */
+struct q_fn_row {
+	int fn;
+	int64_t flat[Q_NVAL], cum[Q_NVAL];
+};
+struct q_fn_table {
+	struct q_fn_row *rows;
+	size_t n, cap;
+};
+/* Fills t (zeroed before first use), sorted by flat[key] descending, then
+ * cum[key] descending, then name. */
+int q_by_function(struct q_db *db, const struct q_profile *p, int key, struct q_fn_table *t);
+void q_fn_table_free(struct q_fn_table *t);
+
+/* Top-down call tree (unbiased if sampled): node 0 is the root (fn -1);
+ * a node is a function reached through its parent's path. self = values of
+ * stacks ending there, total = self + children's totals. Children are
+ * linked through first_child/next_sibling (-1 ends), in no set order. */
+struct q_node {
+	int fn;
+	int parent, first_child, next_sibling;
+	int64_t self[Q_NVAL], total[Q_NVAL];
+};
+struct q_tree {
+	struct q_node *nodes;
+	size_t n, cap;
+};
+int q_build_tree(struct q_db *db, const struct q_profile *p, struct q_tree *t);
+void q_tree_free(struct q_tree *t);
+
+/* ---- timeline and marks --------------------------------------------------- */
+
+struct q_bucket {
+	int64_t t;                             /* bucket start */
+	int64_t live_bytes, live_objects;      /* at the bucket's end */
+	int64_t max_bytes, allocs, frees;
+};
+struct q_mark {
+	int64_t t;
+	const char *label;
+};
+/* Owned by db, valid until q_close; loaded on first use. */
+int q_timeline(struct q_db *db, int64_t pid, const struct q_bucket **b, size_t *n);
+int q_marks(struct q_db *db, int64_t pid, const struct q_mark **m, size_t *n);
+
+/* ---- writers ---------------------------------------------------------------- */
+
+enum q_format { Q_FMT_HEAP, Q_FMT_PB_GZ, Q_FMT_FOLDED, Q_FMT_TEXT };
+
+/* "heap", "pb.gz", "folded", "text" -> format; -1 if none. */
+int q_format_by_name(const char *name);
+/* From a file name's extension (.heap, .pb.gz, .folded, .txt); -1 if none. */
+int q_format_by_path(const char *path);
+
+/* Writers to an open stream; errors of the stream are the caller's to check
+ * (ferror/fclose) except for the pb.gz compressor's own.
+ * key (Q_INUSE_BYTES, ...) picks the value of folded and text outputs. */
+int q_write_heap(struct q_db *db, const struct q_profile *p, FILE *f);
+int q_write_pb_gz(struct q_db *db, const struct q_profile *p, FILE *f);
+int q_write_folded(struct q_db *db, const struct q_profile *p, int key, FILE *f);
+/* by_stack: one line per stack (its functions, leaf first) instead of the
+ * pprof-style per-function table. */
+int q_write_text(struct q_db *db, const struct q_profile *p, int key, bool by_stack, FILE *f);
+int q_write(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
+            bool by_stack, FILE *f);
+
+/* Writes the profile to path atomically: a new 0600 file next to it
+ * (O_EXCL, so never through a planted symlink) renamed over path once
+ * complete. */
+int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
+                 bool by_stack, const char *path);
+
+#endif

@@ -1,0 +1,114 @@
+/* qi.h - what the files of the query library share and nobody else sees:
+ * the q_db handle, the small integer hash map, the embedded SQL texts and
+ * the error helpers. Public API: q.h.
+ *
+ * Never: include this from trace-snap's main or from trace-tui.
+ */
+#ifndef QI_H
+#define QI_H
+
+#include <sqlite3.h>
+
+#include "q.h"
+
+/* ---- embedded SQL (generated from queries/NAME.sql by embed_sql.py) ---- */
+extern const char q_sql_snapshot[], q_sql_snapshot_back[], q_sql_alloc_at[], q_sql_free_at[],
+	q_sql_steady[], q_sql_temporary[], q_sql_peak[],
+	q_sql_meta[], q_sql_processes[], q_sql_checkpoints[], q_sql_stack_node[],
+	q_sql_timeline[], q_sql_marks[], q_sql_modules[];
+
+/* ---- int64 -> uint32 open-addressing map ------------------------------- */
+struct q_map {
+	int64_t *keys;
+	uint32_t *vals;
+	size_t cap, n;                         /* cap: a power of two or 0 */
+};
+/* 1 and *val set if key is in the map, else 0. */
+int q_map_get(const struct q_map *m, int64_t key, uint32_t *val);
+int q_map_put(struct q_map *m, int64_t key, uint32_t val);   /* -1: no memory */
+void q_map_clear(struct q_map *m);
+void q_map_free(struct q_map *m);
+
+/* ---- the handle ----------------------------------------------------------- */
+struct q_ckpt { int64_t id, t, alloc_id, free_id; };
+
+struct q_pdata {                       /* per process, parallel to procs */
+	struct q_ckpt *ck;
+	size_t nck;
+	struct q_bucket *tl;
+	size_t ntl;
+	bool tl_loaded;
+	struct q_mark *marks;
+	size_t nmarks;
+	bool marks_loaded;
+};
+
+/* A cached trie node: its parent and the frame it carries. */
+struct q_node_c {
+	int64_t parent;                        /* 0: root side */
+	struct q_frame frame;
+};
+
+/* A resolved stack, leaf first. */
+struct q_stack_c {
+	size_t n;
+	struct q_frame *frames;
+};
+
+enum q_stmt {
+	Q_ST_SNAPSHOT, Q_ST_SNAPSHOT_BACK, Q_ST_ALLOC_AT, Q_ST_FREE_AT, Q_ST_PEAK, Q_ST_STEADY, Q_ST_TEMPORARY, Q_ST_STACK_NODE, Q_ST_TIMELINE,
+	Q_ST_MARKS, Q_ST_MODULES, Q_NSTMT
+};
+
+struct q_db {
+	sqlite3 *sql;
+	char *path;
+	char err[512];
+	sqlite3_stmt *st[Q_NSTMT];             /* prepared once, on first use */
+	struct q_process *procs;
+	struct q_pdata *pd;
+	size_t nprocs;
+	int64_t duration;                      /* meta.duration_ns, 0 if absent */
+	struct q_map rowmap;                   /* stack_id -> profile row */
+	struct q_profile tmp;                  /* the other snapshot of growth/top */
+	struct q_map nodemap;                  /* trie node id -> nodes[] */
+	struct q_node_c *nodes;
+	size_t nnodes, capnodes;
+	struct q_map stackmap;                 /* stack id -> stacks[] */
+	struct q_stack_c *stacks;
+	size_t nstacks, capstacks;
+	char **fns;                            /* interned function names */
+	size_t nfns, capfns;
+	struct q_map fnmap;                    /* name hash -> chain head in fns */
+	uint32_t *fnnext;                      /* hash chain, parallel to fns */
+};
+
+/* Sets db->err from a format, returns -1. */
+int q_fail(struct q_db *db, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* "PATH: what: sqlite's message", returns -1. */
+int q_sqlfail(struct q_db *db, const char *what);
+/* The prepared statement, reset and with bindings cleared; NULL on error. */
+sqlite3_stmt *q_stmt(struct q_db *db, enum q_stmt which);
+/* Index of pid in db->procs, or -1 with db->err set. */
+long q_proc_index(struct q_db *db, int64_t pid);
+/* Grows *arr (of *cap elements of size sz) to hold want; -1: no memory. */
+int q_grow(void *arr, size_t *cap, size_t want, size_t sz);
+
+/* ---- helpers between files ------------------------------------------------ */
+struct q_module {
+	char *path;                            /* " (deleted)" already cut */
+	char *build_id;                        /* NULL if unknown */
+	int64_t start, end, offset;
+	char perms[8];
+};
+/* The modules of process pid by address (caller frees with q_modules_free). */
+int q_modules(struct q_db *db, int64_t pid, struct q_module **m, size_t *n);
+void q_modules_free(struct q_module *m, size_t n);
+/* Rows of p in a stable order: inuse bytes, then alloc bytes descending,
+ * then stack id; caller frees. NULL: no memory (db->err set). */
+const struct q_row **q_sorted_rows(struct q_db *db, const struct q_profile *p);
+/* Frames of one real frame (an ip's inline chain) start at i and end at the
+ * first frame with inline_depth 0; returns the index after it. */
+size_t q_group_end(const struct q_frame *f, size_t n, size_t i);
+
+#endif

@@ -1,0 +1,210 @@
+/* snap.c - trace-snap: answers one question about a heapreel database
+ * (snapshot at an instant, peak, growth, steady window, leaks, temporary
+ * allocations, top allocators) and writes it as .heap, .pb.gz, folded
+ * stacks or a text table.
+ *
+ * The only place that prints: every failure is one line "trace-snap: ..."
+ * on stderr and an exit code from the list below. Never: SQL here.
+ */
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "q.h"
+
+enum {
+	EXIT_USAGE = 2,        /* bad flags or a malformed time/window */
+	EXIT_DATABASE = 3,     /* missing file, not ours, incomplete, newer schema */
+	EXIT_NOT_FOUND = 4,    /* pid, mark or instant not in the database */
+};                             /* 1: any other failure (reading, writing) */
+
+static const char usage_text[] =
+	"usage: trace-snap DB [--pid N] QUESTION [-o FILE] [--format FMT]\n"
+	"                     [--metric M] [--by function|stack]\n"
+	"QUESTION: --at T | --peak | --growth T1..T2 | --steady T1..T2 | --leaks |\n"
+	"          --temporary | --top [--window T1..T2]\n"
+	"T: 30s 1.5s 250ms 10us 5ns | 45% | mark:LABEL | start | end\n"
+	"FMT: heap pb.gz folded text (default: from FILE's extension; text on stdout)\n"
+	"M (folded, text): inuse_space (default) inuse_objects alloc_space alloc_objects\n";
+
+enum { OPT_AT = 256, OPT_PEAK, OPT_GROWTH, OPT_STEADY, OPT_LEAKS, OPT_TEMPORARY, OPT_TOP,
+       OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_HELP };
+
+static const struct option options[] = {
+	{ "at", required_argument, NULL, OPT_AT },
+	{ "peak", no_argument, NULL, OPT_PEAK },
+	{ "growth", required_argument, NULL, OPT_GROWTH },
+	{ "steady", required_argument, NULL, OPT_STEADY },
+	{ "leaks", no_argument, NULL, OPT_LEAKS },
+	{ "temporary", no_argument, NULL, OPT_TEMPORARY },
+	{ "top", no_argument, NULL, OPT_TOP },
+	{ "by", required_argument, NULL, OPT_BY },
+	{ "window", required_argument, NULL, OPT_WINDOW },
+	{ "output", required_argument, NULL, 'o' },
+	{ "format", required_argument, NULL, OPT_FORMAT },
+	{ "pid", required_argument, NULL, OPT_PID },
+	{ "metric", required_argument, NULL, OPT_METRIC },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ 0 }
+};
+
+static const char *const metrics[Q_NVAL] = {
+	[Q_INUSE_OBJECTS] = "inuse_objects", [Q_INUSE_BYTES] = "inuse_space",
+	[Q_ALLOC_OBJECTS] = "alloc_objects", [Q_ALLOC_BYTES] = "alloc_space",
+};
+
+__attribute__((format(printf, 2, 3)))
+static int fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("trace-snap: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return code;
+}
+
+struct args {
+	const char *db, *out, *arg, *window;
+	int question, format, metric;
+	bool by_stack, have_pid;
+	int64_t pid;
+};
+
+static int parse(int argc, char **argv, struct args *a)
+{
+	int c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":o:h", options, NULL)) != -1) {
+		switch (c) {
+		case OPT_AT: case OPT_PEAK: case OPT_GROWTH: case OPT_STEADY: case OPT_LEAKS:
+		case OPT_TEMPORARY: case OPT_TOP:
+			if (a->question)
+				return fail(EXIT_USAGE, "give only one question");
+			a->question = c;
+			a->arg = optarg;
+			break;
+		case OPT_BY:
+			if (strcmp(optarg, "function") && strcmp(optarg, "stack"))
+				return fail(EXIT_USAGE, "--by takes function or stack, not '%s'", optarg);
+			a->by_stack = !strcmp(optarg, "stack");
+			break;
+		case OPT_WINDOW:
+			a->window = optarg;
+			break;
+		case 'o':
+			a->out = optarg;
+			break;
+		case OPT_FORMAT:
+			if ((a->format = q_format_by_name(optarg)) < 0)
+				return fail(EXIT_USAGE, "unknown format '%s' (heap, pb.gz, folded, text)",
+				            optarg);
+			break;
+		case OPT_PID: {
+			char *end;
+			long long v = strtoll(optarg, &end, 10);
+			if (!*optarg || *end || v <= 0)
+				return fail(EXIT_USAGE, "--pid takes a process id, not '%s'", optarg);
+			a->pid = v;
+			a->have_pid = true;
+			break;
+		}
+		case OPT_METRIC:
+			a->metric = -1;
+			for (int k = 0; k < Q_NVAL; k++)
+				if (!strcmp(optarg, metrics[k]))
+					a->metric = k;
+			if (a->metric < 0)
+				return fail(EXIT_USAGE, "unknown metric '%s'", optarg);
+			break;
+		case OPT_HELP: case 'h':
+			fputs(usage_text, stdout);
+			exit(0);
+		case ':':
+			return fail(EXIT_USAGE, "option %s needs a value", argv[optind - 1]);
+		default:
+			return fail(EXIT_USAGE, "unknown option '%s' (see --help)", argv[optind - 1]);
+		}
+	}
+	if (optind != argc - 1)
+		return fail(EXIT_USAGE, "%s", optind < argc ? "give exactly one database (see --help)"
+		                                            : "no database given (see --help)");
+	a->db = argv[optind];
+	if (!a->question)
+		return fail(EXIT_USAGE, "no question given: --at, --peak, --growth, --steady, "
+		            "--leaks, --temporary or --top");
+	if (a->window && a->question != OPT_TOP)
+		return fail(EXIT_USAGE, "--window goes with --top");
+	if (a->out && a->format < 0 && (a->format = q_format_by_path(a->out)) < 0)
+		return fail(EXIT_USAGE, "%s: cannot tell the format from the extension "
+		            "(.heap, .pb.gz, .folded, .txt); use --format", a->out);
+	if (a->format < 0)
+		a->format = Q_FMT_TEXT;
+	return 0;
+}
+
+/* Exit code for a q_time/q_window failure. */
+static int time_fail(struct q_db *db, int rc)
+{
+	return fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_USAGE, "%s", q_errmsg(db));
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { .format = -1, .metric = Q_INUSE_BYTES };
+	int rc = parse(argc, argv, &a);
+	if (rc)
+		return rc;
+	char err[600];
+	struct q_db *db = q_open(a.db, err, sizeof err);
+	if (!db)
+		return fail(EXIT_DATABASE, "%s", err);
+	const struct q_process *proc = a.have_pid ? q_process(db, a.pid) : q_default_process(db);
+	if (!proc) {
+		if (a.have_pid)
+			rc = fail(EXIT_NOT_FOUND, "%s: no process with pid %lld in the database", a.db,
+			          (long long)a.pid);
+		else
+			rc = fail(EXIT_NOT_FOUND, "%s: the database holds no process", a.db);
+		q_close(db);
+		return rc;
+	}
+	/* Instants first: their failures are the user's (exit 2 or 4). */
+	int64_t pid = proc->pid, t1 = proc->t_start, t2 = proc->t_end;
+	if (a.question == OPT_AT)
+		rc = q_time(db, pid, a.arg, &t2);
+	else if (a.question == OPT_GROWTH || a.question == OPT_STEADY)
+		rc = q_window(db, pid, a.arg, &t1, &t2);
+	else if (a.question == OPT_TOP && a.window)
+		rc = q_window(db, pid, a.window, &t1, &t2);
+	if (rc) {
+		rc = time_fail(db, rc);
+		q_close(db);
+		return rc;
+	}
+	struct q_profile p = { 0 };
+	switch (a.question) {
+	case OPT_AT: rc = q_snapshot(db, pid, t2, &p); break;
+	case OPT_PEAK: rc = q_peak(db, pid, &p); break;
+	case OPT_GROWTH: rc = q_growth(db, pid, t1, t2, &p); break;
+	case OPT_STEADY: rc = q_steady(db, pid, t1, t2, &p); break;
+	case OPT_LEAKS: rc = q_leaks(db, pid, &p); break;
+	case OPT_TEMPORARY: rc = q_temporary(db, pid, &p); break;
+	case OPT_TOP: rc = q_top(db, pid, t1, t2, &p); break;
+	}
+	int code = 0;
+	if (rc)
+		code = fail(1, "%s", q_errmsg(db));
+	else if (a.out) {
+		if (q_write_file(db, &p, a.format, a.metric, a.by_stack, a.out))
+			code = fail(1, "%s", q_errmsg(db));
+	} else if (q_write(db, &p, a.format, a.metric, a.by_stack, stdout) ||
+	           fflush(stdout) || ferror(stdout)) {
+		code = fail(1, "%s", *q_errmsg(db) ? q_errmsg(db) : "writing to stdout failed");
+	}
+	q_profile_free(&p);
+	q_close(db);
+	return code;
+}

@@ -1,0 +1,26 @@
+-- snapshot: the live set of process :pid at instant :t, as rows to sum per
+-- stack_id: (stack_id, live_objects, live_bytes, alloc_objects, alloc_bytes).
+-- = the nearest checkpoint at or before :t (:ckpt, -1 if none)
+-- + allocations after it (id in (:alo, :ahi]) made at or before :t: all count
+--   as allocated, those not freed by :t as live (an alloc at :t is live at :t)
+-- - frees after it (id in (:flo, :fhi]) at or before :t of allocations the
+--   checkpoint already holds (a free at :t is gone at :t).
+-- :ahi/:fhi are the last alloc/free ids at or before :t (found by rowid
+-- bisection, never beyond the next checkpoint), so both tables are read as
+-- short rowid ranges, never scanned whole; the time tests are then always
+-- true and only guard against an inconsistent database.
+SELECT stack_id, live_objects, live_bytes, alloc_objects, alloc_bytes
+  FROM checkpoints
+ WHERE checkpoint_id = :ckpt
+UNION ALL
+SELECT stack_id,
+       t_free IS NULL OR t_free > :t,
+       CASE WHEN t_free IS NULL OR t_free > :t THEN size ELSE 0 END,
+       1, size
+  FROM allocations
+ WHERE id > :alo AND id <= :ahi AND t_alloc <= :t AND pid = :pid
+UNION ALL
+SELECT stack_id, -1, -size, 0, 0
+  FROM frees
+ WHERE id > :flo AND id <= :fhi AND t_free <= :t AND alloc_id <= :alo
+   AND pid = :pid;

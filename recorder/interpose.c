@@ -1,0 +1,280 @@
+/*
+ * interpose.c - the allocator entry points librec.so exports: malloc, free,
+ * calloc, realloc, reallocarray, posix_memalign, aligned_alloc, memalign,
+ * valloc, pvalloc, and malloc_usable_size (passed through).
+ *
+ * Each one calls the real function, then (while recording, and not from
+ * inside the recorder) stamps the time, captures the stack and publishes a
+ * 32-byte event to the calling thread's ring. Ordering rule: an allocation is
+ * stamped after the real call returned, a free before the real free runs, so
+ * an address handed out again by another thread always sorts after its free.
+ *
+ * Must never: allocate, lock, make a syscall (apart from a ring that is
+ * full), or call into the dynamic loader. Errors of the real call pass
+ * through unchanged (errno included); a failed call records nothing.
+ */
+#include "rec_internal.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#define REC_EXPORT __attribute__((visibility("default")))
+
+/* The real pointers are resolved in the constructor; a call that comes
+ * earlier resolves them itself, or gets bootstrap memory while dlsym runs. */
+static inline int ready(void)
+{
+	if (REC_LIKELY(rec_real.free != NULL))
+		return 1;
+	rec_real_resolve();
+	return rec_real.free != NULL;
+}
+
+/* Records one allocation that the real allocator returned at time t. */
+static void note_alloc(void *p, size_t size, unsigned fn)
+{
+	uint64_t t = rec_now();
+	uint64_t ips[REC_DEPTH_MAX];
+	unsigned n = rec_stack_capture(ips);
+	struct tf_event ev = {
+		.t = t, .addr = (uintptr_t)p, .size = size,
+		.stack = rec_stackid(ips, n), .kind = TF_EV_ALLOC, .fn = (uint8_t)fn,
+	};
+	rec_ring_put(&ev, 1);
+}
+
+static void note_free(void *p, unsigned fn)
+{
+	struct tf_event ev = {
+		.t = rec_now(), .addr = (uintptr_t)p, .kind = TF_EV_FREE, .fn = (uint8_t)fn,
+	};
+	rec_ring_put(&ev, 1);
+}
+
+/* Keeps errno as the real call left it across the recording work. */
+#define KEEP_ERRNO(stmt) do { int e_ = errno; stmt; errno = e_; } while (0)
+
+REC_EXPORT void *malloc(size_t size)
+{
+	if (REC_UNLIKELY(!ready()))
+		return rec_boot_alloc(size, 16);
+	if (rec_guard || !rec_on())
+		return rec_real.malloc(size);
+	rec_guard = 1;
+	void *p = rec_real.malloc(size);
+	if (p)
+		KEEP_ERRNO(note_alloc(p, size, TF_FN_MALLOC));
+	rec_guard = 0;
+	return p;
+}
+
+REC_EXPORT void free(void *p)
+{
+	if (!p || REC_UNLIKELY(rec_boot_owns(p)))
+		return;
+	if (REC_UNLIKELY(!ready()))
+		return; /* not ours and no real free yet: cannot happen; never crash */
+	if (rec_guard || !rec_on()) {
+		rec_real.free(p);
+		return;
+	}
+	rec_guard = 1;
+	KEEP_ERRNO(note_free(p, TF_FN_FREE));
+	rec_real.free(p);
+	rec_guard = 0;
+}
+
+REC_EXPORT void *calloc(size_t n, size_t size)
+{
+	if (REC_UNLIKELY(!ready())) {
+		size_t total;
+		if (__builtin_mul_overflow(n, size, &total))
+			return NULL;
+		return rec_boot_alloc(total, 16);
+	}
+	if (rec_guard || !rec_on())
+		return rec_real.calloc(n, size);
+	rec_guard = 1;
+	void *p = rec_real.calloc(n, size);
+	if (p)
+		KEEP_ERRNO(note_alloc(p, n * size, TF_FN_CALLOC));
+	rec_guard = 0;
+	return p;
+}
+
+/* realloc and reallocarray: real_call(old, n, m) is the real function, size
+ * the bytes requested (n for realloc, n * m for reallocarray). */
+static void *resize(void *old, size_t size, unsigned fn, void *(*real_call)(void *, size_t, size_t),
+		    size_t n, size_t m)
+{
+	if (!old) {
+		void *p = real_call(NULL, n, m);
+		if (p)
+			KEEP_ERRNO(note_alloc(p, size, fn));
+		return p;
+	}
+	uint64_t before = rec_now();
+	void *p = real_call(old, n, m);
+	if (!p) {
+		if (size == 0) { /* realloc(p, 0) freed p */
+			struct tf_event ev = { .t = before, .addr = (uintptr_t)old,
+					       .kind = TF_EV_FREE, .fn = (uint8_t)fn };
+			KEEP_ERRNO(rec_ring_put(&ev, 1));
+		}
+		return p; /* failed: old is untouched, nothing to record */
+	}
+	int e = errno;
+	uint64_t after = rec_now();
+	uint64_t ips[REC_DEPTH_MAX];
+	unsigned depth = rec_stack_capture(ips);
+	struct tf_event ev[2] = {
+		{ .t = before, .addr = (uintptr_t)old, .kind = TF_EV_REALLOC_OLD, .fn = (uint8_t)fn },
+		{ .t = after, .addr = (uintptr_t)p, .size = size, .stack = rec_stackid(ips, depth),
+		  .kind = TF_EV_REALLOC_NEW, .fn = (uint8_t)fn },
+	};
+	rec_ring_put(ev, 2);
+	errno = e;
+	return p;
+}
+
+static void *call_realloc(void *old, size_t n, size_t m)
+{
+	(void)m;
+	return rec_real.realloc(old, n);
+}
+
+static void *call_reallocarray(void *old, size_t n, size_t m)
+{
+	return rec_real.reallocarray(old, n, m);
+}
+
+/* realloc of a bootstrap block: move it into the real heap (recorded as a
+ * new allocation: its bootstrap birth was never recorded). */
+static void *move_from_boot(void *old, size_t size)
+{
+	size_t have = rec_boot_size(old);
+	void *p = malloc(size);
+	if (p)
+		memcpy(p, old, have < size ? have : size);
+	return p;
+}
+
+REC_EXPORT void *realloc(void *old, size_t size)
+{
+	if (REC_UNLIKELY(!ready())) {
+		void *p = rec_boot_alloc(size, 16);
+		if (p && old)
+			memcpy(p, old, rec_boot_size(old) < size ? rec_boot_size(old) : size);
+		return p;
+	}
+	if (REC_UNLIKELY(old && rec_boot_owns(old)))
+		return move_from_boot(old, size);
+	if (rec_guard || !rec_on())
+		return rec_real.realloc(old, size);
+	rec_guard = 1;
+	void *p = resize(old, size, TF_FN_REALLOC, call_realloc, size, 0);
+	rec_guard = 0;
+	return p;
+}
+
+REC_EXPORT void *reallocarray(void *old, size_t n, size_t size)
+{
+	size_t total;
+	if (__builtin_mul_overflow(n, size, &total)) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	if (REC_UNLIKELY(!ready()) || REC_UNLIKELY(old && rec_boot_owns(old)))
+		return realloc(old, total);
+	if (rec_guard || !rec_on())
+		return rec_real.reallocarray(old, n, size);
+	rec_guard = 1;
+	void *p = resize(old, total, TF_FN_REALLOCARRAY, call_reallocarray, n, size);
+	rec_guard = 0;
+	return p;
+}
+
+REC_EXPORT int posix_memalign(void **out, size_t align, size_t size)
+{
+	if (REC_UNLIKELY(!ready())) {
+		void *p = rec_boot_alloc(size, align);
+		if (!p)
+			return ENOMEM;
+		*out = p;
+		return 0;
+	}
+	if (rec_guard || !rec_on())
+		return rec_real.posix_memalign(out, align, size);
+	rec_guard = 1;
+	int r = rec_real.posix_memalign(out, align, size);
+	if (r == 0)
+		KEEP_ERRNO(note_alloc(*out, size, TF_FN_POSIX_MEMALIGN));
+	rec_guard = 0;
+	return r;
+}
+
+/* aligned_alloc, memalign: same shape. */
+static void *aligned(void *(*real_call)(size_t, size_t), size_t align, size_t size, unsigned fn)
+{
+	if (rec_guard || !rec_on())
+		return real_call(align, size);
+	rec_guard = 1;
+	void *p = real_call(align, size);
+	if (p)
+		KEEP_ERRNO(note_alloc(p, size, fn));
+	rec_guard = 0;
+	return p;
+}
+
+REC_EXPORT void *aligned_alloc(size_t align, size_t size)
+{
+	if (REC_UNLIKELY(!ready()))
+		return rec_boot_alloc(size, align);
+	return aligned(rec_real.aligned_alloc, align, size, TF_FN_ALIGNED_ALLOC);
+}
+
+REC_EXPORT void *memalign(size_t align, size_t size)
+{
+	if (REC_UNLIKELY(!ready()))
+		return rec_boot_alloc(size, align);
+	return aligned(rec_real.memalign, align, size, TF_FN_MEMALIGN);
+}
+
+/* valloc, pvalloc: page-aligned. */
+static void *paged(void *(*real_call)(size_t), size_t size, unsigned fn)
+{
+	if (rec_guard || !rec_on())
+		return real_call(size);
+	rec_guard = 1;
+	void *p = real_call(size);
+	if (p)
+		KEEP_ERRNO(note_alloc(p, size, fn));
+	rec_guard = 0;
+	return p;
+}
+
+REC_EXPORT void *valloc(size_t size)
+{
+	if (REC_UNLIKELY(!ready()))
+		return rec_boot_alloc(size, 4096);
+	return paged(rec_real.valloc, size, TF_FN_VALLOC);
+}
+
+REC_EXPORT void *pvalloc(size_t size)
+{
+	if (REC_UNLIKELY(!ready()))
+		return rec_boot_alloc(size, 4096);
+	return paged(rec_real.pvalloc, size, TF_FN_PVALLOC);
+}
+
+REC_EXPORT size_t malloc_usable_size(void *p)
+{
+	if (!p)
+		return 0;
+	if (REC_UNLIKELY(rec_boot_owns(p)))
+		return rec_boot_size(p);
+	if (REC_UNLIKELY(!ready()))
+		return 0;
+	return rec_real.malloc_usable_size(p);
+}

@@ -1,0 +1,155 @@
+/*
+ * process.c - the process-lifetime calls librec.so interposes so a trace is
+ * closed cleanly when its process leaves without running destructors:
+ * _exit and _Exit, and the exec family (execve, execv, execvp, execvpe,
+ * execl, execle, execlp, fexecve).
+ *
+ * Before exec the trace is stopped (drained, END written, .ring unlinked);
+ * the new program, still preloaded, starts its own trace (same pid: the
+ * session's O_EXCL naming picks <name>.1, ...). If exec fails the process
+ * goes on and a new trace is started for it.
+ *
+ * exit() and a return from main need nothing here: librec.so's destructor
+ * (session.c) runs after the program's own destructors and atexit handlers.
+ * Fatal signals are left alone (no handlers that change the program's
+ * behaviour); what the rings hold survives in the .ring file.
+ *
+ * Must never: act in a vfork child (it shares our memory and would close the
+ * parent's trace): rec_session_mine() compares the pid.
+ */
+#include "rec_internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define REC_EXPORT __attribute__((visibility("default")))
+
+extern char **environ;
+
+static _Noreturn void leave(int status)
+{
+	if (rec_session_mine())
+		rec_session_stop();
+	if (!rec_real.exit_now)
+		rec_real_resolve();
+	if (rec_real.exit_now)
+		rec_real.exit_now(status);
+	for (;;)
+		syscall(SYS_exit_group, status);
+}
+
+REC_EXPORT void _exit(int status)
+{
+	leave(status);
+}
+
+REC_EXPORT void _Exit(int status)
+{
+	leave(status);
+}
+
+static int before_exec(void)
+{
+	if (!rec_real.execve)
+		rec_real_resolve();
+	if (!rec_session_mine())
+		return 0;
+	rec_session_stop();
+	return 1;
+}
+
+static int after_exec(int stopped, int r)
+{
+	int e = errno;
+	if (stopped)
+		rec_session_restart();
+	errno = e;
+	return r;
+}
+
+REC_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
+{
+	int s = before_exec();
+	return after_exec(s, rec_real.execve(path, argv, envp));
+}
+
+REC_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
+{
+	int s = before_exec();
+	return after_exec(s, rec_real.execvpe(file, argv, envp));
+}
+
+REC_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
+{
+	int s = before_exec();
+	return after_exec(s, rec_real.fexecve(fd, argv, envp));
+}
+
+REC_EXPORT int execv(const char *path, char *const argv[])
+{
+	return execve(path, argv, environ);
+}
+
+REC_EXPORT int execvp(const char *file, char *const argv[])
+{
+	return execvpe(file, argv, environ);
+}
+
+/* Counts the arguments of an execl* call, arg0 included, up to the NULL. */
+static size_t count_args(const char *arg0, va_list ap)
+{
+	if (!arg0)
+		return 0;
+	size_t n = 1;
+	while (va_arg(ap, char *))
+		n++;
+	return n;
+}
+
+#define COLLECT_ARGS(argv, arg0, ap, n) do { \
+	argv[0] = (char *)(arg0); \
+	for (size_t i_ = 1; i_ <= (n); i_++) \
+		argv[i_] = va_arg(ap, char *); /* the last one is the NULL */ \
+} while (0)
+
+REC_EXPORT int execl(const char *path, const char *arg0, ...)
+{
+	va_list ap;
+	va_start(ap, arg0);
+	size_t n = count_args(arg0, ap);
+	va_end(ap);
+	char *argv[n + 1];
+	va_start(ap, arg0);
+	COLLECT_ARGS(argv, arg0, ap, n);
+	va_end(ap);
+	return execve(path, argv, environ);
+}
+
+REC_EXPORT int execlp(const char *file, const char *arg0, ...)
+{
+	va_list ap;
+	va_start(ap, arg0);
+	size_t n = count_args(arg0, ap);
+	va_end(ap);
+	char *argv[n + 1];
+	va_start(ap, arg0);
+	COLLECT_ARGS(argv, arg0, ap, n);
+	va_end(ap);
+	return execvpe(file, argv, environ);
+}
+
+REC_EXPORT int execle(const char *path, const char *arg0, ...)
+{
+	va_list ap;
+	va_start(ap, arg0);
+	size_t n = count_args(arg0, ap);
+	va_end(ap);
+	char *argv[n + 1];
+	va_start(ap, arg0);
+	COLLECT_ARGS(argv, arg0, ap, n);
+	char *const *envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, argv, envp);
+}

@@ -1,0 +1,151 @@
+/*
+ * rec_internal.h - what the files of librec.so share with each other.
+ *
+ * librec.so is built with -fvisibility=hidden and a version script that
+ * exports only the interposed functions (librec.map), so nothing declared
+ * here is visible to the traced program. Everything here runs inside an
+ * arbitrary program's allocator calls: it must never call stdio, never
+ * allocate on the hot path, and never call into the dynamic loader from an
+ * allocation hook.
+ */
+#ifndef HEAPREEL_REC_INTERNAL_H
+#define HEAPREEL_REC_INTERNAL_H
+
+#include "trace_format.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define REC_LIKELY(x) __builtin_expect(!!(x), 1)
+#define REC_UNLIKELY(x) __builtin_expect(!!(x), 0)
+/* initial-exec: a TLS access is one %fs-relative load, no __tls_get_addr
+ * (which may allocate and take loader locks). */
+#define REC_TLS __thread __attribute__((tls_model("initial-exec")))
+
+#define REC_DEPTH_DEFAULT 64
+#define REC_DEPTH_MAX 256
+
+/* ---- real.c: the real allocator and the re-entrancy guard --------------- */
+struct rec_real {
+	void *(*malloc)(size_t);
+	void (*free)(void *);
+	void *(*calloc)(size_t, size_t);
+	void *(*realloc)(void *, size_t);
+	void *(*reallocarray)(void *, size_t, size_t);
+	int (*posix_memalign)(void **, size_t, size_t);
+	void *(*aligned_alloc)(size_t, size_t);
+	void *(*memalign)(size_t, size_t);
+	void *(*valloc)(size_t);
+	void *(*pvalloc)(size_t);
+	size_t (*malloc_usable_size)(void *);
+	int (*dlclose)(void *);
+	void (*exit_now)(int);        /* _exit */
+	int (*execve)(const char *, char *const[], char *const[]);
+	int (*execvpe)(const char *, char *const[], char *const[]);
+	int (*fexecve)(int, char *const[], char *const[]);
+};
+extern struct rec_real rec_real;
+
+/* Set while this thread runs recorder code (or is the writer thread):
+ * allocations made then go straight to the real allocator, unrecorded. */
+extern REC_TLS int rec_guard;
+
+/* Resolves every rec_real pointer (dlsym RTLD_NEXT). Safe to call more than
+ * once and before the constructor; dlsym's own allocations are served from
+ * the bootstrap arena. */
+void rec_real_resolve(void);
+/* Bootstrap arena: serves allocations while the real functions are unknown. */
+int rec_boot_owns(const void *p);
+void *rec_boot_alloc(size_t size, size_t align);
+size_t rec_boot_size(const void *p);
+
+/* ---- session.c: one trace being written ----------------------------------- */
+enum rec_state { REC_OFF = 0, REC_ON = 1, REC_CLOSED = 2 };
+
+struct rec_session {
+	_Atomic int state;            /* enum rec_state; hot path reads it relaxed */
+	_Atomic uint32_t gen;         /* bumped per session: stale thread state is reset */
+	pid_t pid;                    /* process the trace belongs to */
+	unsigned depth;               /* REC_DEPTH */
+	uint64_t t0;                  /* CLOCK_MONOTONIC ns at trace start */
+	struct tf_ring_file *rf;      /* the mapped <trace>.ring */
+	size_t map_size;
+	int ring_fd, trace_fd;
+	uint64_t nodes_reserved;      /* node ids below this are fallocated */
+	/* figures reported in the trace's closing stats MARK */
+	_Atomic uint64_t ring_waits;  /* times a thread found its ring full and waited */
+	_Atomic uint64_t lost;        /* events not recorded (no ring, ring closing) */
+	_Atomic uint64_t stacks_unknown; /* events stored with stack 0: trie full */
+	char trace_path[4096];
+	char ring_path[4096 + 8];
+	char exe[4096];               /* /proc/self/exe without " (deleted)" */
+};
+extern struct rec_session rec_s;
+
+static inline int rec_on(void)
+{
+	return atomic_load_explicit(&rec_s.state, memory_order_relaxed) == REC_ON;
+}
+
+uint64_t rec_now(void);               /* ns since rec_s.t0 */
+void rec_session_stop(void);          /* flush, END, unlink .ring; idempotent */
+void rec_session_restart(void);       /* after a failed exec */
+int rec_session_mine(void);           /* recording, and this is the traced process */
+/* Makes node ids below `id` safe to write (fallocated); 0 if the disk is full. */
+int rec_session_reserve_nodes(uint64_t id);
+/* Makes ring i's file range safe to write; 0 on failure. */
+int rec_session_reserve_ring(uint32_t i);
+struct tf_ring *rec_session_ring(uint32_t i);
+void rec_say(const char *a, const char *b, const char *c); /* one stderr line */
+
+/* ---- text.c: building strings without stdio (which may allocate) -------- */
+/* Both append at dst, never past end - 1, keep the result NUL-terminated and
+ * return the new end of the string. */
+char *rec_cat(char *dst, char *end, const char *s);
+char *rec_utoa(char *dst, char *end, uint64_t v);
+
+/* ---- stack.c: capture --------------------------------------------------- */
+int rec_stack_init(void);
+/* Return addresses of the caller of the interposed function outward, at
+ * most rec_s.depth; ips[0] is the allocation's call site. */
+unsigned rec_stack_capture(uint64_t *ips);
+
+/* ---- stackid.c: dedup into trie nodes ------------------------------------- */
+/* Fresh tables for a new session; the old ones are unmapped only when no
+ * other thread can be reading them (a forked child). */
+int rec_stackid_init(int unmap_old);
+uint32_t rec_stackid(const uint64_t *ips, unsigned n); /* 0 = unknown */
+
+/* ---- ring.c: per-thread staging rings ------------------------------------- */
+int rec_ring_init(void);              /* once per process: the thread-exit key */
+void rec_ring_reset(void);            /* new session: forget every claim */
+/* Publishes n (1 or 2) events of the calling thread together. */
+void rec_ring_put(const struct tf_event *ev, unsigned n);
+/* Writer side: ring i is drained and may be claimed again. */
+void rec_ring_release(uint32_t i);
+
+/* ---- writer.c: the writer thread ------------------------------------------ */
+int rec_writer_start(struct tf_writer *w);
+void rec_writer_stop(void);           /* final drain, END; joins the thread */
+void rec_writer_abandon(void);        /* forked child: forget the parent's writer */
+void rec_writer_kick(void);           /* wake the writer early (a syscall) */
+
+/* ---- modules.c: the module map -------------------------------------------- */
+struct rec_module {
+	uint64_t start, size, offset;
+	uint32_t perms;                   /* as tf_record.perms */
+	uint32_t build_id_len;
+	uint8_t build_id[32];
+	uint32_t path;                    /* offset into the module path pool */
+};
+void rec_modules_reset(void);         /* new session: everything unsent */
+void rec_modules_snapshot(void);      /* dl_iterate_phdr; never from a hook */
+int rec_modules_changed(void);        /* objects added since the last snapshot */
+/* Modules [from, count) are published; returns count. */
+uint32_t rec_modules_count(void);
+const struct rec_module *rec_module(uint32_t i, const char **path);
+
+#endif

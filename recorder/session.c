@@ -1,0 +1,383 @@
+/*
+ * session.c - one trace being written: creating <trace> and <trace>.ring,
+ * mapping the ring file, starting the writer, and the clean stop.
+ *
+ * Names: REC_OUT with every %p replaced by the pid, else
+ * <program>.<pid>.trc in the working directory. Both files are created
+ * 0600 with O_CREAT|O_EXCL|O_NOFOLLOW; if either exists (an exec'd program
+ * has the same pid as the process that started it; a fork child without %p
+ * in REC_OUT) the next of <name>.1, <name>.2, ... is tried. Any other error
+ * prints one line on stderr and the program runs unrecorded.
+ *
+ * The .ring file (layout in trace_format.h) is sized at start and mapped
+ * MAP_SHARED; the header page, node ids as they are handed out and each
+ * ring when first claimed are fallocated before use, so a full disk is an
+ * error we see (that thread or stack goes unrecorded) instead of SIGBUS.
+ *
+ * A clean stop (exit, _exit, exec) stops the writer (which writes END),
+ * marks the ring file finished and unlinks it: a .ring file left on disk
+ * means the process died before a clean close. The mapping itself stays:
+ * other threads may still be inside an allocation hook.
+ *
+ * Must never: print anything but the one line, or stop a process that is
+ * not ours (a vfork child shares our memory: everything checks the pid).
+ */
+#include "rec_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RING_EVENTS (1u << 17)         /* 4 MiB per thread: ~100 ms of a busy thread,
+                                          enough to ride out the writer being descheduled */
+#define MAX_RINGS 256                  /* threads recording at the same time */
+#define MAX_NODES (1u << 22)           /* trie nodes: 64 MiB of file, sparse */
+#define NODE_CHUNK (1u << 16)          /* nodes fallocated at a time (1 MiB) */
+#define HEADER_BYTES 4096
+#define PAGE 4096u
+#define NAME_TRIES 100                 /* <name>, <name>.1 ... <name>.99 */
+
+struct rec_session rec_s;
+static struct tf_writer *writer;
+static char cmdline[4096];
+
+uint64_t rec_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - rec_s.t0;
+}
+
+void rec_say(const char *a, const char *b, const char *c)
+{
+	char line[8448], *e = line + sizeof line - 1;
+	char *p = rec_cat(line, e, "heapreel: ");
+	p = rec_cat(rec_cat(rec_cat(p, e, a), e, b), e, c);
+	*p++ = '\n';
+	ssize_t r = write(2, line, (size_t)(p - line));
+	(void)r;
+}
+
+static void read_exe(void)
+{
+	ssize_t n = readlink("/proc/self/exe", rec_s.exe, sizeof rec_s.exe - 1);
+	if (n < 0)
+		n = 0;
+	rec_s.exe[n] = 0;
+	static const char deleted[] = " (deleted)";
+	size_t d = sizeof deleted - 1;
+	if ((size_t)n > d && !strcmp(rec_s.exe + n - d, deleted))
+		rec_s.exe[n - d] = 0;
+}
+
+static void read_cmdline(void)
+{
+	int fd = open("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd < 0 ? 0 : read(fd, cmdline, sizeof cmdline - 1);
+	if (fd >= 0)
+		close(fd);
+	if (n < 0)
+		n = 0;
+	while (n > 0 && cmdline[n - 1] == 0)
+		n--;
+	for (ssize_t i = 0; i < n; i++)
+		if (cmdline[i] == 0)
+			cmdline[i] = ' ';
+	cmdline[n] = 0;
+}
+
+/* REC_OUT with %p expanded, or <program>.<pid>.trc; made absolute, so the
+ * clean stop unlinks the right .ring after the program changed directory. */
+static void base_name(char *out, size_t size)
+{
+	char *e = out + size, *p = out;
+	const char *env = getenv("REC_OUT");
+	*p = 0;
+	if ((!env || env[0] != '/') && getcwd(out, size - 1)) {
+		p = out + strlen(out);
+		if (p[-1] != '/')
+			p = rec_cat(p, e, "/");
+	} else {
+		*p = 0; /* absolute REC_OUT, or no cwd: use the name as given */
+	}
+	if (env && *env) {
+		for (const char *s = env; *s; s++) {
+			if (s[0] == '%' && s[1] == 'p') {
+				p = rec_utoa(p, e, (uint64_t)rec_s.pid);
+				s++;
+			} else {
+				char one[2] = { *s, 0 };
+				p = rec_cat(p, e, one);
+			}
+		}
+		return;
+	}
+	p = rec_cat(p, e, program_invocation_short_name);
+	p = rec_cat(p, e, ".");
+	p = rec_utoa(p, e, (uint64_t)rec_s.pid);
+	rec_cat(p, e, ".trc");
+}
+
+static int open_new(const char *path)
+{
+	return open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
+/* Creates the trace and its .ring; returns 0 or an errno. */
+static int create_files(void)
+{
+	char base[4096];
+	base_name(base, sizeof base);
+	for (unsigned k = 0; k < NAME_TRIES; k++) {
+		char *e = rec_s.trace_path + sizeof rec_s.trace_path;
+		char *p = rec_cat(rec_s.trace_path, e, base);
+		if (k) {
+			p = rec_cat(p, e, ".");
+			rec_utoa(p, e, k);
+		}
+		e = rec_s.ring_path + sizeof rec_s.ring_path;
+		rec_cat(rec_cat(rec_s.ring_path, e, rec_s.trace_path), e, ".ring");
+		rec_s.trace_fd = open_new(rec_s.trace_path);
+		if (rec_s.trace_fd < 0) {
+			if (errno == EEXIST)
+				continue;
+			return errno;
+		}
+		rec_s.ring_fd = open_new(rec_s.ring_path);
+		if (rec_s.ring_fd >= 0)
+			return 0;
+		int err = errno;
+		close(rec_s.trace_fd);
+		unlink(rec_s.trace_path);
+		if (err != EEXIST)
+			return err;
+	}
+	rec_cat(rec_s.trace_path, rec_s.trace_path + sizeof rec_s.trace_path, base);
+	return EEXIST;
+}
+
+/* Sizes, fallocates the start of and maps the ring file; 0 or an errno. */
+static int map_ring(void)
+{
+	uint64_t stride = (sizeof(struct tf_ring) + (uint64_t)RING_EVENTS * sizeof(struct tf_event)
+			   + PAGE - 1) & ~(uint64_t)(PAGE - 1);
+	uint64_t nodes_off = HEADER_BYTES;
+	uint64_t rings_off = nodes_off + (uint64_t)MAX_NODES * sizeof(struct tf_node);
+	uint64_t size = rings_off + MAX_RINGS * stride;
+	if (ftruncate(rec_s.ring_fd, (off_t)size) < 0)
+		return errno;
+	int err = posix_fallocate(rec_s.ring_fd, 0, (off_t)nodes_off);
+	if (err)
+		return err;
+	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, rec_s.ring_fd, 0);
+	if (m == MAP_FAILED)
+		return errno;
+	struct tf_ring_file *rf = m;
+	rf->magic = TF_RING_MAGIC;
+	rf->version = TF_RING_VERSION;
+	rf->pid = (uint32_t)rec_s.pid;
+	rf->t0_mono_ns = rec_s.t0;
+	rf->max_nodes = MAX_NODES;
+	rf->max_rings = MAX_RINGS;
+	rf->ring_events = RING_EVENTS;
+	rf->nodes_offset = nodes_off;
+	rf->rings_offset = rings_off;
+	rf->ring_stride = stride;
+	atomic_store(&rf->nodes_next, 1);
+	rec_s.rf = rf;
+	rec_s.map_size = size;
+	rec_s.nodes_reserved = 0;
+	return 0;
+}
+
+int rec_session_reserve_nodes(uint64_t id)
+{
+	if (id <= rec_s.nodes_reserved)
+		return 1;
+	uint64_t upto = (id + NODE_CHUNK - 1) / NODE_CHUNK * NODE_CHUNK;
+	const struct tf_ring_file *rf = rec_s.rf;
+	if (posix_fallocate(rec_s.ring_fd,
+			    (off_t)(rf->nodes_offset + rec_s.nodes_reserved * sizeof(struct tf_node)),
+			    (off_t)((upto - rec_s.nodes_reserved) * sizeof(struct tf_node))))
+		return 0;
+	rec_s.nodes_reserved = upto;
+	return 1;
+}
+
+int rec_session_reserve_ring(uint32_t i)
+{
+	const struct tf_ring_file *rf = rec_s.rf;
+	return posix_fallocate(rec_s.ring_fd, (off_t)(rf->rings_offset + i * rf->ring_stride),
+			       (off_t)rf->ring_stride) == 0;
+}
+
+struct tf_ring *rec_session_ring(uint32_t i)
+{
+	struct tf_ring_file *rf = rec_s.rf;
+	return (struct tf_ring *)((char *)rf + rf->rings_offset + i * rf->ring_stride);
+}
+
+static void fail(const char *path, const char *why)
+{
+	rec_say("cannot create ", path, why);
+}
+
+static void give_up(void)
+{
+	if (rec_s.rf)
+		munmap(rec_s.rf, rec_s.map_size);
+	rec_s.rf = NULL;
+	close(rec_s.trace_fd);
+	close(rec_s.ring_fd);
+	unlink(rec_s.ring_path);
+	unlink(rec_s.trace_path);
+}
+
+/* Starts a trace for the current process; on failure says why and leaves
+ * the process unrecorded. */
+static void start(int single_thread)
+{
+	int g = rec_guard;
+	rec_guard = 1;
+	rec_s.pid = getpid();
+	rec_s.rf = NULL;
+	atomic_store(&rec_s.ring_waits, 0);
+	atomic_store(&rec_s.lost, 0);
+	atomic_store(&rec_s.stacks_unknown, 0);
+	struct timespec mono, real;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &real);
+	rec_s.t0 = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
+
+	int err = create_files();
+	if (err) {
+		char why[160], *e = why + sizeof why;
+		rec_cat(rec_cat(rec_cat(why, e, ": "), e, strerrordesc_np(err)), e, "; not recording");
+		fail(rec_s.trace_path, why);
+		goto out;
+	}
+	err = map_ring();
+	if (err || rec_stackid_init(single_thread) < 0) {
+		char why[160], *e = why + sizeof why;
+		rec_cat(rec_cat(rec_cat(why, e, ".ring: "), e, strerrordesc_np(err ? err : ENOMEM)),
+			e, "; not recording");
+		fail(rec_s.trace_path, why);
+		give_up();
+		goto out;
+	}
+	rec_ring_reset();
+	rec_modules_reset();
+	read_exe();
+	read_cmdline();
+	struct tf_header h = {
+		.version = TF_VERSION, .pid = (uint32_t)rec_s.pid, .ppid = (uint32_t)getppid(),
+		.pointer_size = sizeof(void *), .t0_mono_ns = rec_s.t0,
+		.t0_real_ns = (uint64_t)real.tv_sec * 1000000000u + (uint64_t)real.tv_nsec,
+		.exe = rec_s.exe, .cmdline = cmdline,
+	};
+	struct tf_error terr;
+	if (tf_writer_open(&writer, rec_s.trace_fd, &h, &terr) != TF_OK) {
+		char why[200], *e = why + sizeof why;
+		rec_cat(rec_cat(rec_cat(why, e, ": "), e, terr.msg), e, "; not recording");
+		fail(rec_s.trace_path, why);
+		give_up();
+		goto out;
+	}
+	rec_modules_snapshot();
+	atomic_fetch_add(&rec_s.gen, 1);
+	if (rec_writer_start(writer) < 0) {
+		tf_writer_abandon(writer);
+		fail(rec_s.trace_path, ": cannot start the writer thread; not recording");
+		give_up();
+		goto out;
+	}
+	atomic_store(&rec_s.state, REC_ON);
+out:
+	rec_guard = g;
+}
+
+void rec_session_stop(void)
+{
+	if (getpid() != rec_s.pid)
+		return;
+	int on = REC_ON;
+	if (!atomic_compare_exchange_strong(&rec_s.state, &on, REC_CLOSED))
+		return;
+	int g = rec_guard;
+	rec_guard = 1;
+	rec_writer_stop();
+	close(rec_s.trace_fd);
+	atomic_store(&rec_s.rf->finished, 1);
+	unlink(rec_s.ring_path);
+	close(rec_s.ring_fd);
+	rec_guard = g;
+}
+
+int rec_session_mine(void)
+{
+	return rec_on() && getpid() == rec_s.pid;
+}
+
+void rec_session_restart(void)
+{
+	if (getpid() == rec_s.pid && atomic_load(&rec_s.state) == REC_CLOSED)
+		start(0);
+}
+
+/* Forked child: one thread, no writer. Drop the parent's mapping and writer
+ * without writing to the parent's files, then start the child's own trace. */
+static void fork_child(void)
+{
+	if (atomic_load(&rec_s.state) != REC_ON)
+		return;
+	int g = rec_guard;
+	rec_guard = 1;
+	atomic_store(&rec_s.state, REC_OFF);
+	munmap(rec_s.rf, rec_s.map_size);
+	rec_s.rf = NULL;
+	close(rec_s.trace_fd);
+	close(rec_s.ring_fd);
+	rec_writer_abandon();
+	start(1);
+	rec_guard = g;
+}
+
+static unsigned parse_depth(void)
+{
+	const char *s = getenv("REC_DEPTH");
+	if (!s || !*s)
+		return REC_DEPTH_DEFAULT;
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || *end || v < 1 || v > REC_DEPTH_MAX) {
+		rec_say("REC_DEPTH=", s, " is not a number from 1 to 256; using 64");
+		return REC_DEPTH_DEFAULT;
+	}
+	return (unsigned)v;
+}
+
+__attribute__((constructor)) static void rec_init(void)
+{
+	int g = rec_guard;
+	rec_guard = 1;
+	rec_real_resolve();
+	rec_s.depth = parse_depth();
+	if (rec_stack_init() < 0) {
+		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");
+	} else if (rec_ring_init() < 0 || pthread_atfork(NULL, NULL, fork_child) != 0) {
+		rec_say("cannot set up thread hooks", "", "; not recording");
+	} else {
+		start(1);
+	}
+	rec_guard = g;
+}
+
+__attribute__((destructor)) static void rec_fini(void)
+{
+	rec_session_stop();
+}

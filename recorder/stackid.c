@@ -1,0 +1,253 @@
+/*
+ * stackid.c - turning a captured stack into a stack id (a leaf trie node).
+ *
+ * Hot path: hash the whole stack (ips and depth) to 128 bits and look it up
+ * in one open-addressing table; no lock, no write. A hit is accepted when
+ * both 64-bit halves match: with N distinct stacks the chance that any two
+ * collide is about N^2 / 2^129 (1e-25 for ten million stacks), far below the
+ * chance of a memory error, and it costs no memory beyond the table.
+ *
+ * Miss path (once per distinct stack): under one spinlock, walk the trie from
+ * the outermost frame inward, finding or creating each (parent, ip) node in a
+ * second table. New nodes go into the .ring file's node array: ip and parent
+ * first, then `ready` with a release store, so the writer and a recovering
+ * reader only ever see whole nodes. Then the stack is added to the hash
+ * table. The lock keeps node ids unique per (parent, ip) and lets both tables
+ * grow; it is never held across anything that can allocate or lock (only
+ * mmap), and the re-entrancy guard keeps a thread from re-entering it.
+ *
+ * Tables live in anonymous mmaps. A grown hash table replaces the old one
+ * with a release store; the old one stays mapped because lock-free readers
+ * may still be in it (the old tables together are smaller than the new).
+ *
+ * Must never: allocate, block the hot path, or crash when full: a full node
+ * array gives stack 0 (unknown) and says so once on stderr.
+ */
+#include "rec_internal.h"
+
+#include <sched.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define STK_INITIAL_SLOTS (1u << 12)   /* grows by 2x at half full */
+#define NODE_INITIAL_SLOTS (1u << 14)
+
+struct stk_slot {
+	_Atomic uint64_t h1;       /* 0 = empty; published last */
+	uint64_t h2;
+	uint32_t leaf;
+	uint32_t pad;
+};
+
+struct stk_table {
+	uint64_t mask;
+	uint64_t used;
+	struct stk_slot slot[];
+};
+
+struct node_slot {                 /* (parent, ip) -> id; ip 0 = empty */
+	uint64_t ip;
+	uint32_t parent, id;
+};
+
+static _Atomic(struct stk_table *) stk;
+static struct node_slot *ntab;
+static uint64_t ntab_mask, ntab_used;
+static atomic_flag lock = ATOMIC_FLAG_INIT;
+static int said_full;
+
+static inline uint64_t mum(uint64_t a, uint64_t b)
+{
+	__uint128_t r = (__uint128_t)a * b;
+	return (uint64_t)r ^ (uint64_t)(r >> 64);
+}
+
+static inline uint64_t fmix(uint64_t k)
+{
+	k ^= k >> 33;
+	k *= 0xff51afd7ed558ccdull;
+	k ^= k >> 33;
+	k *= 0xc4ceb9fe1a85ec53ull;
+	return k ^ (k >> 33);
+}
+
+/* Two independent 64-bit hashes in one pass (different constants and
+ * structure, so a collision in one says nothing about the other). */
+static void hash128(const uint64_t *ips, unsigned n, uint64_t *h1, uint64_t *h2)
+{
+	uint64_t a = 0x9e3779b97f4a7c15ull ^ n, b = 0x6a09e667f3bcc909ull + n;
+	for (unsigned i = 0; i < n; i++) {
+		a = mum(a ^ ips[i], 0xa0761d6478bd642full);
+		b = (b ^ ips[i]) * 0xe7037ed1a0b428dbull;
+		b = (b << 29) | (b >> 35);
+	}
+	*h1 = fmix(a) | 1; /* never 0: 0 marks an empty slot */
+	*h2 = fmix(b + 0x8ebc6af09c88c6e3ull);
+}
+
+static void *map_zero(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static struct stk_table *stk_new(uint64_t slots)
+{
+	struct stk_table *t = map_zero(sizeof *t + slots * sizeof(struct stk_slot));
+	if (t)
+		t->mask = slots - 1;
+	return t;
+}
+
+int rec_stackid_init(int unmap_old)
+{
+	/* The old tables describe another session's node array. */
+	struct stk_table *old = atomic_load(&stk);
+	if (old && unmap_old)
+		munmap(old, sizeof *old + (old->mask + 1) * sizeof(struct stk_slot));
+	if (ntab && unmap_old)
+		munmap(ntab, (ntab_mask + 1) * sizeof *ntab);
+	atomic_flag_clear(&lock);
+	said_full = 0;
+	ntab_mask = NODE_INITIAL_SLOTS - 1;
+	ntab_used = 0;
+	ntab = map_zero(NODE_INITIAL_SLOTS * sizeof *ntab);
+	struct stk_table *t = stk_new(STK_INITIAL_SLOTS);
+	atomic_store(&stk, t);
+	return ntab && t ? 0 : -1;
+}
+
+static uint32_t stk_find(struct stk_table *t, uint64_t h1, uint64_t h2)
+{
+	for (uint64_t i = h1 & t->mask;; i = (i + 1) & t->mask) {
+		struct stk_slot *s = &t->slot[i];
+		uint64_t k = atomic_load_explicit(&s->h1, memory_order_acquire);
+		if (k == 0)
+			return 0;
+		if (k == h1 && s->h2 == h2)
+			return s->leaf;
+	}
+}
+
+static void stk_put(struct stk_table *t, uint64_t h1, uint64_t h2, uint32_t leaf)
+{
+	uint64_t i = h1 & t->mask;
+	while (atomic_load_explicit(&t->slot[i].h1, memory_order_relaxed))
+		i = (i + 1) & t->mask;
+	t->slot[i].h2 = h2;
+	t->slot[i].leaf = leaf;
+	atomic_store_explicit(&t->slot[i].h1, h1, memory_order_release);
+	t->used++;
+}
+
+/* Under the lock: add, growing the table first when half full. If the grown
+ * table cannot be mapped the old one keeps working until it is 7/8 full;
+ * after that stacks still resolve, through the miss path every time. */
+static void stk_add(uint64_t h1, uint64_t h2, uint32_t leaf)
+{
+	struct stk_table *t = atomic_load_explicit(&stk, memory_order_relaxed);
+	if (2 * (t->used + 1) > t->mask + 1) {
+		struct stk_table *g = stk_new(2 * (t->mask + 1));
+		if (g) {
+			for (uint64_t i = 0; i <= t->mask; i++) {
+				uint64_t k = atomic_load_explicit(&t->slot[i].h1, memory_order_relaxed);
+				if (k)
+					stk_put(g, k, t->slot[i].h2, t->slot[i].leaf);
+			}
+			atomic_store_explicit(&stk, g, memory_order_release);
+			t = g;
+		} else if (8 * (t->used + 1) > 7 * (t->mask + 1)) {
+			return;
+		}
+	}
+	stk_put(t, h1, h2, leaf);
+}
+
+static inline uint64_t node_hash(uint32_t parent, uint64_t ip)
+{
+	return fmix(ip * 0x9e3779b97f4a7c15ull + parent);
+}
+
+static int ntab_grow(void)
+{
+	uint64_t slots = 2 * (ntab_mask + 1);
+	struct node_slot *g = map_zero(slots * sizeof *g);
+	if (!g)
+		return -1;
+	for (uint64_t i = 0; i <= ntab_mask; i++) {
+		if (!ntab[i].ip)
+			continue;
+		uint64_t j = node_hash(ntab[i].parent, ntab[i].ip) & (slots - 1);
+		while (g[j].ip)
+			j = (j + 1) & (slots - 1);
+		g[j] = ntab[i];
+	}
+	munmap(ntab, (ntab_mask + 1) * sizeof *ntab);
+	ntab = g;
+	ntab_mask = slots - 1;
+	return 0;
+}
+
+static void say_full(void)
+{
+	if (!said_full) {
+		said_full = 1;
+		rec_say("stack trie of ", rec_s.trace_path,
+			" is full; new stacks are recorded as unknown (stack 0)");
+	}
+}
+
+/* Under the lock: the id of node (parent, ip), created if new; 0 if full. */
+static uint32_t node_get(uint32_t parent, uint64_t ip)
+{
+	if (2 * (ntab_used + 1) > ntab_mask + 1 && ntab_grow() < 0)
+		return 0;
+	uint64_t i = node_hash(parent, ip) & ntab_mask;
+	for (; ntab[i].ip; i = (i + 1) & ntab_mask)
+		if (ntab[i].ip == ip && ntab[i].parent == parent)
+			return ntab[i].id;
+	struct tf_ring_file *rf = rec_s.rf;
+	uint32_t id = atomic_load_explicit(&rf->nodes_next, memory_order_relaxed);
+	if (id >= rf->max_nodes || !rec_session_reserve_nodes(id + 1))
+		return 0;
+	struct tf_node *nd = (struct tf_node *)((char *)rf + rf->nodes_offset) + id;
+	nd->ip = ip;
+	nd->parent = parent;
+	atomic_store_explicit(&nd->ready, 1, memory_order_release);
+	atomic_store_explicit(&rf->nodes_next, id + 1, memory_order_release);
+	ntab[i].ip = ip;
+	ntab[i].parent = parent;
+	ntab[i].id = id;
+	ntab_used++;
+	return id;
+}
+
+uint32_t rec_stackid(const uint64_t *ips, unsigned n)
+{
+	if (n == 0)
+		return 0;
+	uint64_t h1, h2;
+	hash128(ips, n, &h1, &h2);
+	uint32_t leaf = stk_find(atomic_load_explicit(&stk, memory_order_acquire), h1, h2);
+	if (REC_LIKELY(leaf))
+		return leaf;
+
+	while (atomic_flag_test_and_set_explicit(&lock, memory_order_acquire))
+		sched_yield();
+	leaf = stk_find(atomic_load_explicit(&stk, memory_order_relaxed), h1, h2);
+	if (!leaf) {
+		uint32_t parent = 0;
+		for (unsigned i = n; i-- > 0 && (parent || i == n - 1);)
+			parent = node_get(parent, ips[i]);
+		leaf = parent;
+		if (leaf)
+			stk_add(h1, h2, leaf);
+	}
+	atomic_flag_clear_explicit(&lock, memory_order_release);
+	if (!leaf) {
+		atomic_fetch_add_explicit(&rec_s.stacks_unknown, 1, memory_order_relaxed);
+		say_full();
+	}
+	return leaf;
+}

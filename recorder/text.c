@@ -1,0 +1,32 @@
+/*
+ * text.c - building short strings (paths, the stats label, the one stderr
+ * line) without stdio: snprintf may allocate and take locks, and the
+ * recorder runs inside the program's allocator.
+ *
+ * Must never: write past `end`, or leave a string unterminated.
+ */
+#include "rec_internal.h"
+
+char *rec_cat(char *dst, char *end, const char *s)
+{
+	if (dst >= end)
+		return dst;
+	while (*s && dst < end - 1)
+		*dst++ = *s++;
+	*dst = 0;
+	return dst;
+}
+
+char *rec_utoa(char *dst, char *end, uint64_t v)
+{
+	char digits[24];
+	int n = 0;
+	do
+		digits[n++] = (char)('0' + v % 10);
+	while ((v /= 10) != 0);
+	char rev[24];
+	for (int i = 0; i < n; i++)
+		rev[i] = digits[n - 1 - i];
+	rev[n] = 0;
+	return rec_cat(dst, end, rev);
+}

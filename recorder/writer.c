@@ -1,0 +1,292 @@
+/*
+ * writer.c - the writer thread: drains the staging rings into the trace.
+ *
+ * Every round (1 ms, or sooner when a thread's ring crossed half full and
+ * woke it through the futex word `kick`) it appends, in this order:
+ *   - MODULE records for objects loaded since the last round (it polls
+ *     dl_iterate_phdr's load counter; dlclose snapshots before unloading),
+ *   - STACK records for trie nodes [emitted, nodes_next) whose ready flag is
+ *     set,
+ *   - for every ring in use: a THREAD record when it first sees the stream
+ *     (name read from /proc/self/task/TID/comm), then the events
+ *     [tail, head) through tf_write_events, advancing tail only after the
+ *     write returned; a CLOSED ring drained to its head is released.
+ * Events are copied out of the ring first, so a realloc pair that wraps
+ * around the ring's end still goes out in one call.
+ *
+ * On stop it does a last round, writes a "heapreel.stats" MARK (ring waits,
+ * lost events, unknown stacks, nodes), and tf_writer_close writes END.
+ *
+ * The thread runs with the re-entrancy guard set (its allocations are not
+ * recorded) and all signals blocked (the program's handlers never run on it).
+ * If writing fails (disk full) it says so once, and keeps draining without
+ * writing so that no application thread waits forever.
+ *
+ * Must never: take a lock an application thread may hold while allocating.
+ */
+#include "rec_internal.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define ROUND_NS 1000000L              /* writer period when nobody wakes it */
+#define META_FLUSH_ROUNDS 100          /* meta segment at most every ~100 ms */
+
+static struct tf_writer *w;
+static pthread_t thread;
+static _Atomic uint32_t kick;
+static _Atomic int stopping;
+static int failed;                     /* a write failed: drain without writing */
+static uint32_t nodes_emitted, modules_emitted;
+struct announced {                     /* per ring: what THREAD said last */
+	uint32_t stream;
+	char name[16];
+};
+static struct announced *announced;
+static struct tf_event *scratch;       /* one ring's worth of events */
+static int meta_dirty;
+
+void rec_writer_kick(void)
+{
+	atomic_fetch_add_explicit(&kick, 1, memory_order_release);
+	syscall(SYS_futex, &kick, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+static void check(int status, const struct tf_error *err)
+{
+	if (status == TF_OK || failed)
+		return;
+	failed = 1;
+	char why[200], *e = why + sizeof why;
+	rec_cat(rec_cat(rec_cat(why, e, ": "), e, err->msg), e, "; recording stopped");
+	rec_say("cannot write ", rec_s.trace_path, why);
+}
+
+static void meta(const struct tf_record *r)
+{
+	struct tf_error err;
+	if (!failed)
+		check(tf_write_meta(w, r, &err), &err);
+	meta_dirty = 1;
+}
+
+static void flush_meta(void)
+{
+	struct tf_error err;
+	if (!failed)
+		check(tf_writer_flush(w, &err), &err);
+	meta_dirty = 0;
+}
+
+/* Module records are not in the .ring file, so they go to disk at once:
+ * a trace recovered after a kill can still be symbolized. */
+static void emit_modules(void)
+{
+	if (rec_modules_changed())
+		rec_modules_snapshot();
+	uint32_t n = rec_modules_count();
+	if (modules_emitted == n)
+		return;
+	for (; modules_emitted < n; modules_emitted++) {
+		const char *path;
+		const struct rec_module *m = rec_module(modules_emitted, &path);
+		struct tf_record r = {
+			.kind = TF_MODULE, .t = rec_now(), .addr = m->start, .size = m->size,
+			.file_offset = m->offset, .str = path, .perms = m->perms,
+			.build_id = m->build_id_len ? m->build_id : NULL,
+			.build_id_len = m->build_id_len,
+		};
+		meta(&r);
+	}
+	flush_meta();
+}
+
+static void emit_nodes(int final)
+{
+	struct tf_ring_file *rf = rec_s.rf;
+	struct tf_node *nodes = (struct tf_node *)((char *)rf + rf->nodes_offset);
+	uint32_t next = atomic_load_explicit(&rf->nodes_next, memory_order_acquire);
+	for (; nodes_emitted < next; nodes_emitted++) {
+		struct tf_node *nd = &nodes[nodes_emitted];
+		if (!atomic_load_explicit(&nd->ready, memory_order_acquire)) {
+			if (!final)
+				break;  /* being written: next round */
+			continue;       /* its writer died mid-insert; nothing uses it */
+		}
+		struct tf_record r = { .kind = TF_STACK, .id = nodes_emitted,
+				       .parent = nd->parent, .ip = nd->ip };
+		meta(&r);
+	}
+}
+
+/* A THREAD record when the stream is new or the thread's name changed
+ * (readers keep the last name of a tid). */
+static void thread_record(uint32_t i, struct tf_ring *r)
+{
+	struct announced *a = &announced[i];
+	if (a->stream == r->stream && !memcmp(a->name, r->name, sizeof a->name))
+		return;
+	a->stream = r->stream;
+	memcpy(a->name, r->name, sizeof a->name);
+	struct tf_record t = { .kind = TF_THREAD, .tid = r->tid, .t = rec_now(), .str = a->name };
+	meta(&t);
+}
+
+/* The live thread's name into the ring header (also for recovery). */
+static void read_comm(struct tf_ring *r)
+{
+	char path[64], name[sizeof r->name], *e = path + sizeof path;
+	char *p = rec_cat(path, e, "/proc/self/task/");
+	p = rec_utoa(p, e, r->tid);
+	rec_cat(p, e, "/comm");
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	ssize_t n = read(fd, name, sizeof name - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	if (name[n - 1] == '\n')
+		n--;
+	memset(name + n, 0, sizeof name - (size_t)n);
+	memcpy(r->name, name, sizeof name);
+}
+
+static void drain(uint32_t i, int final)
+{
+	struct tf_ring *r = rec_session_ring(i);
+	uint32_t state = atomic_load_explicit(&r->state, memory_order_acquire);
+	if (state == TF_RING_FREE)
+		return;
+	if (announced[i].stream != r->stream) {
+		read_comm(r);
+		thread_record(i, r);
+	}
+	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
+	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+	uint32_t cap = rec_s.rf->ring_events;
+	if (head != tail) {
+		const struct tf_event *ev = (const struct tf_event *)(r + 1);
+		size_t n = head - tail, first = tail & (cap - 1);
+		size_t part = n < cap - first ? n : cap - first;
+		memcpy(scratch, ev + first, part * sizeof *ev);
+		memcpy(scratch + part, ev, (n - part) * sizeof *ev);
+		struct tf_error err;
+		if (!failed)
+			check(tf_write_events(w, r->stream, r->tid, tail, scratch, n, &err), &err);
+		atomic_store_explicit(&r->tail, head, memory_order_release);
+	}
+	if (state == TF_RING_CLOSED) {
+		thread_record(i, r); /* the name the thread had at exit */
+		announced[i].stream = 0;
+		atomic_store_explicit(&r->head, 0, memory_order_relaxed);
+		atomic_store_explicit(&r->tail, 0, memory_order_relaxed);
+		atomic_store_explicit(&r->state, TF_RING_FREE, memory_order_release);
+		rec_ring_release(i);
+	} else if (final) {
+		read_comm(r);
+		thread_record(i, r);
+	}
+}
+
+static void round_all(int final)
+{
+	emit_modules();
+	emit_nodes(final);
+	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
+	for (uint32_t i = 0; i < used; i++)
+		drain(i, final);
+	emit_nodes(final); /* nodes of the events just written */
+}
+
+static void stats(void)
+{
+	char label[200], *e = label + sizeof label;
+	char *p = rec_cat(label, e, "heapreel.stats ring_waits=");
+	p = rec_utoa(p, e, atomic_load(&rec_s.ring_waits));
+	p = rec_cat(p, e, " lost=");
+	p = rec_utoa(p, e, atomic_load(&rec_s.lost));
+	p = rec_cat(p, e, " stacks_unknown=");
+	p = rec_utoa(p, e, atomic_load(&rec_s.stacks_unknown));
+	p = rec_cat(p, e, " nodes=");
+	rec_utoa(p, e, atomic_load(&rec_s.rf->nodes_next) - 1);
+	struct tf_record r = { .kind = TF_MARK, .t = rec_now(), .str = label };
+	meta(&r);
+}
+
+static void *writer_main(void *arg)
+{
+	(void)arg;
+	rec_guard = 1;
+	prctl(PR_SET_NAME, "heapreel-writer");
+	for (unsigned rounds = 1;; rounds++) {
+		uint32_t k = atomic_load_explicit(&kick, memory_order_acquire);
+		if (atomic_load(&stopping))
+			break;
+		round_all(0);
+		if (meta_dirty && rounds % META_FLUSH_ROUNDS == 0)
+			flush_meta();
+		struct timespec ts = { 0, ROUND_NS };
+		syscall(SYS_futex, &kick, FUTEX_WAIT_PRIVATE, k, &ts, NULL, 0);
+	}
+	round_all(1);
+	stats();
+	struct tf_error err;
+	if (!failed)
+		check(tf_writer_close(w, rec_now(), &err), &err);
+	else
+		tf_writer_abandon(w);
+	w = NULL;
+	return NULL;
+}
+
+int rec_writer_start(struct tf_writer *tw)
+{
+	struct tf_ring_file *rf = rec_s.rf;
+	size_t sbytes = (size_t)rf->ring_events * sizeof(struct tf_event);
+	size_t abytes = (size_t)rf->max_rings * sizeof *announced;
+	if (scratch)
+		munmap(scratch, sbytes);
+	if (announced)
+		munmap(announced, abytes);
+	scratch = mmap(NULL, sbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	announced = mmap(NULL, abytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (scratch == MAP_FAILED || announced == MAP_FAILED) {
+		scratch = NULL;
+		announced = NULL;
+		return -1;
+	}
+	w = tw;
+	failed = 0;
+	meta_dirty = 0;
+	nodes_emitted = 1;
+	modules_emitted = 0;
+	atomic_store(&stopping, 0);
+
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(&thread, NULL, writer_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc == 0 ? 0 : -1;
+}
+
+void rec_writer_abandon(void)
+{
+	if (w)
+		tf_writer_abandon(w);
+	w = NULL;
+}
+
+void rec_writer_stop(void)
+{
+	atomic_store(&stopping, 1);
+	rec_writer_kick();
+	pthread_join(thread, NULL);
+}

@@ -1,0 +1,382 @@
+#!/usr/bin/env python3
+"""Importer tests on traces written by mktrace (the tf writer API): exact
+pairing across threads, the equal-time ordering rule, realloc chains,
+unmatched and missed frees, the peak, marks, threads, checkpoints, several
+traces into one database, .ring recovery, and every kind of bad input.
+
+usage: test_crafted.py CASE   (one of the functions named case_*)"""
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hrtest  # noqa: E402
+from imptest import (MKTRACE, check_invariants, connect, meta, mktrace,  # noqa: E402
+                     one, trace_import)
+
+HEADER = "header 1000 1 5000000000 1700000000000000000 0 /bin/prog prog --arg x\n"
+
+# Two threads; see case_pairing for what each line must become.
+PAIRING = HEADER + """
+thread 1000 main
+thread 1001 worker
+node 1 0 401000
+node 2 1 401100
+node 3 1 401200
+mark 55 half
+flush
+events 2 1001
+a 40 2000 300 3
+f 45 1000
+f 90 9999
+f 91 0
+flush
+events 1 1000
+a 10 1000 100 2
+a 20 2000 200 3
+f 40 2000
+a 50 3000 10 2
+r 60 61 3000 3000 20 3
+r 70 72 3000 4000 40 3
+f 80 4000
+a 100 5000 64 2
+a 110 5000 32 2
+a 120 6000 1000 3
+f 121 6000
+close 130
+"""
+
+
+def case_pairing(d):
+    trc = mktrace(os.path.join(d, "p.trc"), PAIRING)
+    db = os.path.join(d, "p.db")
+    trace_import(["-q", "--checkpoint-interval", "2", trc, db])
+    c = connect(db)
+    rows = c.execute("""SELECT id, t_alloc, t_free, size, tid, pid, addr,
+                        from_realloc, temporary FROM allocations ORDER BY id""").fetchall()
+    want = [
+        (1, 10, 45, 100, 1000, 1000, 0x1000, 0, 0),    # freed by the other thread
+        (2, 20, 40, 200, 1000, 1000, 0x2000, 0, 1),    # freed before...
+        (3, 40, None, 300, 1001, 1000, 0x2000, 0, 0),  # ...this alloc at equal t
+        (4, 50, 60, 10, 1000, 1000, 0x3000, 0, 1),     # realloc chain
+        (5, 61, 70, 20, 1000, 1000, 0x3000, 1, 1),
+        (6, 72, 80, 40, 1000, 1000, 0x4000, 1, 1),
+        (7, 100, 110, 64, 1000, 1000, 0x5000, 0, 0),   # its free was missed
+        (8, 110, None, 32, 1000, 1000, 0x5000, 0, 0),
+        (9, 120, 121, 1000, 1000, 1000, 0x6000, 0, 1),  # temporary
+    ]
+    assert rows == want, "allocations:\n%s" % "\n".join(map(str, rows))
+    frees = c.execute("SELECT id, t_free, alloc_id, size, pid FROM frees ORDER BY id").fetchall()
+    assert frees == [(1, 40, 2, 200, 1000), (2, 45, 1, 100, 1000), (3, 60, 4, 10, 1000),
+                     (4, 70, 5, 20, 1000), (5, 80, 6, 40, 1000), (6, 110, 7, 64, 1000),
+                     (7, 121, 9, 1000, 1000)], frees
+    assert meta(c, "unmatched_frees") == 2
+    assert meta(c, "missed_frees") == 1
+    assert meta(c, "events") == 15
+    assert meta(c, "allocations") == 9
+    assert meta(c, "damaged") == 0
+    assert meta(c, "format") == "heapreel"
+    assert meta(c, "t0_mono_ns") == 5000000000
+    # peak: 1332 bytes in 3 objects at t=120
+    assert (meta(c, "peak_t"), meta(c, "peak_bytes"), meta(c, "peak_objects")) == (120, 1332, 3)
+    assert c.execute("SELECT peak_t, peak_bytes, peak_objects, ppid, exe, cmdline, t_start, t_end"
+                     " FROM processes").fetchall() == \
+        [(120, 1332, 3, 1, "/bin/prog", "prog --arg x", 0, 130)]
+    assert c.execute("SELECT pid, tid, name, t_first, t_last FROM threads ORDER BY tid").fetchall() == \
+        [(1000, 1000, "main", 10, 121), (1000, 1001, "worker", 40, 91)]
+    assert c.execute("SELECT pid, t, label FROM marks").fetchall() == [(1000, 55, "half")]
+    # no modules: functions are named by address, never dropped
+    by_fn = c.execute("""SELECT f.function, COUNT(*), SUM(a.size) FROM allocations a
+                         JOIN stacks s ON s.id = a.stack_id JOIN frames f ON f.id = s.frame_id
+                         GROUP BY f.function ORDER BY 1""").fetchall()
+    assert by_fn == [("0x401100", 4, 206), ("0x401200", 5, 1560)], by_fn
+    # the trie: node 2's parent is node 1 (ip 0x401000, a root)
+    assert one(c, """SELECT f.function FROM stacks s JOIN stacks p ON p.id = s.parent_id
+                     JOIN frames f ON f.id = p.frame_id JOIN frames g ON g.id = s.frame_id
+                     WHERE g.function = '0x401100'""") == "0x401000"
+    assert one(c, """SELECT COUNT(*) FROM stacks s JOIN frames f ON f.id = s.frame_id
+                     WHERE f.function = '0x401000' AND s.parent_id IS NULL""") == 1
+    n = check_invariants(c)
+    assert n >= 2, "expected a checkpoint before the end, got %d" % n
+    # the last checkpoint holds the end state
+    assert c.execute("""SELECT SUM(live_bytes), SUM(live_objects), SUM(alloc_objects)
+                        FROM checkpoints WHERE checkpoint_id = (SELECT MAX(id)
+                        FROM checkpoint_index)""").fetchone() == (332, 2, 9)
+
+
+EXAMPLE = HEADER + """
+node 1 0 500000
+node 2 1 500100
+node 3 1 500200
+events 1 1000
+a 1000000000 a000 100 2
+a 2000000000 b000 200 3
+f 2200000000 a000
+a 2400000000 c000 50 2
+a 3000000000 d000 1000 3
+close 3000000001
+"""
+
+EXAMPLE_QUERY = """
+SELECT f.function, SUM(a.size) AS live_bytes, COUNT(*) AS objects
+FROM allocations a
+JOIN stacks s ON s.id = a.stack_id
+JOIN frames f ON f.id = s.frame_id
+WHERE a.t_alloc <= 2500000000 AND (a.t_free IS NULL OR a.t_free > 2500000000)
+GROUP BY f.function
+ORDER BY live_bytes DESC;
+"""
+
+
+def case_example_query(d):
+    """The README's "live bytes by function at 2.5 s", through sqlite3 too."""
+    trc = mktrace(os.path.join(d, "e.trc"), EXAMPLE)
+    db = os.path.join(d, "e.db")
+    trace_import(["-q", trc, db])
+    c = connect(db)
+    assert c.execute(EXAMPLE_QUERY).fetchall() == [("0x500200", 200, 1), ("0x500100", 50, 1)]
+    check_invariants(c)
+    if shutil.which("sqlite3"):
+        out = hrtest.run(["sqlite3", db, EXAMPLE_QUERY]).stdout
+        assert out.split() == ["0x500200|200|1", "0x500100|50|1"], out
+
+
+CHILD = """header 2001 2000 1000000500 1700000000000000500 0 /bin/child child
+node 1 0 402000
+events 1 2001
+a 100 7000 5000 1
+a 200 8000 1 1
+f 300 7000
+close 400
+"""
+
+PARENT = """header 2000 1 1000000000 1700000000000000000 0 /bin/parent parent
+node 1 0 401000
+events 1 2000
+a 50 7000 10 1
+a 700 9000 20 1
+close 800
+"""
+
+
+def case_multi(d):
+    """Parent and forked child into one database on one time axis."""
+    os.mkdir(os.path.join(d, "run"))
+    a = mktrace(os.path.join(d, "run", "run.trc"), PARENT)
+    b = mktrace(os.path.join(d, "run", "run.2001.trc"), CHILD)
+    for args in ([b, a], [os.path.join(d, "run")]):
+        db = os.path.join(d, "m.db")
+        trace_import(["-q", "--force"] + args + [db])
+        c = connect(db)
+        assert meta(c, "t0_mono_ns") == 1000000000
+        assert meta(c, "peak_pid") == 2000
+        assert c.execute("SELECT pid, ppid, t_start, t_end, peak_t, peak_bytes FROM processes"
+                         " ORDER BY pid").fetchall() == \
+            [(2000, 1, 0, 800, 700, 30), (2001, 2000, 500, 900, 700, 5001)]
+        # same address in both processes: paired per process
+        assert c.execute("SELECT pid, t_alloc, t_free, size FROM allocations ORDER BY id").fetchall() == \
+            [(2000, 50, None, 10), (2001, 600, 800, 5000), (2001, 700, None, 1),
+             (2000, 700, None, 20)]
+        assert one(c, "SELECT COUNT(DISTINCT pid) FROM modules") == 0
+        check_invariants(c)
+        c.close()
+
+
+SEGMENTS = HEADER + """
+node 1 0 401000
+flush
+events 1 1000
+""" + "".join("a %d %x 10 1\n" % (10 + i, 0x1000 + 16 * i) for i in range(10)) + """flush
+events 1 1000
+""" + "".join("a %d %x 20 1\n" % (100 + i, 0x2000 + 16 * i) for i in range(10)) + """flush
+events 1 1000
+""" + "".join("a %d %x 30 1\n" % (200 + i, 0x3000 + 16 * i) for i in range(10)) + """flush
+abandon
+"""
+
+
+def case_truncated(d):
+    trc = mktrace(os.path.join(d, "t.trc"), SEGMENTS)
+    size = os.path.getsize(trc)
+    os.truncate(trc, size - 5)
+    db = os.path.join(d, "t.db")
+    p = trace_import([trc, db], expect=2)
+    assert trc + ": byte " in p.stderr, p.stderr
+    c = connect(db)
+    assert meta(c, "damaged") == 1
+    # the first two segments' 20 allocations, nothing of the torn third
+    assert c.execute("SELECT COUNT(*), SUM(size) FROM allocations").fetchone() == (20, 300)
+    check_invariants(c)
+
+
+def segments_script(n):
+    """SEGMENTS with only its first n event segments."""
+    parts = SEGMENTS.split("flush\n")
+    return "flush\n".join(parts[:n + 1]) + "flush\nabandon\n"
+
+
+def case_bitflip(d):
+    trc = mktrace(os.path.join(d, "b.trc"), SEGMENTS)
+    # The writer is deterministic: a trace with fewer segments is a prefix,
+    # so its size is where the next segment starts.
+    s1 = os.path.getsize(mktrace(os.path.join(d, "s1.trc"), segments_script(1)))
+    s2 = os.path.getsize(mktrace(os.path.join(d, "s2.trc"), segments_script(2)))
+    with open(trc, "rb") as f:
+        assert f.read(s2) == open(os.path.join(d, "s2.trc"), "rb").read()
+    full = os.path.join(d, "full.db")
+    trace_import(["-q", trc, full])
+    assert one(connect(full), "SELECT COUNT(*) FROM allocations") == 30
+    # one bit inside the second event segment's compressed payload
+    with open(trc, "r+b") as f:
+        f.seek(s2 - 10)
+        b = f.read(1)
+        f.seek(s2 - 10)
+        f.write(bytes([b[0] ^ 0x10]))
+    assert s1 < s2 - 10
+    db = os.path.join(d, "b.db")
+    p = trace_import([trc, db], expect=2)
+    assert trc + ": byte " in p.stderr, p.stderr
+    c = connect(db)
+    assert meta(c, "damaged") == 1
+    # the first segment; the damaged one and the rest of its thread are lost
+    assert c.execute("SELECT COUNT(*), SUM(size) FROM allocations").fetchone() == (10, 100)
+    check_invariants(c)
+
+
+def case_version(d):
+    trc = mktrace(os.path.join(d, "v.trc"), PAIRING)
+    with open(trc, "r+b") as f:
+        data = bytearray(f.read())
+        # the version is the little-endian u32 right after the 8-byte magic
+        assert int.from_bytes(data[8:12], "little") == 1, data[:16]
+        data[8:12] = (99).to_bytes(4, "little")
+        f.seek(0)
+        f.write(data)
+    db = os.path.join(d, "v.db")
+    p = trace_import([trc, db], expect=1)
+    assert p.stderr.startswith("trace-import: " + trc + ": byte "), p.stderr
+    assert "version" in p.stderr, p.stderr
+    assert not os.path.exists(db)
+    assert not [f for f in os.listdir(d) if ".tmp-" in f]
+
+
+def case_empty_missing(d):
+    empty = os.path.join(d, "empty.trc")
+    open(empty, "w").close()
+    db = os.path.join(d, "x.db")
+    p = trace_import([empty, db], expect=1)
+    assert p.stderr == "trace-import: %s: byte 0: empty file, not a trace\n" % empty, p.stderr
+    p = trace_import([os.path.join(d, "nope.trc"), db], expect=1)
+    assert p.stderr == "trace-import: %s: No such file or directory\n" % os.path.join(d, "nope.trc")
+    notrace = os.path.join(d, "text.trc")
+    with open(notrace, "w") as f:
+        f.write("hello, this is not a trace at all\n" * 10)
+    p = trace_import([notrace, db], expect=1)
+    assert p.stderr.startswith("trace-import: %s: byte " % notrace), p.stderr
+    # the good one is not written either when another input is bad
+    good = mktrace(os.path.join(d, "good.trc"), PAIRING)
+    trace_import([good, empty, db], expect=1)
+    assert not os.path.exists(db)
+    assert not [f for f in os.listdir(d) if ".tmp-" in f]
+
+
+def case_output(d):
+    trc = mktrace(os.path.join(d, "o.trc"), PAIRING)
+    db = os.path.join(d, "o.db")
+    with open(db, "w") as f:
+        f.write("precious")
+    p = trace_import([trc, db], expect=1)
+    assert p.stderr == "trace-import: %s: exists (use --force to overwrite)\n" % db, p.stderr
+    assert open(db).read() == "precious"
+    trace_import(["-q", "--force", trc, db])
+    assert stat.S_IMODE(os.stat(db).st_mode) & 0o077 == 0
+    assert meta(connect(db), "allocations") == 9
+    # unwritable output directory (root writes anywhere: then a missing one)
+    ro = os.path.join(d, "ro")
+    os.mkdir(ro)
+    os.chmod(ro, 0o500)
+    target = os.path.join(ro, "x.db") if os.geteuid() != 0 else os.path.join(d, "no", "x.db")
+    p = trace_import([trc, target], expect=1)
+    assert p.stderr.startswith("trace-import: %s: cannot create" % target), p.stderr
+    assert not os.path.exists(target)
+    os.chmod(ro, 0o700)
+    # usage errors
+    trace_import([trc], expect=64)
+    trace_import(["--bogus", trc, db], expect=64)
+    assert "usage:" in trace_import(["--help"]).stdout
+
+
+RECOVER = HEADER + """
+thread 1000 main
+node 1 0 401000
+events 1 1000
+a 10 1000 100 1
+a 20 2000 200 1
+a 30 3000 300 1
+f 40 1000
+a 50 4000 400 1
+abandon
+ring 64 4 16
+rnode 1 0 401000
+rnode 2 1 401100
+rring 0 1000 1 3 3 main
+rev 0 f 40 1000 0 0
+rev 0 a 50 4000 400 1
+rev 0 f 60 2000 0 0
+rev 0 ro 70 3000 0 0
+rev 0 rn 71 5000 600 2
+rring 1 1002 2 0 0 late
+rev 1 a 65 6000 7 2
+"""
+
+
+def case_ring(d):
+    """A killed process: the trace lacks END and the last events, which
+    the leftover .ring still has (seq 3 and 4 are in both: taken once)."""
+    trc = mktrace(os.path.join(d, "k.trc"), RECOVER)
+    db = os.path.join(d, "k.db")
+    trace_import(["-q", trc, db])
+    c = connect(db)
+    assert c.execute("SELECT t_alloc, t_free, size, tid, from_realloc FROM allocations"
+                     " ORDER BY id").fetchall() == [
+        (10, 40, 100, 1000, 0), (20, 60, 200, 1000, 0), (30, 70, 300, 1000, 0),
+        (50, None, 400, 1000, 0), (65, None, 7, 1002, 0), (71, None, 600, 1000, 1)]
+    # records, as meta.events counts them: a realloc is one
+    assert one(c, "SELECT recovered FROM processes") == 3
+    assert meta(c, "recovered_events") == 3
+    assert meta(c, "damaged") == 0
+    # node 2 came from the ring only
+    assert one(c, """SELECT f.function FROM allocations a JOIN stacks s ON s.id = a.stack_id
+                     JOIN frames f ON f.id = s.frame_id WHERE a.size = 600""") == "0x401100"
+    assert c.execute("SELECT tid, name FROM threads ORDER BY tid").fetchall() == \
+        [(1000, "main"), (1002, "late")]
+    check_invariants(c)
+    # a ring of another process is ignored
+    os.rename(trc + ".ring", os.path.join(d, "saved.ring"))
+    other = mktrace(os.path.join(d, "o.trc"), RECOVER.replace("header 1000", "header 1001"))
+    os.unlink(other + ".ring")
+    os.rename(os.path.join(d, "saved.ring"), other + ".ring")
+    trace_import(["-q", "--force", other, db])
+    assert one(connect(db), "SELECT COUNT(*) FROM allocations") == 4
+
+
+def main():
+    name = sys.argv[1]
+    if not os.path.exists(MKTRACE):
+        hrtest.skip("mktrace not built")
+    d = hrtest.tmpdir("imp-" + name)
+    try:
+        globals()["case_" + name](d)
+    finally:
+        for root, dirs, _ in os.walk(d):
+            for x in dirs:
+                os.chmod(os.path.join(root, x), 0o700)
+        shutil.rmtree(d, ignore_errors=True)
+    print("ok", name)
+
+
+if __name__ == "__main__":
+    main()

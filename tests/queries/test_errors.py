@@ -1,0 +1,109 @@
+"""test_errors - trace-snap's time specs and its one-line errors with their
+exit codes: 2 bad command line or malformed time, 3 database unusable
+(missing, not ours, incomplete, newer schema), 4 not in the database (pid,
+mark, instant outside the trace)."""
+import os
+import sqlite3
+import subprocess
+
+import hrtest
+import fixture
+from fixture import S
+
+SNAP = hrtest.TRACE_SNAP
+if not os.path.exists(SNAP):
+    hrtest.skip("trace-snap not built")
+tmp = hrtest.tmpdir("q-err")
+DB = os.path.join(tmp, "a.db")
+fixture.standard(DB)
+checks = 0
+
+
+def fails(args, code, text):
+    global checks
+    p = subprocess.run([SNAP] + args, capture_output=True, text=True)
+    assert p.returncode == code, (args, p.returncode, p.stderr)
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trace-snap: ") and text in lines[0], \
+        (args, p.stderr)
+    assert p.stdout == "", (args, p.stdout)
+    checks += 1
+
+
+def total(args):
+    out = hrtest.run([SNAP, DB] + args + ["--metric", "inuse_objects"]).stdout
+    return int(out.splitlines()[0].split()[1])
+
+
+# Time specs: exact decimal conversion, units, percent, marks, start/end.
+for spec, objs in [("1s", 1), ("1.0s", 1), ("1.001s", 2), ("1001ms", 2), ("1001000us", 2),
+                   ("1000999999ns", 1), ("1001000000ns", 2), ("0.5s", 0), ("10%", 1),
+                   ("10.01%", 2), ("start", 0), ("end", 9), ("100%", 9),
+                   ("mark:after-alloc", 12), ("mark:late", 9), ("3.0015s", 11)]:
+    got = total(["--at", spec])
+    assert got == objs, (spec, got, objs)
+    checks += 1
+
+# Malformed times and windows: exit 2.
+for spec in ["", "5", "1.5", "s", "1.s", "-1s", "1.5sec", "1 s", "12h", "1e3s", "%",
+             "0x10s", "mark", "99999999999999999999s"]:
+    fails([DB, "--at", spec], 2, "malformed time")
+fails([DB, "--growth", "2s"], 2, "malformed window")
+fails([DB, "--growth", "2s..x"], 2, "malformed time 'x'")
+fails([DB, "--steady", "5s..2s"], 2, "ends before it starts")
+# Outside the trace, unknown mark or pid: exit 4.
+fails([DB, "--at", "11s"], 4, "outside the trace of process 100 (0.000000000s..10.000000000s)")
+fails([DB, "--at", "100.1%"], 4, "outside the trace")
+fails([DB, "--at", "mark:nope"], 4, "no mark 'nope'")
+fails([DB, "--growth", "1s..20s"], 4, "outside the trace")
+fails([DB, "--pid", "7", "--peak"], 4, "no process with pid 7")
+# Bad flags: exit 2.
+fails([DB], 2, "no question given")
+fails([DB, "--at", "1s", "--peak"], 2, "only one question")
+fails([DB, "--bogus"], 2, "unknown option '--bogus'")
+fails([DB, "--at"], 2, "needs a value")
+fails(["--peak"], 2, "no database given")
+fails([DB, DB, "--peak"], 2, "exactly one database")
+fails([DB, "--peak", "--by", "line"], 2, "--by takes function or stack")
+fails([DB, "--peak", "--format", "svg"], 2, "unknown format 'svg'")
+fails([DB, "--peak", "--metric", "bytes"], 2, "unknown metric 'bytes'")
+fails([DB, "--peak", "--window", "1s..2s"], 2, "--window goes with --top")
+fails([DB, "--peak", "--pid", "x1"], 2, "--pid takes a process id")
+fails([DB, "--peak", "-o", os.path.join(tmp, "x.svg")], 2, "cannot tell the format")
+# Databases we must refuse: exit 3.
+fails([os.path.join(tmp, "missing.db"), "--peak"], 3, "missing.db: No such file or directory")
+junk = os.path.join(tmp, "junk.db")
+with open(junk, "w") as fh:
+    fh.write("this is not sqlite at all, just some text that is long enough " * 20)
+fails([junk, "--peak"], 3, "junk.db: not a heapreel database")
+other = os.path.join(tmp, "other.db")
+c = sqlite3.connect(other)
+c.execute("CREATE TABLE t(x)")
+c.commit()
+c.close()
+fails([other, "--peak"], 3, "other.db: not a heapreel database")
+for name, over, complete, text in [
+        ("fmt.db", {"format": "other"}, True, "not a heapreel database"),
+        ("new.db", {"schema_version": 2}, True, "written by a newer heapreel (schema version 2"),
+        ("half.db", {}, False, "incomplete database")]:
+    path = os.path.join(tmp, name)
+    f = fixture.Fixture(path)
+    f.process(1)
+    f.finish(meta_over=over, complete=complete)
+    fails([path, "--peak"], 3, name + ": " + text)
+# A failed write leaves nothing behind and says which file: exit 1.
+fails([DB, "--peak", "-o", os.path.join(tmp, "no-such-dir", "x.heap")], 1,
+      "no-such-dir/x.heap: No such file or directory")
+# -o replaces a planted symlink itself, never writes through it.
+target = os.path.join(tmp, "victim")
+with open(target, "w") as fh:
+    fh.write("keep")
+link = os.path.join(tmp, "link.heap")
+os.symlink(target, link)
+hrtest.run([SNAP, DB, "--peak", "-o", link])
+with open(target) as fh:
+    assert fh.read() == "keep"
+assert not os.path.islink(link) and os.stat(link).st_mode & 0o777 == 0o600
+assert not [n for n in os.listdir(tmp) if ".heap." in n], os.listdir(tmp)
+checks += 1
+print("ok: %d checks" % checks)

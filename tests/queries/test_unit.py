@@ -1,0 +1,135 @@
+"""test_unit - trace-snap's exact numbers on the hand-checked fixture
+(fixture.standard): snapshots before/at/after checkpoints and exactly at
+event instants, peak, growth, steady, leaks, temporary, top, by stack and
+by function, the .heap layout and MAPPED_LIBRARIES."""
+import os
+import sys
+
+import hrtest
+import fixture
+from fixture import S, MS
+
+SNAP = hrtest.TRACE_SNAP
+if not os.path.exists(SNAP):
+    hrtest.skip("trace-snap not built")
+tmp = hrtest.tmpdir("q-unit")
+DB = os.path.join(tmp, "a.db")
+f, ST, AD = fixture.standard(DB)
+checks = 0
+
+
+def heap(*args):
+    out = os.path.join(tmp, "o.heap")
+    hrtest.run([SNAP, DB] + list(args) + ["-o", out])
+    assert oct(os.stat(out).st_mode & 0o777) == "0o600"
+    with open(out) as fh:
+        return fixture.parse_heap(fh.read())
+
+
+def expect(args, want):
+    """want: {stack name: [in_n, in_b, al_n, al_b]} (absent = no line)."""
+    global checks
+    typ, rows, maps = heap(*args)
+    assert typ == "heapprofile", typ
+    got = {name: rows.get(AD[name]) for name in AD}
+    exp = {name: want.get(name) for name in AD}
+    assert got == exp, "%s:\n got %s\nwant %s" % (args, got, exp)
+    checks += 1
+    return rows, maps
+
+
+# Snapshots: before anything, between events, at checkpoints, at instants.
+expect(["--at", "0s"], {})
+expect(["--at", "1s"], {"small": [1, 16, 1, 16]})            # alloc at t live at t
+expect(["--at", "1.5s"], {"small": [10, 160, 10, 160]})
+expect(["--at", "2s"], {"small": [10, 160, 10, 160], "big": [1, 4096, 1, 4096]})  # = ckpt
+expect(["--at", "2001ms"], {"small": [10, 160, 10, 160], "big": [2, 8192, 2, 8192]})
+expect(["--at", "3s"], {"small": [9, 144, 10, 160], "big": [3, 12288, 3, 12288]})  # free at t gone
+expect(["--at", "3002ms"], {"small": [7, 112, 10, 160], "big": [3, 12288, 3, 12288]})
+expect(["--at", "3999999999ns"], {"small": [5, 80, 10, 160], "big": [3, 12288, 3, 12288]})
+expect(["--at", "4s"], {"small": [5, 80, 10, 160], "big": [3, 12288, 3, 12288],
+                        "mid": [1, 4096, 1, 4096]})
+expect(["--at", "4000000001ns"], {"small": [5, 80, 10, 160], "big": [3, 12288, 3, 12288],
+                                  "mid": [2, 8192, 2, 8192]})
+expect(["--at", "5000000002ns"], {"small": [5, 80, 10, 160], "big": [3, 12288, 3, 12288],
+                                  "mid": [2, 8192, 2, 8192], "inl": [3, 300, 3, 300]})
+expect(["--at", "5.5s"], {"small": [5, 80, 10, 160], "big": [3, 12288, 3, 12288],
+                          "mid": [2, 8192, 2, 8192], "inl": [3, 300, 4, 400]})
+expect(["--at", "6s"], {"small": [5, 80, 10, 160], "big": [3, 12288, 3, 12288],
+                        "mid": [1, 4096, 2, 8192], "inl": [0, 0, 4, 400]})
+expect(["--at", "70%"], {"small": [5, 80, 10, 160], "big": [3, 12288, 3, 12288],
+                         "mid": [1, 4096, 2, 8192], "inl": [0, 0, 4, 400]})
+expect(["--at", "mark:after-alloc"], {"small": [9, 144, 10, 160], "big": [3, 12288, 3, 12288]})
+expect(["--at", "end"], {"small": [5, 80, 10, 160], "big": [3, 12288, 3, 12288],
+                         "mid": [1, 4096, 2, 8192], "inl": [0, 0, 4, 400]})
+# Every instant of an event and 1 ns on each side against brute force.
+instants = set()
+for a in f.allocs:
+    for t in (a["t_alloc"], a["t_free"]):
+        if t is not None:
+            instants.update((t - 1, t, t + 1))
+name_of = {v: k for k, v in ST.items()}
+for t in sorted(instants):
+    want = {name_of[s]: v for s, v in f.state(100, t).items()}
+    expect(["--at", "%dns" % t], want)
+
+# Peak: 5 s + 3 ns, 20960 B in 14 objects.
+rows, maps = expect(["--peak"], {"small": [5, 80, 10, 160], "big": [3, 12288, 3, 12288],
+                                 "mid": [2, 8192, 2, 8192], "inl": [4, 400, 4, 400]})
+assert maps == ("400000-402000 r-xp 00000000 00:00 0 /opt/app/bin/app\n"
+                "7f0000000000-7f0000100000 r-xp 00026000 00:00 0 "
+                "/usr/lib/x86_64-linux-gnu/libc.so.6\n"), repr(maps)
+# Growth 2s..6s: pprof --base semantics, negative inuse cut to 0 in .heap.
+expect(["--growth", "2s..6s"], {"big": [2, 8192, 2, 8192],
+                                "mid": [1, 4096, 2, 8192], "inl": [0, 0, 4, 400]})
+# Steady 3s..7s: made in (3 s, 7 s] and live at 7 s.
+expect(["--steady", "3s..7s"], {"mid": [1, 4096, 2, 8192], "inl": [0, 0, 4, 400]})
+expect(["--steady", "2s..2001ms"], {"big": [1, 4096, 1, 4096]})   # (T1, T2]
+expect(["--leaks"], {"small": [5, 80, 10, 160], "big": [3, 12288, 3, 12288],
+                     "mid": [1, 4096, 2, 8192]})
+expect(["--temporary"], {"inl": [4, 400, 4, 400]})
+expect(["--top"], {"small": [10, 160, 10, 160], "big": [3, 12288, 3, 12288],
+                   "mid": [2, 8192, 2, 8192], "inl": [4, 400, 4, 400]})
+expect(["--top", "--window", "2s..4s"], {"big": [3, 12288, 3, 12288], "mid": [1, 4096, 1, 4096]})
+expect(["--top", "--window", "2001ms..4s"], {"big": [2, 8192, 2, 8192], "mid": [1, 4096, 1, 4096]})
+
+# Text table (pprof --text layout) at the peak.
+out = hrtest.run([SNAP, DB, "--peak"]).stdout.splitlines()
+assert out[0] == "Total: 20960 B", out
+table = {l.split()[-1]: l.split()[:-1] for l in out[1:]}
+assert table["alloc_big"] == ["20480", "97.7%", "97.7%", "20480", "97.7%"], table
+assert table["helper"] == ["400", "1.9%", "99.6%", "400", "1.9%"], table
+assert table["outer"][0] == "0" and table["outer"][3] == "400", table
+assert table["main"][3] == "20960" and table["mid"][3] == "8192", table
+assert out[1].split()[-1] == "alloc_big", out
+checks += 1
+out = hrtest.run([SNAP, DB, "--peak", "--metric", "inuse_objects"]).stdout.splitlines()
+assert out[0] == "Total: 14 objects" and out[1].split()[0] == "5", out
+out = hrtest.run([SNAP, DB, "--top", "--by", "stack", "--metric", "alloc_objects"]).stdout
+assert out.splitlines()[0] == "Total: 19 objects, 21040 B", out
+assert "        10  52.6%      160  alloc_small <- main <- _start" in out, out
+checks += 1
+# Growth in text keeps the negative stack, as pprof --base shows it.
+out = hrtest.run([SNAP, DB, "--growth", "2s..6s"]).stdout.splitlines()
+assert out[0] == "Total: 12208 B", out
+assert out[-1].split() == ["-80", "-0.7%", "100.0%", "-80", "-0.7%", "alloc_small"], out
+checks += 1
+# Folded: root first, inline frames as names, zero lines left out.
+out = hrtest.run([SNAP, DB, "--at", "6s", "--format", "folded"]).stdout
+assert sorted(out.splitlines()) == sorted([
+    "_start;main;alloc_big 12288", "_start;main;mid;alloc_big 4096",
+    "_start;main;alloc_small 80"]), out
+out = hrtest.run([SNAP, DB, "--temporary", "--format", "folded"]).stdout
+assert out == "_start;main;outer;helper 400\n", out
+checks += 1
+# -o with .txt / .folded extensions picks the format.
+o = os.path.join(tmp, "x.folded")
+hrtest.run([SNAP, DB, "--leaks", "-o", o])
+with open(o) as fh:
+    assert sum(int(l.rsplit(" ", 1)[1]) for l in fh) == 16464
+o = os.path.join(tmp, "x.txt")
+hrtest.run([SNAP, DB, "--leaks", "-o", o])
+with open(o) as fh:
+    assert fh.readline() == "Total: 16464 B\n"
+checks += 1
+print("ok: %d checks" % checks)

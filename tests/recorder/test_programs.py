@@ -1,0 +1,225 @@
+"""test_programs CASE - runs one of tests/programs under librec.so and checks
+its trace exactly: events per kind and fn, sizes, one stack id per call site
+(and, where addr2line exists, that the innermost frame is that call site),
+threads, fork and exec traces, MODULE records for a dlopen'ed library.
+
+CASE: entry realloc threads thread_exit fork fork_exit fork_exec dlopen cxx
+"""
+import glob
+import os
+import shutil
+import stat
+import sys
+
+import hrtest
+import rectest
+from rectest import Trace
+
+
+def out_lines(p):
+    return [l.split() for l in p.stdout.splitlines()]
+
+
+def case_entry(d):
+    trace = os.path.join(d, "entry.trc")
+    p = rectest.record([hrtest.prog("entry")], trace)
+    t = Trace(trace)
+    expect = {w[0]: (int(w[1]), int(w[2])) for w in out_lines(p)}
+    assert len(expect) == 9, p.stdout
+    for fn, (calls, size) in expect.items():
+        got = t.allocs(size=size)
+        assert len(got) == calls, "%s: %d allocations of %d, expected %d" % (fn, len(got), size, calls)
+        assert all(r["kind"] == "alloc" and r["fn"] == fn for r in got), "%s: %s" % (fn, got)
+    ids = rectest.one_stack_per_site(t, [s for _, s in expect.values()])
+    # every block the program allocated is freed once, by free()
+    ours = {r["addr"] for r in t.events if r["kind"] == "alloc" and r["size"] in ids}
+    freed = [r for r in t.frees() if r["addr"] in ours]
+    assert len(freed) == 27, "frees %d" % len(freed)
+    for fn, (_, size) in expect.items():
+        name = rectest.symbolize(t, t.stack(ids[size])[0])
+        if name is not None:
+            assert name == "do_" + fn, "call site of %s symbolizes to %s" % (fn, name)
+    s = t.summary
+    assert s["alloc"] == len([r for r in t.events if r["kind"] == "alloc"]), s
+    assert s["free"] == len(t.frees()), s
+    st = t.stats()
+    assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
+    print("entry: 9 entry points x 3 calls, 27 frees, 9 stacks: ok")
+
+
+def case_realloc(d):
+    trace = os.path.join(d, "realloc.trc")
+    p = rectest.record([hrtest.prog("realloc_chain")], trace)
+    want = {w[0]: int(w[1]) for w in out_lines(p)}
+    t = Trace(trace)
+    rounds = want["free"]
+    first = t.allocs(size=100)
+    assert len(first) == rounds and all(r["kind"] == "alloc" and r["fn"] == "realloc" for r in first), first
+    arr = t.allocs(size=210)
+    assert len(arr) == rounds and all(r["kind"] == "alloc" and r["fn"] == "reallocarray" for r in arr), arr
+    for size in (200, 5000, 300000, 60):
+        got = t.allocs(size=size)
+        assert len(got) == rounds and all(r["kind"] == "realloc" and r["fn"] == "realloc" for r in got), \
+            "realloc to %d: %s" % (size, got)
+    got = t.allocs(size=2100)
+    assert len(got) == rounds and all(r["kind"] == "realloc" and r["fn"] == "reallocarray" for r in got), got
+    reallocs = [r for r in t.events if r["kind"] == "realloc"]
+    assert len(reallocs) == want["realloc"], "realloc records %d, expected %d" % (len(reallocs), want["realloc"])
+    # a realloc record pairs the old block with the new one, old time first
+    for r in reallocs:
+        assert r["old"] != 0 and r["t2"] >= r["t"], r
+    # realloc(p, 0) frees the block the shrinking realloc returned
+    shrunk = {r["addr"] for r in t.allocs(size=60)}
+    by_zero = [r for r in t.frees() if r["addr"] in shrunk]
+    assert len(by_zero) == want["free_by_realloc"], by_zero
+    ids = rectest.one_stack_per_site(t, [100, 200, 5000, 300000, 60, 210, 2100])
+    names = {100: "start", 200: "grow1", 5000: "grow2", 300000: "grow3", 60: "shrink",
+             210: "arr_start", 2100: "arr_grow"}
+    for size, sid in ids.items():
+        name = rectest.symbolize(t, t.stack(sid)[0])
+        if name is not None:
+            assert name == names[size], "size %d: call site %s, expected %s" % (size, name, names[size])
+    assert t.summary["realloc"] == want["realloc"], t.summary
+    print("realloc_chain: %d allocs, %d reallocs, %d frees by realloc: ok" % (
+        2 * rounds, len(reallocs), rounds))
+
+
+def case_threads(d):
+    n, k = 4, 500
+    trace = os.path.join(d, "threads.trc")
+    rectest.record([hrtest.prog("threads"), str(n), str(k)], trace)
+    t = Trace(trace)
+    sizes = [2000 + i for i in range(n)]
+    by_addr = {}
+    for size in sizes:
+        got = t.allocs(size=size)
+        assert len(got) == k, "size %d: %d allocations, expected %d" % (size, len(got), k)
+        assert len({r["tid"] for r in got}) == 1, "size %d allocated by several threads" % size
+        for r in got:
+            by_addr.setdefault(r["addr"], []).append(r)
+    ids = rectest.one_stack_per_site(t, sizes)
+    for i, size in enumerate(sizes):
+        name = rectest.symbolize(t, t.stack(ids[size])[0])
+        if name is not None:
+            assert name == "site%d" % i, "worker %d call site %s" % (i, name)
+    # each block is freed once, by another thread than the one that allocated it
+    cross = 0
+    for r in t.frees():
+        if r["addr"] in by_addr:
+            cross += 1
+            assert r["tid"] != by_addr[r["addr"]][-1]["tid"], "freed by its own thread: %s" % r
+    assert cross >= n * k, "frees of worker blocks: %d, expected %d" % (cross, n * k)
+    names = {r["tid"]: r["name"] for r in t.threads}
+    workers = sorted(v for v in names.values() if str(v).startswith("worker-"))
+    assert workers == ["worker-%d" % i for i in range(n)], names
+    assert len(names) == n + 1, "threads %s, expected %d" % (names, n + 1)
+    assert t.summary["threads"] == n + 1, t.summary
+    tids = {r["tid"] for r in t.events}
+    assert len(tids) == n + 1, "threads with events %s" % tids
+    print("threads: %d x %d allocations, %d stacks, %d threads named: ok" % (n, k, n, n + 1))
+
+
+def case_thread_exit(d):
+    n, k = 4, 300
+    trace = os.path.join(d, "texit.trc")
+    p = rectest.record([hrtest.prog("threads"), str(n), str(k), "exit"], trace, check=False)
+    assert p.returncode == 3, (p.returncode, p.stderr)
+    t = Trace(trace)
+    for i in range(n):
+        assert len(t.allocs(size=2000 + i)) == k, "worker %d: %d allocations" % (i, len(t.allocs(size=2000 + i)))
+    assert not os.path.exists(trace + ".ring")
+    print("exit() from a worker thread: trace complete with END, %d allocations: ok" % (n * k))
+
+
+def fork_traces(d, how, extra=()):
+    pattern = os.path.join(d, "fork.%p.trc")
+    p = rectest.record([hrtest.prog("forker"), how] + list(extra), pattern)
+    pids = {w[0]: int(w[1]) for w in out_lines(p) if w[0] in ("parent", "child")}
+    ppid, cpid = pids["parent"], pids["child"]
+    parent = Trace(os.path.join(d, "fork.%d.trc" % ppid))
+    child = Trace(os.path.join(d, "fork.%d.trc" % cpid))
+    assert len(parent.allocs(size=3001)) == 5 and not parent.allocs(size=3002), "parent trace"
+    assert len(child.allocs(size=3002)) == 7 and not child.allocs(size=3001), "child trace"
+    cblocks = {r["addr"] for r in child.allocs(size=3002)}
+    assert len([r for r in child.frees() if r["addr"] in cblocks]) == 4, "child frees"
+    rectest.one_stack_per_site(parent, [3001])
+    rectest.one_stack_per_site(child, [3002])
+    left = glob.glob(os.path.join(d, "*.ring"))
+    assert not left, "ring files left after clean exits: %s" % left
+    return parent, child, cpid
+
+
+def case_fork(d):
+    fork_traces(d, "exit")
+    print("fork (child exit()): parent 5, child 7+4, own traces: ok")
+
+
+def case_fork_exit(d):
+    fork_traces(d, "_exit")
+    print("fork (child _exit()): child trace closed with END: ok")
+
+
+def case_fork_exec(d):
+    parent, child, cpid = fork_traces(d, "exec", [hrtest.prog("entry")])
+    # the exec'd program has the child's pid: its trace is the next free name
+    t = Trace(os.path.join(d, "fork.%d.trc.1" % cpid))
+    assert len(t.allocs(size=1001)) == 3 and not t.allocs(size=3002), "exec'd program's trace"
+    assert t.summary["alloc"] >= 27
+    print("fork + exec: child trace, exec'd program's trace .1: ok")
+
+
+def case_dlopen(d):
+    lib = hrtest.prog("libhrdltest.so")
+    trace = os.path.join(d, "dl.trc")
+    rectest.record([hrtest.prog("dlopener"), lib, "6"], trace)
+    t = Trace(trace)
+    real = os.path.realpath(lib)
+    mods = [m for m in t.modules if os.path.realpath(m["path"]) == real]
+    assert mods, "no MODULE record for %s: %s" % (lib, t.modules)
+    assert all(m["perms"] == "r-xp" for m in mods), mods
+    exe = [m for m in t.modules if m["path"] == os.path.realpath(hrtest.prog("dlopener"))]
+    assert exe, "no MODULE record for the executable"
+    assert len(t.allocs(size=4001)) == 2 and len(t.allocs(size=4002)) == 6
+    ids = rectest.one_stack_per_site(t, [4001, 4002])
+    for size, fn in ((4001, "ctor_site"), (4002, "work_site")):
+        leaf = t.stack(ids[size])[0]
+        m = t.module_of(leaf)
+        assert m in mods, "size %d: call site %#x not in the library" % (size, leaf)
+        name = rectest.symbolize(t, leaf)
+        if name is not None:
+            assert name == fn, "size %d: %s" % (size, name)
+    ctor = {r["addr"] for r in t.allocs(size=4001)}
+    assert len([r for r in t.frees() if r["addr"] in ctor]) == 2, "destructor frees"
+    print("dlopen: module record, 2 + 6 allocations inside the library: ok")
+
+
+def case_cxx(d):
+    prog = hrtest.prog("cxx_mix")
+    rectest.need(prog, "cxx_mix (no C++ compiler?)")
+    base = rectest.run_plain([prog, "3", "300"])
+    trace = os.path.join(d, "cxx.trc")
+    p = rectest.record([prog, "3", "300"], trace, check=False)
+    assert p.returncode == base.returncode == 0, (p.returncode, p.stderr)
+    assert p.stdout == base.stdout, "output differs:\n%s---\n%s" % (base.stdout, p.stdout)
+    t = Trace(trace)
+    assert t.summary["threads"] == 4, t.summary
+    # every exception allocates via __cxa_allocate_exception -> malloc
+    assert t.summary["alloc"] > 3 * 300, t.summary
+    st = t.stats()
+    assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
+    print("cxx_mix: same output, %d allocations, 4 threads: ok" % t.summary["alloc"])
+
+
+def main():
+    rectest.need_tools()
+    case = sys.argv[1]
+    d = hrtest.tmpdir("rec-" + case)
+    globals()["case_" + case](d)
+    for f in glob.glob(os.path.join(d, "*.trc*")):
+        mode = stat.S_IMODE(os.lstat(f).st_mode)
+        assert mode == 0o600, "%s has mode %o" % (f, mode)
+    shutil.rmtree(d)  # kept when a check failed, for a look
+
+
+if __name__ == "__main__":
+    main()

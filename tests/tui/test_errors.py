@@ -1,0 +1,67 @@
+"""trace-tui refuses what it cannot show before taking over the screen: a
+missing file, a file that is not a heapreel database, an empty trace, a bad
+flag or time. Each gives one line on stderr naming the problem, a non-zero
+exit and no terminal control sequences. Needs no terminal (and no tmux).
+"""
+import os
+import sqlite3
+import subprocess
+
+import hrtest
+import tuitest as tt
+
+D = hrtest.tmpdir("tui-err")
+TUI = hrtest.TRACE_TUI
+GOOD = os.path.join(D, "phases.db")
+tt.build_fixture(GOOD)
+
+
+def refused(argv, want, code=None):
+    p = subprocess.run([TUI] + argv, capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    lines = p.stderr.splitlines()
+    assert p.returncode != 0, (argv, p)
+    if code is not None:
+        assert p.returncode == code, (argv, p.returncode, p.stderr)
+    assert len(lines) >= 1 and want in lines[0], (argv, want, p.stderr)
+    assert "\x1b" not in p.stdout + p.stderr, (argv, p.stdout)
+    return lines[0]
+
+
+missing = os.path.join(D, "missing.db")
+line = refused([missing], missing, 1)
+print("missing:", line)
+
+text = os.path.join(D, "notes.txt")
+with open(text, "w") as f:
+    f.write("not a database\n" * 100)
+print("text file:", refused([text], text, 1))
+
+other = os.path.join(D, "other.db")
+db = sqlite3.connect(other)
+db.execute("CREATE TABLE t(x)")
+db.commit()
+db.close()
+print("foreign database:", refused([other], other, 1))
+
+half = os.path.join(D, "half.db")
+tt.build_fixture(half)
+db = sqlite3.connect(half)
+db.execute("DELETE FROM meta WHERE key = 'complete'")
+db.commit()
+db.close()
+print("half-written:", refused([half], half, 1))
+
+empty = os.path.join(D, "empty.db")
+tt.build_fixture(empty, empty=True)
+line = refused([empty], empty, 1)
+assert "no allocations" in line, line
+print("empty:", line)
+
+print("bad time:", refused(["--at", "99s", GOOD], "--at 99s", 2))
+print("bad mark:", refused(["--at", "mark:nope", GOOD], "mark:nope", 2))
+print("bad pid:", refused(["--pid", "7", GOOD], "7", 1))
+print("bad flag:", refused(["--frobnicate", GOOD], "--frobnicate", 2))
+print("no db:", refused([], "usage", 2))
+# A good database without a terminal: told so, not a garbled screen.
+print("no terminal:", refused([GOOD], "terminal", 1))
+print("ok")

@@ -1,0 +1,189 @@
+/*
+ * tf_meta.c - the record encoding of the meta stream (stream 0): STACK,
+ * THREAD, MODULE, MARK, LOST, END. Each record is a kind byte, a varint body
+ * length and the body, so a reader skips kinds (and trailing fields) it does
+ * not know. FORMAT.md "Meta segments" is the specification.
+ *
+ * The encoder runs on the recorder's writer thread: no allocation, no I/O.
+ */
+#include "tf_internal.h"
+
+#define TF_META_HEAD (1 + TF_VARINT_MAX) /* kind byte + body length */
+
+static size_t str_len(const char *s)
+{
+	size_t n = s ? strlen(s) : 0;
+	return n > TF_MAX_STR ? TF_MAX_STR : n;
+}
+
+size_t tf_meta_bound(const struct tf_record *r)
+{
+	return TF_META_HEAD + 6 * TF_VARINT_MAX + str_len(r->str) +
+	       r->build_id_len;
+}
+
+static uint8_t *put_bytes(uint8_t *p, const void *b, size_t n)
+{
+	p = tf_put_varint(p, n);
+	if (n)
+		memcpy(p, b, n);
+	return p + n;
+}
+
+int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
+		   struct tf_error *err)
+{
+	uint8_t body[6 * TF_VARINT_MAX], *b = body;
+	const void *tail[2];     /* length-prefixed byte strings after body */
+	size_t tail_n[2];
+	int ntail = 0;
+
+	switch (r->kind) {
+	case TF_STACK:
+		if (r->id == 0)
+			return tf_fail(err, TF_E_ARG, 0, "stack node id 0 is the root");
+		b = tf_put_varint(b, r->id);
+		b = tf_put_varint(b, r->parent);
+		b = tf_put_varint(b, r->ip);
+		break;
+	case TF_THREAD:
+		b = tf_put_varint(b, r->tid);
+		tail[ntail] = r->str, tail_n[ntail++] = str_len(r->str);
+		break;
+	case TF_MODULE:
+		if (r->build_id_len > TF_MAX_BUILD_ID || (r->build_id_len && !r->build_id))
+			return tf_fail(err, TF_E_ARG, 0, "build id longer than %u bytes",
+				       (uint64_t)TF_MAX_BUILD_ID);
+		b = tf_put_varint(b, r->addr);
+		b = tf_put_varint(b, r->size);
+		b = tf_put_varint(b, r->file_offset);
+		b = tf_put_varint(b, r->perms);
+		tail[ntail] = r->build_id, tail_n[ntail++] = r->build_id_len;
+		tail[ntail] = r->str, tail_n[ntail++] = str_len(r->str);
+		break;
+	case TF_MARK:
+		b = tf_put_varint(b, r->t);
+		tail[ntail] = r->str, tail_n[ntail++] = str_len(r->str);
+		break;
+	case TF_LOST:
+		b = tf_put_varint(b, r->t);
+		b = tf_put_varint(b, r->count);
+		break;
+	case TF_END:
+		b = tf_put_varint(b, r->t);
+		break;
+	default:
+		return tf_fail(err, TF_E_ARG, 0, "record kind %u is not a meta record",
+			       (uint64_t)r->kind);
+	}
+
+	size_t blen = (size_t)(b - body), total = blen;
+	uint8_t tmp[TF_VARINT_MAX];
+	for (int k = 0; k < ntail; k++)
+		total += (size_t)(tf_put_varint(tmp, tail_n[k]) - tmp) + tail_n[k];
+	uint8_t *o = out;
+	*o++ = r->kind;
+	o = tf_put_varint(o, total);
+	memcpy(o, body, blen);
+	o += blen;
+	for (int k = 0; k < ntail; k++)
+		o = put_bytes(o, tail[k], tail_n[k]);
+	*len = (size_t)(o - out);
+	return TF_OK;
+}
+
+/* ---- decoding ---------------------------------------------------------- */
+
+struct tf_mcur {
+	const uint8_t *p, *end;
+	char *str;               /* where the next copied string goes */
+};
+
+static int get_u(struct tf_mcur *c, uint64_t *v)
+{
+	return tf_get_varint(&c->p, c->end, v);
+}
+
+static int get_u32(struct tf_mcur *c, uint32_t *v)
+{
+	uint64_t x;
+	if (get_u(c, &x) < 0 || x > UINT32_MAX)
+		return -1;
+	*v = (uint32_t)x;
+	return 0;
+}
+
+/* Copies a length-prefixed byte string, NUL-terminated, into c->str. */
+static int get_bytes(struct tf_mcur *c, const char **s, uint32_t *n)
+{
+	uint64_t len;
+	if (get_u(c, &len) < 0 || len > (uint64_t)(c->end - c->p))
+		return -1;
+	memcpy(c->str, c->p, len);
+	c->str[len] = '\0';
+	*s = c->str;
+	c->str += len + 1;
+	c->p += len;
+	if (n)
+		*n = (uint32_t)len;
+	return 0;
+}
+
+static int body(struct tf_mcur *c, struct tf_record *r)
+{
+	const char *bid;
+	switch (r->kind) {
+	case TF_STACK:
+		return get_u32(c, &r->id) || get_u32(c, &r->parent) ||
+		       get_u(c, &r->ip) ? -1 : 0;
+	case TF_THREAD:
+		return get_u32(c, &r->tid) || get_bytes(c, &r->str, NULL);
+	case TF_MODULE:
+		if (get_u(c, &r->addr) || get_u(c, &r->size) ||
+		    get_u(c, &r->file_offset) || get_u32(c, &r->perms) ||
+		    get_bytes(c, &bid, &r->build_id_len) ||
+		    get_bytes(c, &r->str, NULL))
+			return -1;
+		r->build_id = r->build_id_len ? (const uint8_t *)bid : NULL;
+		return 0;
+	case TF_MARK:
+		return get_u(c, &r->t) || get_bytes(c, &r->str, NULL);
+	case TF_LOST:
+		return get_u(c, &r->t) || get_u(c, &r->count) ? -1 : 0;
+	case TF_END:
+		return get_u(c, &r->t);
+	}
+	return 0;   /* a kind of a newer version: skipped by its length */
+}
+
+int tf_meta_decode(const struct tf_segment_info *si, const uint8_t *p,
+		   size_t len, struct tf_record *recs, char *strbuf,
+		   struct tf_error *err)
+{
+	const uint8_t *end = p + len;
+	struct tf_mcur c = { .str = strbuf };
+	for (uint32_t i = 0; i < si->count; i++) {
+		struct tf_record *r = &recs[i];
+		uint64_t blen;
+		memset(r, 0, sizeof *r);
+		if (p >= end)
+			return tf_fail(err, TF_E_CORRUPT, si->offset,
+				       "meta segment: record %u missing", (uint64_t)i);
+		r->kind = *p++;
+		r->stream = 0;
+		r->seq = si->first_seq + i;
+		if (tf_get_varint(&p, end, &blen) < 0 ||
+		    blen > (uint64_t)(end - p))
+			return tf_fail(err, TF_E_CORRUPT, si->offset,
+				       "meta segment: record %u: bad length",
+				       (uint64_t)i);
+		c.p = p;
+		c.end = p + blen;
+		if (body(&c, r) < 0)
+			return tf_fail(err, TF_E_CORRUPT, si->offset,
+				       "meta segment: %s record %u: bad body",
+				       tf_kind_name(r->kind), (uint64_t)i);
+		p += blen;   /* fields added by newer versions are skipped */
+	}
+	return TF_OK;
+}

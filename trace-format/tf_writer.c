@@ -1,0 +1,318 @@
+/*
+ * tf_writer.c - appends a trace: the file header, one segment per batch of
+ * events of a stream (at most TF_SEG_EVENTS records each), the queued meta
+ * records of stream 0, and END.
+ *
+ * It runs on the recorder's writer thread inside the traced process, so it
+ * allocates only in tf_writer_open, writes with write(2) only (no stdio),
+ * never prints, and after a failed write cuts the file back to the end of
+ * the last complete segment so that everything already written stays
+ * readable.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <lz4frame.h>
+
+#include "tf_internal.h"
+
+struct tf_writer {
+	int fd;
+	uint64_t off;               /* bytes of complete header + segments */
+	LZ4F_cctx *cctx;
+	LZ4F_preferences_t prefs;
+	struct tf_colenc *enc;
+	uint8_t *raw;               /* one segment's payload before LZ4 */
+	size_t raw_cap;
+	uint8_t *out;               /* segment header + LZ4 frame */
+	size_t out_cap;
+	uint8_t *meta;              /* queued meta records (encoded) */
+	size_t meta_len;
+	uint32_t meta_count;
+	uint64_t meta_seq;          /* meta records already written */
+	uint64_t meta_tmin, meta_tmax;
+};
+
+static int io_fail(struct tf_writer *w, struct tf_error *err, const char *what)
+{
+	int e = errno;
+	/* Cut a partly written segment off so that readers see a clean end;
+	 * best effort, the write error is what gets reported. */
+	if (ftruncate(w->fd, (off_t)w->off) == 0)
+		lseek(w->fd, (off_t)w->off, SEEK_SET);
+	if (err)
+		err->sys_errno = e;
+	const char *name = strerrorname_np(e);
+	return tf_fail(err, TF_E_IO, w->off, "%s failed (%s)", what,
+		       name ? name : "unknown errno");
+}
+
+static int write_all(struct tf_writer *w, const uint8_t *p, size_t n,
+		     struct tf_error *err)
+{
+	size_t done = 0;
+	while (done < n) {
+		ssize_t k = write(w->fd, p + done, n - done);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0) {
+			if (k == 0)
+				errno = EIO;
+			return io_fail(w, err, "write");
+		}
+		done += (size_t)k;
+	}
+	w->off += n;
+	return TF_OK;
+}
+
+/* Compresses w->raw[0..len) as one LZ4 frame into w->out after the room
+ * for a segment header; *flen gets the frame's length. */
+static int compress(struct tf_writer *w, size_t len, size_t *flen,
+		    struct tf_error *err)
+{
+	uint8_t *dst = w->out + TF_SEG_HEADER;
+	size_t cap = w->out_cap - TF_SEG_HEADER, at = 0;
+
+	w->prefs.frameInfo.contentSize = len;
+	size_t r = LZ4F_compressBegin(w->cctx, dst, cap, &w->prefs);
+	if (!LZ4F_isError(r)) {
+		at = r;
+		r = LZ4F_compressUpdate(w->cctx, dst + at, cap - at, w->raw, len, NULL);
+	}
+	if (!LZ4F_isError(r)) {
+		at += r;
+		r = LZ4F_compressEnd(w->cctx, dst + at, cap - at, NULL);
+	}
+	if (LZ4F_isError(r))
+		return tf_fail(err, TF_E_NOMEM, w->off, "LZ4 compression failed: %s",
+			       LZ4F_getErrorName(r));
+	*flen = at + r;
+	return TF_OK;
+}
+
+/* Appends w->raw[0..len) as one segment. */
+static int put_segment(struct tf_writer *w, uint32_t stream, uint32_t tid,
+		       uint64_t first_seq, uint32_t count, uint64_t t_first,
+		       uint64_t t_last, size_t len, struct tf_error *err)
+{
+	size_t at;
+	int rc = compress(w, len, &at, err);
+	if (rc)
+		return rc;
+	uint8_t *h = w->out;
+	tf_put32(h + 0, TF_SEG_MAGIC);
+	tf_put32(h + 4, stream);
+	tf_put32(h + 8, tid);
+	tf_put32(h + 12, count);
+	tf_put64(h + 16, first_seq);
+	tf_put64(h + 24, t_first);
+	tf_put64(h + 32, t_last);
+	tf_put32(h + 40, (uint32_t)len);
+	tf_put32(h + 44, (uint32_t)at);
+	tf_put32(h + 48, 0);
+	tf_put32(h + 52, tf_crc32(h, TF_SEG_HEADER - 4));
+	return write_all(w, w->out, TF_SEG_HEADER + at, err);
+}
+
+static int put_file_header(struct tf_writer *w, const struct tf_header *hd,
+			   struct tf_error *err)
+{
+	size_t exe_n = hd->exe ? strlen(hd->exe) : 0;
+	size_t cmd_n = hd->cmdline ? strlen(hd->cmdline) : 0;
+	exe_n = exe_n > TF_MAX_STR ? TF_MAX_STR : exe_n;
+	cmd_n = cmd_n > TF_MAX_STR ? TF_MAX_STR : cmd_n;
+	size_t total = TF_FILE_FIXED + exe_n + cmd_n + 4;
+
+	uint8_t *h = w->out;
+	memcpy(h, TF_FILE_MAGIC, TF_FILE_MAGIC_LEN);
+	tf_put32(h + 8, TF_VERSION);
+	tf_put32(h + 12, (uint32_t)total);
+	tf_put32(h + 16, hd->pid);
+	tf_put32(h + 20, hd->ppid);
+	tf_put32(h + 24, hd->pointer_size);
+	tf_put32(h + 28, 0);
+	tf_put64(h + 32, hd->t0_mono_ns);
+	tf_put64(h + 40, hd->t0_real_ns);
+	tf_put64(h + 48, hd->sample_period);
+	tf_put32(h + 56, (uint32_t)exe_n);
+	tf_put32(h + 60, (uint32_t)cmd_n);
+	if (exe_n)
+		memcpy(h + TF_FILE_FIXED, hd->exe, exe_n);
+	if (cmd_n)
+		memcpy(h + TF_FILE_FIXED + exe_n, hd->cmdline, cmd_n);
+	tf_put32(h + total - 4, tf_crc32(h, total - 4));
+	return write_all(w, h, total, err);
+}
+
+static void writer_free(struct tf_writer *w)
+{
+	LZ4F_freeCompressionContext(w->cctx);
+	tf_colenc_free(w->enc);
+	free(w->raw);
+	free(w->out);
+	free(w->meta);
+	free(w);
+}
+
+int tf_writer_open(struct tf_writer **wp, int fd, const struct tf_header *h,
+		   struct tf_error *err)
+{
+	*wp = NULL;
+	if (fd < 0 || !h)
+		return tf_fail(err, TF_E_ARG, 0, "no file or no header");
+	struct tf_writer *w = calloc(1, sizeof *w);
+	if (!w)
+		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
+	w->fd = fd;
+	w->prefs.frameInfo.blockSizeID = LZ4F_max4MB;
+	w->prefs.frameInfo.blockMode = LZ4F_blockLinked;
+	w->prefs.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
+	w->prefs.frameInfo.blockChecksumFlag = LZ4F_blockChecksumEnabled;
+	w->prefs.autoFlush = 1;
+	w->raw_cap = tf_colenc_bound(TF_SEG_EVENTS + 1);
+	if (w->raw_cap < TF_META_QUEUE)
+		w->raw_cap = TF_META_QUEUE;
+	w->out_cap = TF_SEG_HEADER + LZ4F_compressFrameBound(w->raw_cap, &w->prefs);
+	if (w->out_cap < TF_FILE_FIXED + 2 * TF_MAX_STR + 4)
+		w->out_cap = TF_FILE_FIXED + 2 * TF_MAX_STR + 4;
+	w->raw = malloc(w->raw_cap);
+	w->out = malloc(w->out_cap);
+	w->meta = malloc(TF_META_QUEUE);
+	w->enc = tf_colenc_new();
+	w->meta_tmin = UINT64_MAX;
+	if (!w->raw || !w->out || !w->meta || !w->enc ||
+	    LZ4F_isError(LZ4F_createCompressionContext(&w->cctx, LZ4F_VERSION))) {
+		writer_free(w);
+		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
+	}
+	/* LZ4F allocates its working state at the first frame: do it now, so
+	 * that no later call allocates. */
+	size_t flen;
+	w->raw[0] = 0;
+	int rc = compress(w, 1, &flen, err);
+	if (!rc)
+		rc = put_file_header(w, h, err);
+	if (rc) {
+		writer_free(w);
+		return rc;
+	}
+	*wp = w;
+	return TF_OK;
+}
+
+/* Checks a batch: known kinds, REALLOC halves in pairs, known fns. */
+static int check_events(const struct tf_event *ev, size_t n,
+			struct tf_error *err)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned k = ev[i].kind;
+		if (ev[i].fn >= TF_FN_COUNT)
+			return tf_fail(err, TF_E_ARG, 0, "event %u: bad fn %u",
+				       (uint64_t)i, (uint64_t)ev[i].fn);
+		if (k == TF_EV_ALLOC || k == TF_EV_FREE)
+			continue;
+		if (k == TF_EV_REALLOC_OLD && i + 1 < n &&
+		    ev[i + 1].kind == TF_EV_REALLOC_NEW) {
+			i++;
+			continue;
+		}
+		return tf_fail(err, TF_E_ARG, 0,
+			       "event %u: kind %u is not ALLOC, FREE or a REALLOC pair",
+			       (uint64_t)i, (uint64_t)k);
+	}
+	return TF_OK;
+}
+
+int tf_write_events(struct tf_writer *w, uint32_t stream, uint32_t tid,
+		    uint64_t first_seq, const struct tf_event *ev, size_t n,
+		    struct tf_error *err)
+{
+	if (stream == 0)
+		return tf_fail(err, TF_E_ARG, 0, "stream 0 is the meta stream");
+	int rc = check_events(ev, n, err);
+	if (rc)
+		return rc;
+	while (n) {
+		size_t k = n < TF_SEG_EVENTS ? n : TF_SEG_EVENTS;
+		if (ev[k - 1].kind == TF_EV_REALLOC_OLD)
+			k++;        /* keep the pair together */
+		size_t recs = 0;
+		for (size_t i = 0; i < k; i++)
+			recs += ev[i].kind != TF_EV_REALLOC_NEW;
+		uint64_t t0, t1;
+		size_t len = tf_colenc_encode(w->enc, ev, k, w->raw, &t0, &t1);
+		rc = put_segment(w, stream, tid, first_seq, (uint32_t)recs, t0, t1,
+				 len, err);
+		if (rc)
+			return rc;
+		first_seq += k;
+		ev += k;
+		n -= k;
+	}
+	return TF_OK;
+}
+
+int tf_writer_flush(struct tf_writer *w, struct tf_error *err)
+{
+	if (!w->meta_count)
+		return TF_OK;
+	memcpy(w->raw, w->meta, w->meta_len);
+	uint64_t t0 = w->meta_tmin == UINT64_MAX ? 0 : w->meta_tmin;
+	int rc = put_segment(w, 0, 0, w->meta_seq, w->meta_count, t0,
+			     w->meta_tmax, w->meta_len, err);
+	if (rc)
+		return rc;  /* the queue stays; a later flush retries it */
+	w->meta_seq += w->meta_count;
+	w->meta_count = 0;
+	w->meta_len = 0;
+	w->meta_tmin = UINT64_MAX;
+	w->meta_tmax = 0;
+	return TF_OK;
+}
+
+static int queue_meta(struct tf_writer *w, const struct tf_record *r,
+		      struct tf_error *err)
+{
+	if (tf_meta_bound(r) > TF_META_QUEUE - w->meta_len) {
+		int rc = tf_writer_flush(w, err);
+		if (rc)
+			return rc;
+	}
+	size_t len;
+	int rc = tf_meta_encode(r, w->meta + w->meta_len, &len, err);
+	if (rc)
+		return rc;
+	w->meta_len += len;
+	w->meta_count++;
+	if (r->kind == TF_MARK || r->kind == TF_LOST || r->kind == TF_END) {
+		w->meta_tmin = r->t < w->meta_tmin ? r->t : w->meta_tmin;
+		w->meta_tmax = r->t > w->meta_tmax ? r->t : w->meta_tmax;
+	}
+	return TF_OK;
+}
+
+int tf_write_meta(struct tf_writer *w, const struct tf_record *r,
+		  struct tf_error *err)
+{
+	if (r->kind == TF_END)
+		return tf_fail(err, TF_E_ARG, 0, "END is written by tf_writer_close");
+	return queue_meta(w, r, err);
+}
+
+int tf_writer_close(struct tf_writer *w, uint64_t t_end, struct tf_error *err)
+{
+	struct tf_record end = { .kind = TF_END, .t = t_end };
+	int rc = queue_meta(w, &end, err);
+	if (!rc)
+		rc = tf_writer_flush(w, err);
+	writer_free(w);
+	return rc;
+}
+
+void tf_writer_abandon(struct tf_writer *w)
+{
+	if (w)
+		writer_free(w);
+}

@@ -1,0 +1,217 @@
+/*
+ * trace_dump.c - trace-dump: prints a trace as text, one line per record in
+ * file order (first word the record kind), or with --summary a few
+ * "key value" lines. It exists for tests and for people debugging a trace.
+ *
+ * Exit codes: 0 ok, 1 unusable file, 2 damaged tail (everything before it
+ * printed), 64 usage error. Errors are one line on stderr naming the file
+ * and the byte offset; this is the only place of the library that prints.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "trace_format.h"
+
+#define EXIT_UNUSABLE 1
+#define EXIT_DAMAGED 2
+#define EXIT_USAGE 64   /* EX_USAGE of sysexits.h */
+
+static const char usage[] =
+	"usage: trace-dump [--summary] TRACE\n"
+	"Print a heapreel trace as text, one line per record in file order,\n"
+	"or with --summary one \"key value\" line per figure.\n"
+	"Exit: 0 ok, 1 unusable file, 2 damaged tail (records before it\n"
+	"printed), 64 usage error.\n";
+
+struct summary {
+	uint64_t n[TF_PAUSE + 2];   /* records per kind; last slot: unknown */
+	uint64_t lost, t_max, segments;
+	int ended;
+};
+
+/* Strings are printed last on their line; bytes that would break the line
+ * structure are escaped as \xNN. */
+static void put_str(const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c < 0x20 || c == 0x7f || c == '\\')
+			printf("\\x%02x", c);
+		else
+			putchar(c);
+	}
+}
+
+static void put_perms(uint32_t p)
+{
+	printf("%c%c%c%c", p & 1 ? 'r' : '-', p & 2 ? 'w' : '-',
+	       p & 4 ? 'x' : '-', p & 8 ? 'p' : 's');
+}
+
+static void print_record(const struct tf_record *r)
+{
+	switch (r->kind) {
+	case TF_ALLOC:
+		printf("alloc t=%" PRIu64 " tid=%" PRIu32 " addr=0x%" PRIx64
+		       " size=%" PRIu64 " stack=%" PRIu32 " fn=%s\n", r->t, r->tid,
+		       r->addr, r->size, r->stack, tf_fn_name(r->fn));
+		break;
+	case TF_FREE:
+		printf("free t=%" PRIu64 " tid=%" PRIu32 " addr=0x%" PRIx64 "\n",
+		       r->t, r->tid, r->addr);
+		break;
+	case TF_REALLOC:
+		printf("realloc t=%" PRIu64 " t2=%" PRIu64 " tid=%" PRIu32
+		       " old=0x%" PRIx64 " addr=0x%" PRIx64 " size=%" PRIu64
+		       " stack=%" PRIu32 " fn=%s\n", r->t, r->t2, r->tid,
+		       r->old_addr, r->addr, r->size, r->stack, tf_fn_name(r->fn));
+		break;
+	case TF_STACK:
+		printf("stack id=%" PRIu32 " parent=%" PRIu32 " ip=0x%" PRIx64 "\n",
+		       r->id, r->parent, r->ip);
+		break;
+	case TF_THREAD:
+		printf("thread tid=%" PRIu32 " name=", r->tid);
+		put_str(r->str);
+		putchar('\n');
+		break;
+	case TF_MODULE:
+		printf("module addr=0x%" PRIx64 " size=%" PRIu64 " offset=0x%" PRIx64
+		       " perms=", r->addr, r->size, r->file_offset);
+		put_perms(r->perms);
+		printf(" build_id=");
+		for (uint32_t i = 0; i < r->build_id_len; i++)
+			printf("%02x", r->build_id[i]);
+		if (!r->build_id_len)
+			putchar('-');
+		printf(" path=");
+		put_str(r->str);
+		putchar('\n');
+		break;
+	case TF_MARK:
+		printf("mark t=%" PRIu64 " label=", r->t);
+		put_str(r->str);
+		putchar('\n');
+		break;
+	case TF_LOST:
+		printf("lost t=%" PRIu64 " count=%" PRIu64 "\n", r->t, r->count);
+		break;
+	case TF_END:
+		printf("end t=%" PRIu64 "\n", r->t);
+		break;
+	default:
+		printf("unknown kind=%u stream=%" PRIu32 " t=%" PRIu64 "\n",
+		       r->kind, r->stream, r->t);
+		break;
+	}
+}
+
+static void count_record(struct summary *s, const struct tf_record *r)
+{
+	unsigned k = r->kind <= TF_PAUSE ? r->kind : TF_PAUSE + 1;
+	s->n[k]++;
+	uint64_t t = r->kind == TF_REALLOC ? r->t2 : r->t;
+	if (r->kind != TF_STACK && r->kind != TF_THREAD && r->kind != TF_MODULE &&
+	    t > s->t_max)
+		s->t_max = t;
+	if (r->kind == TF_LOST)
+		s->lost += r->count;
+	if (r->kind == TF_END)
+		s->ended = 1;
+}
+
+static void print_summary(const struct summary *s, uint64_t file_bytes)
+{
+	uint64_t ev = s->n[TF_ALLOC] + s->n[TF_FREE] + s->n[TF_REALLOC];
+	printf("events %" PRIu64 "\n", ev);
+	printf("alloc %" PRIu64 "\n", s->n[TF_ALLOC]);
+	printf("free %" PRIu64 "\n", s->n[TF_FREE]);
+	printf("realloc %" PRIu64 "\n", s->n[TF_REALLOC]);
+	printf("stacks %" PRIu64 "\n", s->n[TF_STACK]);
+	printf("threads %" PRIu64 "\n", s->n[TF_THREAD]);
+	printf("modules %" PRIu64 "\n", s->n[TF_MODULE]);
+	printf("marks %" PRIu64 "\n", s->n[TF_MARK]);
+	printf("lost %" PRIu64 "\n", s->lost);
+	printf("unknown %" PRIu64 "\n", s->n[TF_PAUSE + 1] + s->n[TF_KEYFRAME] +
+	       s->n[TF_PAUSE]);
+	printf("end %d\n", s->ended);
+	printf("duration_ns %" PRIu64 "\n", s->t_max);
+	printf("file_bytes %" PRIu64 "\n", file_bytes);
+	printf("bytes_per_event %.2f\n", ev ? (double)file_bytes / (double)ev : 0.0);
+	printf("segments %" PRIu64 "\n", s->segments);
+}
+
+static int damaged(const char *path, const struct tf_error *e, int code)
+{
+	fflush(stdout);
+	fprintf(stderr, "trace-dump: %s: byte %" PRIu64 ": %s\n", path, e->offset,
+		e->msg);
+	return code;
+}
+
+int main(int argc, char **argv)
+{
+	int summary_only = 0;
+	const char *path = NULL;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			fputs(usage, stdout);
+			return 0;
+		} else if (!strcmp(argv[i], "--summary")) {
+			summary_only = 1;
+		} else if (argv[i][0] == '-' && argv[i][1]) {
+			fprintf(stderr, "trace-dump: unknown option %s\n%s", argv[i], usage);
+			return EXIT_USAGE;
+		} else if (path) {
+			fprintf(stderr, "trace-dump: more than one TRACE given\n%s", usage);
+			return EXIT_USAGE;
+		} else {
+			path = argv[i];
+		}
+	}
+	if (!path) {
+		fprintf(stderr, "trace-dump: no TRACE given\n%s", usage);
+		return EXIT_USAGE;
+	}
+
+	struct tf_error e = { 0 };
+	struct tf_reader *rd;
+	struct tf_decoder *dec;
+	if (tf_reader_open(&rd, path, &e) != TF_OK)
+		return damaged(path, &e, EXIT_UNUSABLE);
+	if (tf_decoder_new(&dec, &e) != TF_OK) {
+		tf_reader_close(rd);
+		return damaged(path, &e, EXIT_UNUSABLE);
+	}
+
+	static char outbuf[1 << 16];
+	setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
+	struct summary s = { 0 };
+	struct tf_segment_info si;
+	int rc, code = 0;
+	while ((rc = tf_reader_next_segment(rd, &si, &e)) == TF_OK) {
+		const struct tf_record *recs;
+		if ((rc = tf_decode_segment(rd, dec, &si, &recs, &e)) != TF_OK)
+			break;
+		s.segments++;
+		for (uint32_t i = 0; i < si.count; i++) {
+			count_record(&s, &recs[i]);
+			if (!summary_only)
+				print_record(&recs[i]);
+		}
+	}
+	if (summary_only)
+		print_summary(&s, tf_reader_file_size(rd));
+	if (rc != TF_DONE)
+		code = damaged(path, &e, rc == TF_E_NOMEM ? EXIT_UNUSABLE : EXIT_DAMAGED);
+	tf_decoder_free(dec);
+	tf_reader_close(rd);
+	if (fflush(stdout) != 0 && !code) {
+		fprintf(stderr, "trace-dump: writing output: %s\n", strerror(errno));
+		code = EXIT_UNUSABLE;
+	}
+	return code;
+}

@@ -1,0 +1,216 @@
+/* data.c - everything trace-tui reads from a database, through queries/q.h.
+ *
+ * Opens and validates the database before the screen is taken over, loads
+ * the timeline and marks once, and turns q's per-stack profiles into the
+ * unbiased rows the model aggregates. Stacks are resolved by q_stack, which
+ * caches them for the session, so a cursor step costs one q_snapshot.
+ *
+ * Never: write SQL (q.h has a function for everything trace-tui needs);
+ * print; take over the terminal.
+ */
+#include "tui.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+struct tui_data {
+	struct q_db *db;
+	const char *path;
+	int64_t pid, t_start, t_end, peak_t, peak_bytes, period;
+	struct tui_point *pts;
+	size_t npts;
+	const struct q_mark *marks;
+	size_t nmarks;
+	struct q_profile prof;       /* the last view read */
+	struct tui_sv *sv;
+	size_t cap;
+};
+
+/* Resolves every stack that ever allocated (the rows of the snapshot at the
+ * end) while the user still waits for the screen: otherwise the first cursor
+ * steps would pay for it. It also brings the checkpoints into the cache. */
+static int warm(struct tui_data *d)
+{
+	const struct q_frame *f;
+	size_t n;
+	if (q_snapshot(d->db, d->pid, d->t_end, &d->prof) < 0)
+		return -1;
+	for (size_t i = 0; i < d->prof.n; i++)
+		if (q_stack(d->db, d->prof.rows[i].stack_id, &f, &n) < 0)
+			return -1;
+	return 0;
+}
+
+struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t errn)
+{
+	struct tui_data *d = calloc(1, sizeof *d);
+	if (!d) {
+		snprintf(err, errn, "%s: out of memory", path);
+		return NULL;
+	}
+	d->path = path;
+	d->db = q_open(path, err, errn);
+	if (!d->db) {
+		free(d);
+		return NULL;
+	}
+	const struct q_process *p = pid < 0 ? q_default_process(d->db) : q_process(d->db, pid);
+	if (!p) {
+		if (pid < 0)
+			snprintf(err, errn, "%s: the database holds no process", path);
+		else
+			snprintf(err, errn, "%s: no process with pid %lld", path, (long long)pid);
+		goto fail;
+	}
+	d->pid = p->pid;
+	d->t_start = p->t_start;
+	d->t_end = p->t_end;
+	d->peak_t = p->peak_t;
+	d->peak_bytes = p->peak_bytes;
+	d->period = p->sample_period;
+
+	const struct q_bucket *b;
+	if (q_timeline(d->db, d->pid, &b, &d->npts) < 0 ||
+	    q_marks(d->db, d->pid, &d->marks, &d->nmarks) < 0) {
+		snprintf(err, errn, "%s", q_errmsg(d->db));
+		goto fail;
+	}
+	int64_t allocs = 0;
+	for (size_t i = 0; i < d->npts; i++)
+		allocs += b[i].allocs;
+	if (allocs == 0) {
+		snprintf(err, errn, "%s: the trace holds no allocations (pid %lld)", path,
+		         (long long)d->pid);
+		goto fail;
+	}
+	d->pts = malloc(d->npts * sizeof *d->pts);
+	if (!d->pts) {
+		snprintf(err, errn, "%s: out of memory", path);
+		goto fail;
+	}
+	for (size_t i = 0; i < d->npts; i++)
+		d->pts[i] = (struct tui_point){ b[i].t, b[i].max_bytes };
+	if (warm(d) < 0) {
+		snprintf(err, errn, "%s", q_errmsg(d->db));
+		goto fail;
+	}
+	return d;
+fail:
+	q_profile_free(&d->prof);
+	q_close(d->db);
+	free(d->pts);
+	free(d);
+	return NULL;
+}
+
+void tui_data_close(struct tui_data *d)
+{
+	if (!d)
+		return;
+	q_profile_free(&d->prof);
+	q_close(d->db);
+	free(d->pts);
+	free(d->sv);
+	free(d);
+}
+
+void tui_data_span(const struct tui_data *d, int64_t *t_start, int64_t *t_end)
+{
+	*t_start = d->t_start;
+	*t_end = d->t_end;
+}
+
+void tui_data_peak(const struct tui_data *d, int64_t *t, int64_t *bytes)
+{
+	*t = d->peak_t;
+	*bytes = d->peak_bytes;
+}
+
+const struct tui_point *tui_data_timeline(const struct tui_data *d, size_t *n)
+{
+	*n = d->npts;
+	return d->pts;
+}
+
+const struct q_mark *tui_data_marks(const struct tui_data *d, size_t *n)
+{
+	*n = d->nmarks;
+	return d->marks;
+}
+
+int tui_data_time(struct tui_data *d, const char *spec, int64_t *t, char *err, size_t errn)
+{
+	if (q_time(d->db, d->pid, spec, t) < 0) {
+		snprintf(err, errn, "%s", q_errmsg(d->db));
+		return -1;
+	}
+	return 0;
+}
+
+static int query(struct tui_data *d, struct q_profile *p, enum tui_kind kind, int64_t t1, int64_t t2)
+{
+	switch (kind) {
+	case TUI_GROWTH: return q_growth(d->db, d->pid, t1, t2, p);
+	case TUI_STEADY: return q_steady(d->db, d->pid, t1, t2, p);
+	case TUI_SNAPSHOT: break;
+	}
+	return q_snapshot(d->db, d->pid, t2, p);
+}
+
+int tui_data_view(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t t2,
+                  const struct tui_sv **out, size_t *n, char *err, size_t errn)
+{
+	if (query(d, &d->prof, kind, t1, t2) < 0) {
+		snprintf(err, errn, "%s", q_errmsg(d->db));
+		return -1;
+	}
+	if (d->prof.n > d->cap) {
+		struct tui_sv *sv = realloc(d->sv, d->prof.n * sizeof *sv);
+		if (!sv) {
+			snprintf(err, errn, "%s: out of memory", d->path);
+			return -1;
+		}
+		d->sv = sv;
+		d->cap = d->prof.n;
+	}
+	for (size_t i = 0; i < d->prof.n; i++) {
+		struct q_row r;
+		q_unbias(&d->prof.rows[i], d->period, &r);
+		d->sv[i] = (struct tui_sv){ .stack_id = r.stack_id, .bytes = r.v[Q_INUSE_BYTES],
+		                            .objects = r.v[Q_INUSE_OBJECTS],
+		                            .allocs = r.v[Q_ALLOC_OBJECTS] };
+	}
+	*out = d->sv;
+	*n = d->prof.n;
+	return 0;
+}
+
+int tui_data_stack(struct tui_data *d, int64_t stack_id, const struct q_frame **f, size_t *n)
+{
+	return q_stack(d->db, stack_id, f, n);
+}
+
+const char *tui_data_fn_name(const struct tui_data *d, int fn) { return q_fn_name(d->db, fn); }
+
+int tui_data_fn_count(const struct tui_data *d) { return q_fn_count(d->db); }
+
+int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t t2,
+                    const char *path, char *err, size_t errn)
+{
+	struct stat st;
+	/* q_write_file renames over path: never replace a file by surprise. */
+	if (lstat(path, &st) == 0) {
+		snprintf(err, errn, "%s: already exists, not overwritten", path);
+		return -1;
+	}
+	struct q_profile p = { 0 };
+	int rc = query(d, &p, kind, t1, t2);
+	if (rc == 0)
+		rc = q_write_file(d->db, &p, Q_FMT_HEAP, Q_INUSE_BYTES, false, path);
+	if (rc < 0)
+		snprintf(err, errn, "%s", q_errmsg(d->db));
+	q_profile_free(&p);
+	return rc;
+}

@@ -1,0 +1,428 @@
+/* main.c - trace-tui: scrub through a heapreel database in a terminal.
+ *
+ * Parses the command line, opens the database (every error is reported on
+ * stderr before the screen is taken over), then runs the key loop: a key
+ * changes the state in struct tui_ui, the views that depend on it are
+ * re-read through data.c, and screen.c draws. A cursor step reads one
+ * snapshot; the chart, the stacks' frames and a window's view are cached.
+ *
+ * Never: print once curses owns the terminal (messages go to the last row);
+ * read the database except through data.c.
+ */
+#include "tui.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <langinfo.h>
+#include <locale.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define COARSE_COLS  10       /* columns per Shift+arrow / PgUp / PgDn step */
+#define ESC_DELAY_MS 25       /* how long a lone Esc waits for a sequence */
+#define KEY_ESC      27
+#define KEY_CTRL_U   21
+#define KEY_DEL      127
+#define KEY_CTRL_H   8
+#define EXIT_USAGE   2
+
+static const char usage[] =
+	"usage: trace-tui [--at T] [--pid N] run.db\n"
+	"  --at T    start with the cursor at T (30s, 1.5s, 250ms, 45%, mark:LABEL, end)\n"
+	"  --pid N   show process N of a multi-process database (default: the first)\n"
+	"  --bench-steps N  move the cursor N times across the trace, print the time\n"
+	"            per step (query + redraw) on stderr, and exit\n"
+	"Keys: press ? inside.\n";
+
+static int64_t clamp(const struct tui_ui *u, int64_t t)
+{
+	return t < u->t_start ? u->t_start : t > u->t_end ? u->t_end : t;
+}
+
+/* Reads the snapshot at the cursor (status line, and the main pane unless a
+ * window is shown), or the window's view when rebuild_window is set. */
+static int refresh_view(struct tui_ui *u, bool rebuild_window)
+{
+	const struct tui_sv *sv;
+	size_t n;
+	char err[512];
+
+	if (tui_window_on(u) && rebuild_window) {
+		int64_t lo = u->w1 < u->w2 ? u->w1 : u->w2, hi = u->w1 < u->w2 ? u->w2 : u->w1;
+		if (tui_data_view(u->d, u->win_kind, lo, hi, &sv, &n, err, sizeof err) < 0 ||
+		    tui_model_build(u->model, u->d, sv, n, u->tree, u->sort) < 0)
+			goto fail;
+	}
+	if (tui_data_view(u->d, TUI_SNAPSHOT, u->cursor, u->cursor, &sv, &n, err, sizeof err) < 0)
+		goto fail;
+	u->live_bytes = u->live_objects = u->allocs = 0;
+	for (size_t i = 0; i < n; i++) {
+		u->live_bytes += sv[i].bytes;
+		u->live_objects += sv[i].objects;
+		u->allocs += sv[i].allocs;
+	}
+	if (!tui_window_on(u) && tui_model_build(u->model, u->d, sv, n, u->tree, u->sort) < 0) {
+		snprintf(err, sizeof err, "out of memory");
+		goto fail;
+	}
+
+	/* Keep the selected function or node selected. */
+	size_t nr;
+	const struct tui_row *rows = tui_model_rows(u->model, &nr);
+	for (size_t i = 0; i < nr; i++) {
+		if (u->tree ? rows[i].node == u->sel_node : rows[i].fn == u->sel_fn) {
+			u->sel = i;
+			break;
+		}
+	}
+	return 0;
+fail:
+	snprintf(u->msg, sizeof u->msg, "error: %s", err);
+	return -1;
+}
+
+static void remember_selection(struct tui_ui *u)
+{
+	size_t n;
+	const struct tui_row *rows = tui_model_rows(u->model, &n);
+	if (u->sel < n) {
+		u->sel_fn = rows[u->sel].fn;
+		u->sel_node = rows[u->sel].node;
+	}
+}
+
+static void move_cols(struct tui_ui *u, int cols)
+{
+	int c = tui_chart_col_of(&u->chart, u->cursor) + cols;
+	if (c >= u->chart.ncol)
+		u->cursor = u->t_end;
+	else
+		u->cursor = clamp(u, tui_chart_t_of(&u->chart, c < 0 ? 0 : c));
+}
+
+static void jump_mark(struct tui_ui *u, bool next)
+{
+	const struct q_mark *best = NULL;
+	for (size_t i = 0; i < u->nmarks; i++) {
+		const struct q_mark *m = &u->marks[i];
+		if (next ? m->t > u->cursor && (!best || m->t < best->t)
+		         : m->t < u->cursor && (!best || m->t >= best->t))
+			best = m;
+	}
+	if (best) {
+		u->cursor = clamp(u, best->t);
+		snprintf(u->msg, sizeof u->msg, "mark %s", best->label);
+	} else {
+		snprintf(u->msg, sizeof u->msg, "no %s mark", next ? "next" : "previous");
+	}
+}
+
+static void search(struct tui_ui *u)
+{
+	if (!u->search[0])
+		return;
+	int hit = tui_model_find(u->model, u->d, u->search, u->sel_node, u->sel_fn);
+	if (hit < 0) {
+		snprintf(u->msg, sizeof u->msg, "no function matches \"%s\"", u->search);
+		return;
+	}
+	if (u->tree) {
+		tui_model_reveal(u->model, hit);
+		u->sel_node = hit;
+	} else {
+		u->sel_fn = hit;
+	}
+	refresh_view(u, true);
+	snprintf(u->msg, sizeof u->msg, "found \"%s\" (n: next)", u->search);
+}
+
+static void do_export(struct tui_ui *u, const char *path)
+{
+	char err[512];
+	enum tui_kind k = tui_window_on(u) ? u->win_kind : TUI_SNAPSHOT;
+	int64_t lo = u->w1 < u->w2 ? u->w1 : u->w2, hi = u->w1 < u->w2 ? u->w2 : u->w1;
+	if (k == TUI_SNAPSHOT)
+		lo = hi = u->cursor;
+	if (tui_data_export(u->d, k, lo, hi, path, err, sizeof err) < 0)
+		snprintf(u->msg, sizeof u->msg, "export failed: %s", err);
+	else
+		snprintf(u->msg, sizeof u->msg, "wrote %s", path);
+}
+
+/* A key while a prompt is open: edit the line, Enter runs it, Esc cancels. */
+static void prompt_key(struct tui_ui *u, int ch)
+{
+	size_t len = strlen(u->input);
+	if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+		enum tui_prompt p = u->prompt;
+		u->prompt = TUI_PROMPT_NONE;
+		if (!u->input[0])
+			return;
+		if (p == TUI_PROMPT_SEARCH) {
+			snprintf(u->search, sizeof u->search, "%s", u->input);
+			search(u);
+		} else {
+			do_export(u, u->input);
+		}
+	} else if (ch == KEY_ESC) {
+		u->prompt = TUI_PROMPT_NONE;
+	} else if (ch == KEY_BACKSPACE || ch == KEY_DEL || ch == KEY_CTRL_H) {
+		if (len)
+			u->input[len - 1] = '\0';
+	} else if (ch == KEY_CTRL_U) {
+		u->input[0] = '\0';
+	} else if (ch >= ' ' && ch < KEY_DEL && len + 1 < sizeof u->input) {
+		u->input[len] = (char)ch;
+		u->input[len + 1] = '\0';
+	}
+}
+
+static void open_prompt(struct tui_ui *u, enum tui_prompt prompt)
+{
+	u->prompt = prompt;
+	u->input[0] = '\0';
+}
+
+static void relayout(struct tui_ui *u)
+{
+	if (tui_chart_layout(&u->chart, tui_screen_chart_cols()) < 0)
+		snprintf(u->msg, sizeof u->msg, "error: out of memory");
+}
+
+/* Handles one key; returns false to quit. */
+static bool key(struct tui_ui *u, int ch)
+{
+	size_t nrows;
+	tui_model_rows(u->model, &nrows);
+	int page = tui_screen_table_rows(u);
+	bool step = false, rebuild = false;
+
+	if (ch == KEY_RESIZE) {
+		relayout(u);
+		return true;
+	}
+	if (u->prompt) {
+		prompt_key(u, ch);
+		return true;
+	}
+	if (u->help) {
+		u->help = false;      /* any key closes the help */
+		return true;
+	}
+	u->msg[0] = '\0';
+	switch (ch) {
+	case 'q': case 'Q':
+		return false;
+	case KEY_LEFT:   move_cols(u, -1); step = true; break;
+	case KEY_RIGHT:  move_cols(u, 1); step = true; break;
+	case KEY_SLEFT: case KEY_PPAGE: move_cols(u, -COARSE_COLS); step = true; break;
+	case KEY_SRIGHT: case KEY_NPAGE: move_cols(u, COARSE_COLS); step = true; break;
+	case KEY_HOME:   u->cursor = u->t_start; step = true; break;
+	case KEY_END:    u->cursor = u->t_end; step = true; break;
+	case 'p':        u->cursor = clamp(u, u->peak_t); step = true; break;
+	case 'm':        jump_mark(u, true); step = true; break;
+	case 'M':        jump_mark(u, false); step = true; break;
+	case '[':        u->w1 = u->cursor; u->w1_set = true; rebuild = true; break;
+	case ']':        u->w2 = u->cursor; u->w2_set = true; rebuild = true; break;
+	case 'g': case 'w':
+		u->win_kind = ch == 'g' ? TUI_GROWTH : TUI_STEADY;
+		if (!tui_window_on(u))
+			snprintf(u->msg, sizeof u->msg, "%s view: set the window with [ and ]",
+			         ch == 'g' ? "growth" : "steady");
+		rebuild = true;
+		break;
+	case 'c':        u->w1_set = u->w2_set = false; rebuild = true; break;
+	case 't':        u->tree = !u->tree; rebuild = true; break;
+	case 's':        u->sort = (u->sort + 1) % (TUI_BY_ALLOCS + 1); rebuild = true; break;
+	case 'f':        u->show_stack = !u->show_stack; break;
+	case '?':        u->help = true; break;
+	case '/':        open_prompt(u, TUI_PROMPT_SEARCH); break;
+	case 'n':        search(u); break;
+	case 'e':        open_prompt(u, TUI_PROMPT_EXPORT); break;
+	case KEY_UP:     if (u->sel) u->sel--; break;
+	case KEY_DOWN:   if (u->sel + 1 < nrows) u->sel++; break;
+	case 'u':        u->sel = u->sel > (size_t)page ? u->sel - (size_t)page : 0; break;
+	case 'd':
+		u->sel += (size_t)page;
+		if (u->sel >= nrows)
+			u->sel = nrows ? nrows - 1 : 0;
+		break;
+	case '\n': case '\r': case ' ': case KEY_ENTER: {
+		const struct tui_row *rows = tui_model_rows(u->model, &nrows);
+		if (u->tree && u->sel < nrows && rows[u->sel].has_children) {
+			tui_model_toggle(u->model, rows[u->sel].node);
+			rebuild = true;
+		}
+		break;
+	}
+	default: break;
+	}
+	remember_selection(u);
+	if (step || rebuild)
+		refresh_view(u, rebuild);
+	return true;
+}
+
+static double now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* --bench-steps: n evenly spaced cursor positions, each read and drawn. */
+static int bench(struct tui_ui *u, long n, double *median, double *max)
+{
+	double *ms = malloc((size_t)n * sizeof *ms);
+	if (!ms)
+		return -1;
+	for (long i = 0; i < n; i++) {
+		double t0 = now_ms();
+		u->cursor = u->t_start + (int64_t)((__int128)(u->t_end - u->t_start) * (i + 1) / n);
+		if (refresh_view(u, false) < 0) {
+			free(ms);
+			return -1;
+		}
+		tui_screen_draw(u);
+		ms[i] = now_ms() - t0;
+	}
+	qsort(ms, (size_t)n, sizeof *ms, cmp_double);
+	*median = n % 2 ? ms[n / 2] : (ms[n / 2 - 1] + ms[n / 2]) / 2;
+	*max = ms[n - 1];
+	free(ms);
+	return 0;
+}
+
+static bool parse_long(const char *s, long *v)
+{
+	char *end;
+	errno = 0;
+	*v = strtol(s, &end, 10);
+	return errno == 0 && end != s && !*end;
+}
+
+int main(int argc, char **argv)
+{
+	const char *path = NULL, *at = NULL;
+	long pid = -1, bench_steps = 0;
+
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			fputs(usage, stdout);
+			return 0;
+		}
+		if ((!strcmp(a, "--at") || !strcmp(a, "--pid") || !strcmp(a, "--bench-steps")) &&
+		    i + 1 >= argc) {
+			fprintf(stderr, "trace-tui: %s needs a value\n", a);
+			return EXIT_USAGE;
+		}
+		if (!strcmp(a, "--at")) {
+			at = argv[++i];
+		} else if (!strcmp(a, "--pid")) {
+			if (!parse_long(argv[++i], &pid) || pid < 0) {
+				fprintf(stderr, "trace-tui: --pid %s: not a process id\n", argv[i]);
+				return EXIT_USAGE;
+			}
+		} else if (!strcmp(a, "--bench-steps")) {
+			if (!parse_long(argv[++i], &bench_steps) || bench_steps < 1) {
+				fprintf(stderr, "trace-tui: --bench-steps %s: not a positive count\n", argv[i]);
+				return EXIT_USAGE;
+			}
+		} else if (a[0] == '-' && a[1]) {
+			fprintf(stderr, "trace-tui: unknown option %s\n%s", a, usage);
+			return EXIT_USAGE;
+		} else if (path) {
+			fprintf(stderr, "trace-tui: one database only (%s and %s)\n", path, a);
+			return EXIT_USAGE;
+		} else {
+			path = a;
+		}
+	}
+	if (!path) {
+		fputs(usage, stderr);
+		return EXIT_USAGE;
+	}
+
+	char err[512];
+	struct tui_ui u = { .dbname = path, .sel_node = -1, .sel_fn = -1, .win_kind = TUI_GROWTH };
+	u.d = tui_data_open(path, pid, err, sizeof err);
+	if (!u.d) {
+		fprintf(stderr, "trace-tui: %s\n", err);
+		return 1;
+	}
+	tui_data_span(u.d, &u.t_start, &u.t_end);
+	tui_data_peak(u.d, &u.peak_t, &u.peak_bytes);
+	u.marks = tui_data_marks(u.d, &u.nmarks);
+	u.chart.pts = tui_data_timeline(u.d, &u.chart.npts);
+	u.chart.duration = u.t_end;
+	u.cursor = u.t_start;
+	if (at && tui_data_time(u.d, at, &u.cursor, err, sizeof err) < 0) {
+		fprintf(stderr, "trace-tui: --at %s: %s\n", at, err);
+		tui_data_close(u.d);
+		return EXIT_USAGE;
+	}
+	u.model = tui_model_new();
+	if (!u.model) {
+		fprintf(stderr, "trace-tui: out of memory\n");
+		tui_data_close(u.d);
+		return 1;
+	}
+	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "trace-tui: needs a terminal on stdin and stdout\n");
+		tui_model_free(u.model);
+		tui_data_close(u.d);
+		return 1;
+	}
+
+	setlocale(LC_ALL, "");
+	u.utf8 = !strcmp(nl_langinfo(CODESET), "UTF-8");
+	initscr();
+	cbreak();
+	noecho();
+	nonl();
+	keypad(stdscr, TRUE);
+	set_escdelay(ESC_DELAY_MS);
+	curs_set(0);
+	tui_screen_init(&u);
+	relayout(&u);
+	refresh_view(&u, true);
+	tui_screen_draw(&u);
+
+	int rc = 0;
+	double med = 0, max = 0;
+	if (bench_steps) {
+		rc = bench(&u, bench_steps, &med, &max);
+	} else {
+		for (;;) {
+			errno = 0;
+			int ch = getch();
+			if (ch == ERR && errno == EINTR)
+				continue;
+			if (ch == ERR)
+				break;      /* the terminal is gone */
+			if (!key(&u, ch))
+				break;
+			tui_screen_draw(&u);
+		}
+	}
+	endwin();
+	if (bench_steps && rc == 0)
+		fprintf(stderr, "trace-tui: %ld steps (query + redraw): median %.2f ms, max %.2f ms\n",
+		        bench_steps, med, max);
+	else if (rc < 0)
+		fprintf(stderr, "trace-tui: %s\n", u.msg);
+	tui_chart_free(&u.chart);
+	tui_model_free(u.model);
+	tui_data_close(u.d);
+	return rc < 0 ? 1 : 0;
+}
