@@ -14,13 +14,12 @@
  *                        of constant size by replacing blocks, while the main
  *                        thread trims the cache back by half;
  *   end                  everything but the leak is freed.
- * When the recorder exports rec_mark (looked up with dlsym, so the demo links
- * nothing of heapreel), each phase start is marked with its name.
+ * When the recorder exports rec_mark (a weak reference, so the demo links
+ * nothing of heapreel and runs without it), each phase start is marked.
  *
  * It must never: depend on anything but libc, print more than one line, or
  * run much longer than a second (it is run by every `./heapreel demo`).
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,12 +51,13 @@ struct entry {
 static struct entry *cache[CACHE_ENTRIES];
 static unsigned checksum; /* keeps the compiler from eliding malloc/free pairs */
 
-static void (*mark_fn)(const char *);
+/* Resolved by the dynamic linker from the preloaded librec.so, else NULL. */
+extern void rec_mark(const char *label) __attribute__((weak));
 
 static void mark(const char *label)
 {
-	if (mark_fn)
-		mark_fn(label);
+	if (rec_mark)
+		rec_mark(label);
 }
 
 static void pause_step(void)
@@ -196,9 +196,6 @@ __attribute__((noinline)) static void cache_trim(void)
 int main(void)
 {
 	pthread_t th;
-	void *sym = dlsym(RTLD_DEFAULT, "rec_mark");
-
-	memcpy(&mark_fn, &sym, sizeof sym); /* object to function pointer, as POSIX allows */
 
 	mark("cache");
 	cache_fill();

@@ -36,7 +36,7 @@ struct stmt_slot {
 struct imp_db {
 	sqlite3 *h;
 	char *out, *tmp, *dir;
-	sqlite3_stmt *ckpt_st, *meta_st;
+	sqlite3_stmt *meta_st;
 	struct imp_bulk bulk;         /* the source imp_bulk reads */
 	struct stmt_slot cache[DB_STMT_CACHE];
 	char err[256];
@@ -87,9 +87,11 @@ int imp_db_create(struct imp_db **dbp, const char *out, bool force,
 	int fd;
 
 	*dbp = NULL;
-	/* One thread uses SQLite: no mutexes, no memory statistics (each
-	 * costs a lock per row). Only possible before SQLite initializes. */
-	sqlite3_config(SQLITE_CONFIG_SINGLETHREAD);
+	/* One thread at a time uses the connection (pass 2 hands it to the
+	 * frees inserter, then takes it back): no connection mutexes, no
+	 * memory statistics (a lock per allocation). Only possible before
+	 * SQLite initializes. */
+	sqlite3_config(SQLITE_CONFIG_MULTITHREAD);
 	sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
 	if (!db) {
 		imp_errf(e, "%s: out of memory", out);
@@ -159,8 +161,6 @@ int imp_db_create(struct imp_db **dbp, const char *out, bool force,
 		goto err;
 	}
 	if (exec(db, imp_schema_sql, e) || exec(db, "BEGIN", e) ||
-	    prep(db, "INSERT INTO checkpoints VALUES(?,?,?,?,?,?)",
-		 &db->ckpt_st, e) ||
 	    prep(db, "INSERT OR REPLACE INTO meta VALUES(?,?)", &db->meta_st, e))
 		goto err;
 	*dbp = db;
@@ -262,21 +262,6 @@ int imp_db_bulk(struct imp_db *db, const char *sql,
 	return 0;
 }
 
-int imp_db_ckpt_row(struct imp_db *db, uint64_t ckpt, uint64_t stack,
-		    int64_t live_bytes, int64_t live_objects,
-		    uint64_t alloc_bytes, uint64_t alloc_objects)
-{
-	sqlite3_stmt *st = db->ckpt_st;
-
-	sqlite3_bind_int64(st, 1, (int64_t)ckpt);
-	sqlite3_bind_int64(st, 2, (int64_t)stack);
-	sqlite3_bind_int64(st, 3, live_bytes);
-	sqlite3_bind_int64(st, 4, live_objects);
-	sqlite3_bind_int64(st, 5, (int64_t)alloc_bytes);
-	sqlite3_bind_int64(st, 6, (int64_t)alloc_objects);
-	return step(db, st);
-}
-
 int imp_db_meta(struct imp_db *db, const char *key, int64_t value)
 {
 	sqlite3_stmt *st = db->meta_st;
@@ -318,9 +303,8 @@ int imp_db_finish(struct imp_db *db, struct imp_err *e)
 	for (int i = 0; i < DB_STMT_CACHE && db->cache[i].sql; i++)
 		sqlite3_finalize(db->cache[i].st);
 	memset(db->cache, 0, sizeof db->cache);
-	sqlite3_finalize(db->ckpt_st);
 	sqlite3_finalize(db->meta_st);
-	db->ckpt_st = db->meta_st = NULL;
+	db->meta_st = NULL;
 	if (sqlite3_close(db->h) != SQLITE_OK)
 		return fail(db, e, "close");
 	db->h = NULL;
@@ -341,7 +325,6 @@ void imp_db_abort(struct imp_db *db)
 		return;
 	for (int i = 0; i < DB_STMT_CACHE && db->cache[i].sql; i++)
 		sqlite3_finalize(db->cache[i].st);
-	sqlite3_finalize(db->ckpt_st);
 	sqlite3_finalize(db->meta_st);
 	if (db->h)
 		sqlite3_close(db->h);
@@ -353,6 +336,11 @@ void imp_db_abort(struct imp_db *db)
 	free(db->tmp);
 	free(db->dir);
 	free(db);
+}
+
+uint64_t imp_db_last_rowid(const struct imp_db *db)
+{
+	return (uint64_t)sqlite3_last_insert_rowid(db->h);
 }
 
 const char *imp_db_path(const struct imp_db *db)

@@ -136,12 +136,11 @@ struct imp_bulk {
 };
 int imp_db_bulk(struct imp_db *db, const char *sql,
 		int (*next)(void *, int64_t *, uint32_t *), void *ctx);
+/* The rowid of the last row inserted (0 if none yet). */
+uint64_t imp_db_last_rowid(const struct imp_db *db);
 struct sqlite3;
 /* bulk.c: the imp_bulk virtual table, reading from *src. */
 int imp_bulk_register(struct sqlite3 *h, struct imp_bulk *src);
-int imp_db_ckpt_row(struct imp_db *db, uint64_t ckpt, uint64_t stack,
-		    int64_t live_bytes, int64_t live_objects,
-		    uint64_t alloc_bytes, uint64_t alloc_objects);
 int imp_db_meta(struct imp_db *db, const char *key, int64_t value);
 /* Indexes, durable settings, meta complete=1, close, rename over out. */
 int imp_db_finish(struct imp_db *db, struct imp_err *e);
@@ -197,6 +196,90 @@ uint64_t imp_merge_peek(struct imp_merge *m);
 uint64_t imp_merge_records(const struct imp_merge *m); /* records consumed */
 uint64_t imp_merge_clamped(const struct imp_merge *m); /* times moved forward */
 void imp_merge_close(struct imp_merge *m);
+
+/* ---- chan.c: buffers from one producer thread to one consumer ---------- */
+struct imp_chan;
+int imp_chan_new(struct imp_chan **c, size_t nbufs, size_t bufsize);
+/* Producer: an empty buffer (waits while all are in flight); NULL once
+ * the consumer aborted. */
+uint8_t *imp_chan_buf(struct imp_chan *c);
+void imp_chan_send(struct imp_chan *c, uint8_t *buf, size_t n);
+void imp_chan_close(struct imp_chan *c);  /* producer: no more buffers */
+/* Consumer: the next buffer and its length; NULL after close. */
+uint8_t *imp_chan_recv(struct imp_chan *c, size_t *n);
+void imp_chan_done(struct imp_chan *c, uint8_t *buf); /* consumer: reuse it */
+void imp_chan_abort(struct imp_chan *c);  /* consumer: stops reading */
+void imp_chan_free(struct imp_chan *c);   /* both sides finished */
+
+/* ---- spill.c: sequential scratch files, varint records ----------------- */
+#define IMP_SPILL_BUF (1u << 20)      /* scratch buffer, bytes */
+#define IMP_REC_MAX 64                /* longest record: 6 varints of 10 bytes */
+
+struct imp_spill {
+	int fd;
+	uint8_t *buf;
+	size_t n, off;                /* bytes in buf; read position */
+	bool eof;                     /* reading: the rest of the file is in buf */
+	uint64_t prev_t, prev_id;     /* the encoder's delta bases (rewind resets) */
+	uint64_t *prev_addr;          /* per stream */
+	size_t nprev;
+};
+
+/* All return -1 with errno set on failure. */
+int imp_scratch_fd(const char *dir);  /* unnamed, 0600, gone when closed */
+int imp_spill_open(struct imp_spill *s, const char *dir, size_t nprev);
+void imp_spill_close(struct imp_spill *s);
+int imp_spill_reserve(struct imp_spill *s); /* room for one record at buf + n */
+int imp_spill_rewind(struct imp_spill *s);  /* done writing: read from the start */
+int imp_spill_fill(struct imp_spill *s);    /* one whole record at buf + off */
+uint8_t *imp_put_uv(uint8_t *p, uint64_t v);
+/* Reads n varints from [*p, end); false if they do not fit. */
+bool imp_get_uvs(const uint8_t **p, const uint8_t *end, uint64_t *v, int n);
+
+static inline uint64_t imp_zigzag(uint64_t delta)
+{
+	return delta << 1 ^ (uint64_t)((int64_t)delta >> 63);
+}
+
+static inline uint64_t imp_unzigzag(uint64_t v)
+{
+	return v >> 1 ^ -(v & 1);
+}
+
+/* ---- livetab.c: address -> live allocation, per process ---------------- */
+struct imp_live {                     /* id 0 = empty slot */
+	uint64_t addr, id, size;
+	uint32_t stack;               /* stacks.id */
+	uint32_t stream;              /* gidx of the allocating thread */
+};
+
+struct imp_livetab {
+	struct imp_live *tab;
+	size_t cap, n;                /* cap: a power of two */
+};
+
+int imp_live_init(struct imp_livetab *t);
+void imp_live_free(struct imp_livetab *t);
+int imp_live_insert(struct imp_livetab *t, const struct imp_live *l);
+void imp_live_erase(struct imp_livetab *t, struct imp_live *l);
+
+static inline size_t imp_live_slot(const struct imp_livetab *t, uint64_t addr)
+{
+	return (size_t)(((addr >> 4) * 0x9E3779B97F4A7C15ull) >> 20) & (t->cap - 1);
+}
+
+static inline struct imp_live *imp_live_find(struct imp_livetab *t,
+					     uint64_t addr)
+{
+	size_t i = imp_live_slot(t, addr);
+
+	while (t->tab[i].id) {
+		if (t->tab[i].addr == addr)
+			return &t->tab[i];
+		i = (i + 1) & (t->cap - 1);
+	}
+	return NULL;
+}
 
 /* ---- pass 2: replay (replay.c) ----------------------------------------- */
 struct imp_proc_stats {              /* per trace, filled by replay */

@@ -3,7 +3,7 @@
  * (parent and forked children) into one SQLite database.
  *
  *   trace-import [--force] [-q] TRACE... OUT.db
- *   trace-import [--force] [-q] DIR OUT.db        (every DIR/ *.trc)
+ *   trace-import [--force] [-q] DIR OUT.db   (every DIR/ *.trc, *.trc.N)
  *
  * Exit codes: 0 imported; 1 unusable input or output, nothing written;
  * 2 imported, but a trace had a damaged or truncated tail (everything
@@ -39,7 +39,7 @@ static const char usage_text[] =
 	"       trace-import [options] DIR OUT.db\n"
 	"Loads heapreel traces (and a killed process's leftover TRACE.ring) into\n"
 	"one SQLite database: allocations paired with their frees, symbols,\n"
-	"a timeline and checkpoints. DIR: every *.trc in it.\n"
+	"a timeline and checkpoints. DIR: every *.trc (and *.trc.N) in it.\n"
 	"\n"
 	"  -f, --force                   overwrite OUT.db if it exists\n"
 	"  -q, --quiet                   no progress bar, no summary\n"
@@ -101,7 +101,27 @@ static int by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* DIR -> its *.trc files, sorted. */
+/* NAME.trc, or NAME.trc.N: the recorder's name for a second trace of the
+ * same REC_OUT (a forked child's, when REC_OUT has no %p). */
+static bool is_trace_name(const char *name)
+{
+	const char *t = strstr(name, ".trc");
+
+	while (t && t[4] && t[4] != '.')
+		t = strstr(t + 1, ".trc");
+	if (!t || t == name)
+		return false;
+	if (!t[4])
+		return true;
+	if (!t[5])
+		return false;
+	for (t += 5; *t; t++)
+		if (*t < '0' || *t > '9')
+			return false;
+	return true;
+}
+
+/* DIR -> its traces (*.trc, *.trc.N), sorted. */
 static int list_dir(const char *dir, char ***out, size_t *n, struct imp_err *e)
 {
 	DIR *d = opendir(dir);
@@ -118,7 +138,7 @@ static int list_dir(const char *dir, char ***out, size_t *n, struct imp_err *e)
 		size_t l = strlen(de->d_name);
 		char *p;
 
-		if (l < 5 || strcmp(de->d_name + l - 4, ".trc"))
+		if (!is_trace_name(de->d_name))
 			continue;
 		if (imp_grow(out, &cap, *n, sizeof **out) ||
 		    !(p = malloc(strlen(dir) + l + 2))) {
@@ -131,7 +151,7 @@ static int list_dir(const char *dir, char ***out, size_t *n, struct imp_err *e)
 	}
 	closedir(d);
 	if (!*n) {
-		imp_errf(e, "%s: no *.trc file in this directory", dir);
+		imp_errf(e, "%s: no trace (*.trc) in this directory", dir);
 		return -1;
 	}
 	qsort(*out, *n, sizeof **out, by_name);
@@ -410,7 +430,8 @@ int main(int argc, char **argv)
 		if (tr[i].t_max + tr[i].shift > tmax)
 			tmax = tr[i].t_max + tr[i].shift;
 		o.total_events += tr[i].events;
-		nodes += tr[i].nnodes ? tr[i].nnodes - 1 : 0;
+		for (size_t k = 0; k < tr[i].nnodes; k++)
+			nodes += tr[i].nodes[k].present;
 	}
 	o.duration = tmax + 1;
 	o.bucket_ns = (o.duration + TIMELINE_BUCKETS - 1) / TIMELINE_BUCKETS;

@@ -13,6 +13,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,20 +22,17 @@
 
 #include "imp.h"
 
-#define LIVE_MIN_CAP 4096             /* initial address table slots */
-#define SPILL_BUF (1u << 20)          /* scratch write/read buffer, bytes */
+#define CHAN_BUFS 8                   /* frees buffers in flight between threads */
 #define PROGRESS_EVERY 65536          /* events between progress calls */
 /* A checkpoint writes one row per stack with state; spacing checkpoints at
  * least this many allocations per row keeps them a small fraction of the
  * database however many stacks a program has. */
 #define CKPT_ALLOCS_PER_ROW 8
 #define TFREE_TEMP (1ull << 63)       /* t_free slot: the "temporary" flag */
-
-struct live {                         /* one live block; id 0 = empty slot */
-	uint64_t addr, id, size;
-	uint32_t stack;               /* stacks.id */
-	uint32_t stream;              /* gidx of the allocating thread */
-};
+/* The t_free slots are a file mapping: pages of ids older than this many
+ * allocations are handed back to the page cache from time to time, so the
+ * importer's RSS does not grow with the trace (a late free faults one in). */
+#define TFREE_WINDOW (1u << 22)
 
 struct stack_state {
 	int64_t live_bytes, live_objects;
@@ -44,8 +42,7 @@ struct stack_state {
 struct proc {
 	struct imp_trace *tr;
 	uint32_t pid;
-	struct live *tab;
-	size_t cap, n;
+	struct imp_livetab live;
 	struct stack_state *ss;       /* index: stacks.id - tr->db_first */
 	uint64_t with_state;          /* stacks with alloc_objects > 0 */
 	bool changed;                 /* events since its last checkpoint */
@@ -69,15 +66,30 @@ struct free_rec {                     /* one frees row, in free order */
 	uint32_t stack, proc;
 };
 
-#define SPILL_REC_MAX 64              /* longest record: 6 varints of 10 bytes */
+struct ckpt_rec {                     /* one checkpoints row */
+	uint64_t ckpt, stack;
+	int64_t live_bytes, live_objects;
+	uint64_t alloc_bytes, alloc_objects;
+};
 
-struct spill {                        /* a scratch file written, then read, in order */
-	int fd;
+struct tl_row {                       /* one timeline row, written after pass 2 */
+	uint64_t t, max, allocs, frees;
+	int64_t live_bytes, live_objects;
+	uint32_t pid;
+};
+
+struct ckpt_index_row {
+	uint64_t id, t, alloc_id, free_id;
+	uint32_t pid;
+};
+
+/* The frees rows travel encoded through a channel to the thread that inserts
+ * them, while this one goes on replaying (SQLite is one connection: until
+ * pass 2 ends, that thread is its only user; the other rows wait). */
+struct free_side {
 	uint8_t *buf;
-	size_t n, off;                /* bytes in buf; read position */
-	bool eof;                     /* reading: the file is all in buf */
-	uint64_t prev_t, prev_id;     /* delta bases (reset by spill_rewind) */
-	uint64_t *prev_addr;          /* per stream gidx */
+	size_t n, off;
+	uint64_t prev_t, prev_id;     /* delta bases */
 };
 
 struct replay {
@@ -88,7 +100,15 @@ struct replay {
 	uint32_t *proc_of;            /* by stream gidx: index in procs */
 	uint32_t *tid_of;             /* by stream gidx */
 	size_t nprocs, nstreams;
-	struct spill allocs, frees;
+	struct imp_spill allocs, ckpts;
+	struct imp_chan *chan;
+	struct free_side fw, fr;      /* writing (this thread), reading (inserter) */
+	pthread_t inserter;
+	bool inserter_on, inserter_failed;
+	struct tl_row *tl;
+	size_t ntl, captl;
+	struct ckpt_index_row *ci;
+	size_t nci, capci;
 	int tfree_fd;
 	uint64_t *tfree;              /* index: allocation id */
 	uint64_t tfree_cap;           /* slots mapped */
@@ -112,171 +132,19 @@ static int io_err(struct replay *r, const char *what)
 	return -1;
 }
 
-/* An unnamed scratch file beside the output, gone when closed. */
-static int scratch(struct replay *r)
-{
-	char path[4096];
-	int fd = open(imp_db_dir(r->db), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-
-	if (fd >= 0 || (errno != EOPNOTSUPP && errno != EISDIR && errno != ENOENT))
-		return fd;
-	if ((size_t)snprintf(path, sizeof path, "%s/.trace-import-XXXXXX",
-			     imp_db_dir(r->db)) >= sizeof path) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	fd = mkostemp(path, O_CLOEXEC);
-	if (fd >= 0)
-		unlink(path);
-	return fd;
-}
-
-static int write_all(int fd, const void *p, size_t n)
-{
-	const uint8_t *b = p;
-
-	while (n) {
-		ssize_t w = write(fd, b, n);
-
-		if (w < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		b += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
-static int spill_open(struct replay *r, struct spill *s, size_t nstreams)
-{
-	s->fd = scratch(r);
-	s->buf = malloc(SPILL_BUF);
-	s->prev_addr = calloc(nstreams ? nstreams : 1, sizeof *s->prev_addr);
-	if (s->fd < 0)
-		return io_err(r, "create");
-	if (!s->buf || !s->prev_addr) {
-		imp_errf(r->e, "out of memory");
-		return -1;
-	}
-	return 0;
-}
-
-static void spill_close(struct spill *s)
-{
-	if (s->fd >= 0)
-		close(s->fd);
-	free(s->buf);
-	free(s->prev_addr);
-}
-
-/* Room for one more record in the write buffer. */
-static int spill_reserve(struct replay *r, struct spill *s)
-{
-	if (s->n + SPILL_REC_MAX > SPILL_BUF) {
-		if (write_all(s->fd, s->buf, s->n))
-			return io_err(r, "write");
-		s->n = 0;
-	}
-	return 0;
-}
-
-/* Switches from writing to reading from the start. */
-static int spill_rewind(struct replay *r, struct spill *s, size_t nstreams)
-{
-	if (write_all(s->fd, s->buf, s->n))
-		return io_err(r, "write");
-	s->n = s->off = 0;
-	s->eof = false;
-	s->prev_t = s->prev_id = 0;
-	memset(s->prev_addr, 0, (nstreams ? nstreams : 1) * sizeof *s->prev_addr);
-	if (lseek(s->fd, 0, SEEK_SET) < 0)
-		return io_err(r, "seek");
-	posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	return 0;
-}
-
-/* At least one whole record buffered (or the rest of the file). */
-static int spill_fill(struct replay *r, struct spill *s)
-{
-	if (s->eof || s->n - s->off >= SPILL_REC_MAX)
-		return 0;
-	memmove(s->buf, s->buf + s->off, s->n - s->off);
-	s->n -= s->off;
-	s->off = 0;
-	while (s->n < SPILL_BUF) {
-		ssize_t got = read(s->fd, s->buf + s->n, SPILL_BUF - s->n);
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			return io_err(r, "read");
-		if (got == 0) {
-			s->eof = true;
-			break;
-		}
-		s->n += (size_t)got;
-	}
-	return 0;
-}
-
-static uint8_t *put_uv(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
-static uint64_t zigzag(uint64_t delta)
-{
-	return delta << 1 ^ (uint64_t)((int64_t)delta >> 63);
-}
-
-static uint64_t unzigzag(uint64_t v)
-{
-	return v >> 1 ^ -(v & 1);
-}
-
-/* Reads the varints of one record; false if the file ends inside it. */
-static bool get_uvs(struct spill *s, uint64_t *v, int n)
-{
-	const uint8_t *p = s->buf + s->off, *end = s->buf + s->n;
-
-	for (int i = 0; i < n; i++) {
-		uint64_t x = 0;
-		unsigned shift = 0;
-
-		for (;;) {
-			if (p == end || shift > 63)
-				return false;
-			x |= (uint64_t)(*p & 0x7f) << shift;
-			shift += 7;
-			if (!(*p++ & 0x80))
-				break;
-		}
-		v[i] = x;
-	}
-	s->off = (size_t)(p - s->buf);
-	return true;
-}
-
 static int put_alloc(struct replay *r, const struct alloc_rec *a)
 {
-	struct spill *s = &r->allocs;
+	struct imp_spill *s = &r->allocs;
 	uint8_t *p;
 
-	if (spill_reserve(r, s))
-		return -1;
+	if (imp_spill_reserve(s))
+		return io_err(r, "write");
 	p = s->buf + s->n;
-	p = put_uv(p, a->t - s->prev_t);
-	p = put_uv(p, (uint64_t)a->stream << 1 | a->from_realloc);
-	p = put_uv(p, zigzag(a->addr - s->prev_addr[a->stream]));
-	p = put_uv(p, a->size);
-	p = put_uv(p, a->stack);
+	p = imp_put_uv(p, a->t - s->prev_t);
+	p = imp_put_uv(p, (uint64_t)a->stream << 1 | a->from_realloc);
+	p = imp_put_uv(p, imp_zigzag(a->addr - s->prev_addr[a->stream]));
+	p = imp_put_uv(p, a->size);
+	p = imp_put_uv(p, a->stack);
 	s->prev_t = a->t;
 	s->prev_addr[a->stream] = a->addr;
 	s->n = (size_t)(p - s->buf);
@@ -285,19 +153,46 @@ static int put_alloc(struct replay *r, const struct alloc_rec *a)
 
 static int put_free(struct replay *r, const struct free_rec *f)
 {
-	struct spill *s = &r->frees;
+	struct free_side *w = &r->fw;
 	uint8_t *p;
 
-	if (spill_reserve(r, s))
-		return -1;
+	if (w->n + IMP_REC_MAX > IMP_SPILL_BUF) {
+		imp_chan_send(r->chan, w->buf, w->n);
+		w->n = 0;
+		w->buf = imp_chan_buf(r->chan);
+		if (!w->buf) {         /* the inserter stopped: it says why */
+			imp_errf(r->e, "%s: sqlite: %s", imp_db_path(r->db),
+				 "frees insertion stopped");
+			return -1;
+		}
+	}
+	p = w->buf + w->n;
+	p = imp_put_uv(p, f->t - w->prev_t);
+	p = imp_put_uv(p, imp_zigzag(f->alloc_id - w->prev_id));
+	p = imp_put_uv(p, f->size);
+	p = imp_put_uv(p, f->stack);
+	p = imp_put_uv(p, f->proc);
+	w->prev_t = f->t;
+	w->prev_id = f->alloc_id;
+	w->n = (size_t)(p - w->buf);
+	return 0;
+}
+
+static int put_ckpt(struct replay *r, const struct ckpt_rec *c)
+{
+	struct imp_spill *s = &r->ckpts;
+	uint8_t *p;
+
+	if (imp_spill_reserve(s))
+		return io_err(r, "write");
 	p = s->buf + s->n;
-	p = put_uv(p, f->t - s->prev_t);
-	p = put_uv(p, zigzag(f->alloc_id - s->prev_id));
-	p = put_uv(p, f->size);
-	p = put_uv(p, f->stack);
-	p = put_uv(p, f->proc);
-	s->prev_t = f->t;
-	s->prev_id = f->alloc_id;
+	p = imp_put_uv(p, c->ckpt - s->prev_id);
+	p = imp_put_uv(p, c->stack);
+	p = imp_put_uv(p, imp_zigzag((uint64_t)c->live_bytes));
+	p = imp_put_uv(p, imp_zigzag((uint64_t)c->live_objects));
+	p = imp_put_uv(p, c->alloc_bytes);
+	p = imp_put_uv(p, c->alloc_objects);
+	s->prev_id = c->ckpt;
 	s->n = (size_t)(p - s->buf);
 	return 0;
 }
@@ -310,126 +205,74 @@ static int corrupt(struct replay *r)
 
 static int get_alloc(struct replay *r, struct alloc_rec *a)
 {
-	struct spill *s = &r->allocs;
+	struct imp_spill *s = &r->allocs;
+	const uint8_t *p;
 	uint64_t v[5];
 
-	if (spill_fill(r, s))
-		return -1;
-	if (!get_uvs(s, v, 5) || (v[1] >> 1) >= r->nstreams)
+	if (imp_spill_fill(s))
+		return io_err(r, "read");
+	p = s->buf + s->off;
+	if (!imp_get_uvs(&p, s->buf + s->n, v, 5) || (v[1] >> 1) >= r->nstreams)
 		return corrupt(r);
+	s->off = (size_t)(p - s->buf);
 	a->t = s->prev_t += v[0];
 	a->stream = (uint32_t)(v[1] >> 1);
 	a->from_realloc = v[1] & 1;
-	a->addr = s->prev_addr[a->stream] += unzigzag(v[2]);
+	a->addr = s->prev_addr[a->stream] += imp_unzigzag(v[2]);
 	a->size = v[3];
 	a->stack = (uint32_t)v[4];
 	return 0;
 }
 
-static int get_free(struct replay *r, struct free_rec *f)
+static int get_ckpt(struct replay *r, struct ckpt_rec *c)
 {
-	struct spill *s = &r->frees;
-	uint64_t v[5];
+	struct imp_spill *s = &r->ckpts;
+	const uint8_t *p;
+	uint64_t v[6];
 
-	if (spill_fill(r, s))
-		return -1;
-	if (!get_uvs(s, v, 5) || v[4] >= r->nprocs)
+	if (imp_spill_fill(s))
+		return io_err(r, "read");
+	p = s->buf + s->off;
+	if (!imp_get_uvs(&p, s->buf + s->n, v, 6))
 		return corrupt(r);
-	f->t = s->prev_t += v[0];
-	f->alloc_id = s->prev_id += unzigzag(v[1]);
-	f->size = v[2];
-	f->stack = (uint32_t)v[3];
-	f->proc = (uint32_t)v[4];
+	s->off = (size_t)(p - s->buf);
+	c->ckpt = s->prev_id += v[0];
+	c->stack = v[1];
+	c->live_bytes = (int64_t)imp_unzigzag(v[2]);
+	c->live_objects = (int64_t)imp_unzigzag(v[3]);
+	c->alloc_bytes = v[4];
+	c->alloc_objects = v[5];
 	return 0;
 }
 
-/* ---- the address table: open addressing, linear probing ---------------- */
-static size_t slot_of(const struct proc *p, uint64_t addr)
+/* Unmaps (keeping their data in the file) the t_free pages below id. */
+static void release_tfree(struct replay *r, uint64_t id)
 {
-	return (size_t)(((addr >> 4) * 0x9E3779B97F4A7C15ull) >> 20) & (p->cap - 1);
-}
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t bytes = (size_t)id * sizeof *r->tfree / page * page;
 
-static struct live *find(struct proc *p, uint64_t addr)
-{
-	size_t i = slot_of(p, addr);
-
-	while (p->tab[i].id) {
-		if (p->tab[i].addr == addr)
-			return &p->tab[i];
-		i = (i + 1) & (p->cap - 1);
-	}
-	return NULL;
-}
-
-static int grow(struct proc *p)
-{
-	struct live *old = p->tab;
-	size_t oldcap = p->cap, i;
-
-	p->cap = oldcap ? oldcap * 2 : LIVE_MIN_CAP;
-	p->tab = calloc(p->cap, sizeof *p->tab);
-	if (!p->tab) {
-		p->tab = old;
-		p->cap = oldcap;
-		return -1;
-	}
-	for (i = 0; i < oldcap; i++) {
-		if (old[i].id) {
-			size_t j = slot_of(p, old[i].addr);
-
-			while (p->tab[j].id)
-				j = (j + 1) & (p->cap - 1);
-			p->tab[j] = old[i];
-		}
-	}
-	free(old);
-	return 0;
-}
-
-static int insert(struct proc *p, const struct live *l)
-{
-	size_t i;
-
-	if ((p->n + 1) * 4 > p->cap * 3 && grow(p))
-		return -1;
-	i = slot_of(p, l->addr);
-	while (p->tab[i].id)
-		i = (i + 1) & (p->cap - 1);
-	p->tab[i] = *l;
-	p->n++;
-	return 0;
-}
-
-/* Backward-shift deletion: no tombstones, probes stay short. */
-static void erase(struct proc *p, struct live *l)
-{
-	size_t i = (size_t)(l - p->tab), j = i;
-
-	for (;;) {
-		size_t k;
-
-		j = (j + 1) & (p->cap - 1);
-		if (!p->tab[j].id)
-			break;
-		k = slot_of(p, p->tab[j].addr);
-		/* Move j into the hole at i unless its home k lies in (i, j]. */
-		if ((j > i && (k <= i || k > j)) || (j < i && (k <= i && k > j))) {
-			p->tab[i] = p->tab[j];
-			i = j;
-		}
-	}
-	p->tab[i].id = 0;
-	p->n--;
+	if (bytes)
+		madvise(r->tfree, bytes, MADV_DONTNEED);
 }
 
 /* ---- timeline ------------------------------------------------------------ */
 static int bucket_row(struct replay *r, struct proc *p, uint64_t b,
 		      uint64_t max, uint64_t allocs, uint64_t frees)
 {
-	if (imp_db_insert(r->db, "INSERT INTO timeline VALUES(?,?,?,?,?,?,?)",
-			  "uiiiiuu", (uint64_t)p->pid, (int64_t)(b * r->o->bucket_ns),
-			  p->live_bytes, p->live_objects, (int64_t)max, allocs, frees))
-		return db_err(r);
+	struct tl_row *t;
+
+	if (imp_grow(&r->tl, &r->captl, r->ntl, sizeof *r->tl)) {
+		imp_errf(r->e, "out of memory");
+		return -1;
+	}
+	t = &r->tl[r->ntl++];
+	t->pid = p->pid;
+	t->t = b * r->o->bucket_ns;
+	t->live_bytes = p->live_bytes;
+	t->live_objects = p->live_objects;
+	t->max = max;
+	t->allocs = allocs;
+	t->frees = frees;
 	return 0;
 }
 
@@ -463,7 +306,7 @@ static struct stack_state *state_of(struct proc *p, uint32_t stack)
 	return &p->ss[stack - p->tr->db_first];
 }
 
-static int close_block(struct replay *r, struct proc *p, struct live *l,
+static int close_block(struct replay *r, struct proc *p, struct imp_live *l,
 		       uint64_t t, bool temporary)
 {
 	struct stack_state *s = state_of(p, l->stack);
@@ -483,14 +326,14 @@ static int close_block(struct replay *r, struct proc *p, struct live *l,
 	p->b_frees++;
 	p->ps->frees++;
 	r->tot->frees++;
-	erase(p, l);
+	imp_live_erase(&p->live, l);
 	return 0;
 }
 
 static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 {
 	struct imp_stream *st = ev->st;
-	struct live *l = find(p, ev->addr);
+	struct imp_live *l = imp_live_find(&p->live, ev->addr);
 
 	if (advance(r, p, ev->t))
 		return -1;
@@ -521,7 +364,7 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 			 imp_db_path(r->db));
 		return -1;
 	}
-	struct live n = {
+	struct imp_live n = {
 		.addr = ev->addr, .id = ++r->alloc_id, .size = ev->size,
 		.stack = imp_stack_of(p->tr, ev->stack), .stream = st->gidx,
 	};
@@ -531,8 +374,8 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 	};
 	struct stack_state *ss = state_of(p, n.stack);
 
-	if (insert(p, &n)) {
-		imp_errf(r->e, "out of memory (live set of %zu blocks)", p->n);
+	if (imp_live_insert(&p->live, &n)) {
+		imp_errf(r->e, "out of memory (live set of %zu blocks)", p->live.n);
 		return -1;
 	}
 	if (put_alloc(r, &s))
@@ -557,6 +400,8 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 	p->ps->allocs++;
 	r->tot->allocations++;
 	r->since_ckpt++;
+	if (!(r->alloc_id % TFREE_WINDOW))
+		release_tfree(r, r->alloc_id - TFREE_WINDOW);
 	return 0;
 }
 
@@ -570,19 +415,28 @@ static int checkpoint(struct replay *r, struct proc *procs, size_t n)
 			continue;
 		p->changed = false;
 		r->ckpt_id++;
-		if (imp_db_insert(r->db, "INSERT INTO checkpoint_index "
-				  "VALUES(?,?,?,?,?)", "uuuuu", r->ckpt_id,
-				  (uint64_t)p->pid, r->now, r->alloc_id, r->free_id))
-			return db_err(r);
+		if (imp_grow(&r->ci, &r->capci, r->nci, sizeof *r->ci)) {
+			imp_errf(r->e, "out of memory");
+			return -1;
+		}
+		r->ci[r->nci++] = (struct ckpt_index_row){
+			.id = r->ckpt_id, .pid = p->pid, .t = r->now,
+			.alloc_id = r->alloc_id, .free_id = r->free_id,
+		};
 		for (uint32_t k = 0; k < p->tr->db_count; k++) {
 			const struct stack_state *s = &p->ss[k];
+			struct ckpt_rec c = {
+				.ckpt = r->ckpt_id, .stack = p->tr->db_first + k,
+				.live_bytes = s->live_bytes,
+				.live_objects = s->live_objects,
+				.alloc_bytes = s->alloc_bytes,
+				.alloc_objects = s->alloc_objects,
+			};
 
 			if (!s->alloc_objects)
 				continue;
-			if (imp_db_ckpt_row(r->db, r->ckpt_id, p->tr->db_first + k,
-					    s->live_bytes, s->live_objects,
-					    s->alloc_bytes, s->alloc_objects))
-				return db_err(r);
+			if (put_ckpt(r, &c))
+				return -1;
 			r->tot->checkpoint_rows++;
 		}
 		r->tot->checkpoints++;
@@ -603,24 +457,71 @@ static uint64_t ckpt_due(const struct replay *r, const struct proc *procs,
 }
 
 /* ---- the final, sequential passes: frees, then allocations --------------- */
+/* The inserter's source: frees rows, decoded from the channel. */
 static int next_free(void *ctx, int64_t *v, uint32_t *nulls)
 {
 	struct replay *r = ctx;
-	struct free_rec f = {0};
+	struct free_side *fr = &r->fr;
+	uint64_t x[5];
+	const uint8_t *p;
 
 	(void)nulls;
-	if (r->read_id == r->free_id)
+	while (fr->off == fr->n) {
+		if (fr->buf)
+			imp_chan_done(r->chan, fr->buf);
+		fr->buf = imp_chan_recv(r->chan, &fr->n);
+		fr->off = 0;
+		if (!fr->buf)
+			return 0;
+	}
+	p = fr->buf + fr->off;
+	if (!imp_get_uvs(&p, fr->buf + fr->n, x, 5))
+		return -1;             /* cannot happen: we encoded it */
+	fr->off = (size_t)(p - fr->buf);
+	if (x[4] >= r->nprocs)
+		return -1;
+	v[0] = 0;
+	v[1] = (int64_t)(fr->prev_t += x[0]);
+	v[2] = (int64_t)(fr->prev_id += imp_unzigzag(x[1]));
+	v[3] = (int64_t)x[2];
+	v[4] = (int64_t)x[3];
+	v[5] = r->procs[x[4]].pid;
+	return 1;
+}
+
+static void *inserter(void *arg)
+{
+	struct replay *r = arg;
+
+	if (imp_db_bulk(r->db, "INSERT INTO frees SELECT NULL, c1, c2, c3, c4, "
+			"c5 FROM imp_bulk", next_free, r))
+		r->inserter_failed = true;
+	if (r->fr.buf)
+		imp_chan_done(r->chan, r->fr.buf);
+	r->fr.buf = NULL;
+	imp_chan_abort(r->chan);       /* the replay must not wait for us */
+	return NULL;
+}
+
+static int next_ckpt(void *ctx, int64_t *v, uint32_t *nulls)
+{
+	struct replay *r = ctx;
+	struct ckpt_rec c = {0};
+
+	(void)nulls;
+	if (r->read_id == r->tot->checkpoint_rows)
 		return 0;
-	if (get_free(r, &f)) {
+	if (get_ckpt(r, &c)) {
 		r->io_failed = true;
 		return -1;
 	}
-	v[0] = (int64_t)++r->read_id;
-	v[1] = (int64_t)f.t;
-	v[2] = (int64_t)f.alloc_id;
-	v[3] = (int64_t)f.size;
-	v[4] = f.stack;
-	v[5] = r->procs[f.proc].pid;
+	r->read_id++;
+	v[0] = (int64_t)c.ckpt;
+	v[1] = (int64_t)c.stack;
+	v[2] = c.live_bytes;
+	v[3] = c.live_objects;
+	v[4] = (int64_t)c.alloc_bytes;
+	v[5] = (int64_t)c.alloc_objects;
 	return 1;
 }
 
@@ -651,30 +552,77 @@ static int next_alloc(void *ctx, int64_t *v, uint32_t *nulls)
 	v[7] = (int64_t)a.addr;
 	v[8] = a.from_realloc;
 	v[9] = (tf & TFREE_TEMP) != 0;
+	if (!(id % TFREE_WINDOW))
+		release_tfree(r, id);
 	if (r->o->progress && !(id % PROGRESS_EVERY))
 		r->o->progress(r->o->progress_ctx, IMP_PHASE_ALLOCS, id,
 			       r->alloc_id);
 	return 1;
 }
 
+/* Rows get their ids from SQLite (NULL rowid: an append, no seek; about
+ * 1.5x faster than explicit ids), which equal ours because each table is
+ * filled once, from empty, in id order. */
 static int bulk(struct replay *r, const char *sql,
-		int (*next)(void *, int64_t *, uint32_t *))
+		int (*next)(void *, int64_t *, uint32_t *), uint64_t rows)
 {
 	r->read_id = 0;
 	if (imp_db_bulk(r->db, sql, next, r))
 		return r->io_failed ? -1 : db_err(r);
+	if (rows && imp_db_last_rowid(r->db) != rows) {
+		imp_errf(r->e, "%s: row ids out of step", imp_db_path(r->db));
+		return -1;
+	}
 	return 0;
 }
 
+/* After pass 2, with the inserter gone: everything else, in order. */
 static int write_rows(struct replay *r)
 {
-	if (spill_rewind(r, &r->frees, r->nstreams) ||
-	    spill_rewind(r, &r->allocs, r->nstreams) ||
-	    bulk(r, "INSERT INTO frees SELECT c0, c1, c2, c3, c4, c5 "
-		 "FROM imp_bulk", next_free) ||
-	    bulk(r, "INSERT INTO allocations SELECT c0, c1, c2, c3, c4, c5, "
-		 "c6, c7, c8, c9 FROM imp_bulk", next_alloc))
+	for (size_t i = 0; i < r->ntl; i++) {
+		const struct tl_row *t = &r->tl[i];
+
+		if (imp_db_insert(r->db, "INSERT INTO timeline VALUES(?,?,?,?,?,?,?)",
+				  "uuiiuuu", (uint64_t)t->pid, t->t, t->live_bytes,
+				  t->live_objects, t->max, t->allocs, t->frees))
+			return db_err(r);
+	}
+	for (size_t i = 0; i < r->nci; i++) {
+		const struct ckpt_index_row *c = &r->ci[i];
+
+		if (imp_db_insert(r->db, "INSERT INTO checkpoint_index "
+				  "VALUES(?,?,?,?,?)", "uuuuu", c->id,
+				  (uint64_t)c->pid, c->t, c->alloc_id, c->free_id))
+			return db_err(r);
+	}
+	if (imp_spill_rewind(&r->ckpts) || imp_spill_rewind(&r->allocs))
+		return io_err(r, "write");
+	if (
+	    bulk(r, "INSERT INTO checkpoints SELECT c0, c1, c2, c3, c4, c5 "
+		 "FROM imp_bulk", next_ckpt, 0) ||
+	    bulk(r, "INSERT INTO allocations SELECT NULL, c1, c2, c3, c4, c5, "
+		 "c6, c7, c8, c9 FROM imp_bulk", next_alloc, r->alloc_id))
 		return -1;
+	return 0;
+}
+
+/* Ends the frees stream and waits for the inserter; -1 if it failed. */
+static int stop_inserter(struct replay *r)
+{
+	if (!r->inserter_on)
+		return 0;
+	if (r->fw.buf)
+		imp_chan_send(r->chan, r->fw.buf, r->fw.n);
+	r->fw.buf = NULL;
+	imp_chan_close(r->chan);
+	pthread_join(r->inserter, NULL);
+	r->inserter_on = false;
+	if (r->inserter_failed)
+		return db_err(r);
+	if (r->free_id && imp_db_last_rowid(r->db) != r->free_id) {
+		imp_errf(r->e, "%s: row ids out of step", imp_db_path(r->db));
+		return -1;
+	}
 	return 0;
 }
 
@@ -694,7 +642,7 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 		p->pid = tr[t].hdr->pid;
 		p->ps = &ps[t];
 		p->ss = calloc(tr[t].db_count ? tr[t].db_count : 1, sizeof *p->ss);
-		if (!p->ss || grow(p))
+		if (!p->ss || imp_live_init(&p->live))
 			goto nomem;
 	}
 	r->nprocs = ntr;
@@ -710,10 +658,18 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 			r->tid_of[g] = tr[t].streams[s].tid;
 			r->proc_of[g++] = (uint32_t)t;
 		}
-	if (spill_open(r, &r->allocs, nstreams) ||
-	    spill_open(r, &r->frees, nstreams))
+	if (imp_spill_open(&r->allocs, imp_db_dir(r->db), nstreams) ||
+	    imp_spill_open(&r->ckpts, imp_db_dir(r->db), 0))
+		return io_err(r, "create");
+	if (imp_chan_new(&r->chan, CHAN_BUFS, IMP_SPILL_BUF))
+		goto nomem;
+	r->fw.buf = imp_chan_buf(r->chan);
+	if (pthread_create(&r->inserter, NULL, inserter, r)) {
+		imp_errf(r->e, "cannot start a thread: %s", strerror(errno));
 		return -1;
-	r->tfree_fd = scratch(r);
+	}
+	r->inserter_on = true;
+	r->tfree_fd = imp_scratch_fd(imp_db_dir(r->db));
 	if (r->tfree_fd < 0)
 		return io_err(r, "create");
 	/* One slot per possible allocation (each record allocates at most
@@ -738,12 +694,16 @@ static void teardown(struct replay *r, size_t ntr)
 {
 	if (r->tfree)
 		munmap(r->tfree, r->tfree_cap * sizeof *r->tfree);
-	spill_close(&r->allocs);
-	spill_close(&r->frees);
+	stop_inserter(r);
+	imp_chan_free(r->chan);
+	imp_spill_close(&r->allocs);
+	imp_spill_close(&r->ckpts);
+	free(r->tl);
+	free(r->ci);
 	if (r->tfree_fd >= 0)
 		close(r->tfree_fd);
 	for (size_t t = 0; t < ntr; t++) {
-		free(r->procs[t].tab);
+		imp_live_free(&r->procs[t].live);
 		free(r->procs[t].ss);
 	}
 	free(r->procs);
@@ -757,7 +717,7 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 {
 	struct replay r = {
 		.db = db, .o = o, .tot = tot, .e = e,
-		.allocs.fd = -1, .frees.fd = -1, .tfree_fd = -1,
+		.allocs.fd = -1, .ckpts.fd = -1, .tfree_fd = -1,
 	};
 	struct imp_merge *m = NULL;
 	struct imp_ev ev;
@@ -799,7 +759,7 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 		    bucket_row(&r, p, p->bucket, p->b_max, p->b_allocs, p->b_frees))
 			goto out;
 	}
-	if (checkpoint(&r, r.procs, ntr) || write_rows(&r))
+	if (checkpoint(&r, r.procs, ntr) || stop_inserter(&r) || write_rows(&r))
 		goto out;
 	rc = 0;
 out:

@@ -301,6 +301,7 @@ static int resolve(struct sym *s, uint64_t ip, struct sym_frame *f)
 	Dwarf_Die *scopes = NULL, *cu;
 	Dwarf_Addr bias;
 	Dwfl_Line *ln;
+	const char *name;
 	char *file = NULL;
 	int line = 0, n = 0, nsc, i;
 
@@ -349,25 +350,36 @@ static int resolve(struct sym *s, uint64_t ip, struct sym_frame *f)
 		free(file);        /* a call site beyond MAX_INLINE levels */
 		file = NULL;
 	}
-	if (n == 0 || !inner[n - 1].function) {
-		/* No DWARF for this pc: the symbol table still names it. */
-		const char *name = dwfl_module_addrinfo(mod, pc, &(GElf_Off){0},
-						       &(GElf_Sym){0}, NULL,
-						       NULL, NULL);
-
-		if (n == 0) {
-			if (!name) {
-				free(file);
-				return 0;
-			}
-			inner[0].function = NULL;
-			inner[0].file = file;
-			inner[0].line = line;
-			file = NULL;
-			n = 1;
+	/* The outermost level is a real function: the symbol table names it
+	 * fully (DWARF names C++ members and static functions unqualified),
+	 * except for GCC's clones ("f.isra.0"), where DWARF's "f" is better. */
+	name = dwfl_module_addrinfo(mod, pc, &(GElf_Off){0}, &(GElf_Sym){0},
+				    NULL, NULL, NULL);
+	if (n == 0) {
+		if (!name) {
+			free(file);
+			return 0;
 		}
-		free(inner[n - 1].function);
-		inner[n - 1].function = demangle(name);
+		inner[0].function = NULL;
+		inner[0].file = file;
+		inner[0].line = line;
+		file = NULL;
+		n = 1;
+	}
+	if (name) {
+		/* "printf@@GLIBC_2.2.5": the symbol version is not the name. */
+		char *bare = strndup(name, strcspn(name, "@"));
+		char *full = demangle(bare);
+		const char *dw = inner[n - 1].function;
+		size_t l = dw ? strlen(dw) : 0;
+
+		if (full && !(dw && !strncmp(full, dw, l) && full[l] == '.')) {
+			free(inner[n - 1].function);
+			inner[n - 1].function = full;
+		} else {
+			free(full);
+		}
+		free(bare);
 	}
 	for (i = 0; i < n; i++) {
 		f[i] = inner[n - 1 - i];

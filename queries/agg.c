@@ -10,12 +10,13 @@
 
 #include "qi.h"
 
-static const struct q_db *sort_db;     /* qsort has no context argument */
-static int sort_key;
+struct sort_ctx { const struct q_db *db; int key; };
 
-static int cmp_fn(const void *a, const void *b)
+static int cmp_fn(const void *a, const void *b, void *ctx)
 {
 	const struct q_fn_row *x = a, *y = b;
+	const struct q_db *sort_db = ((const struct sort_ctx *)ctx)->db;
+	int sort_key = ((const struct sort_ctx *)ctx)->key;
 	if (x->flat[sort_key] != y->flat[sort_key])
 		return x->flat[sort_key] > y->flat[sort_key] ? -1 : 1;
 	if (x->cum[sort_key] != y->cum[sort_key])
@@ -80,9 +81,8 @@ int q_by_function(struct q_db *db, const struct q_profile *p, int key, struct q_
 	}
 	free(rowof);
 	free(last);
-	sort_db = db;
-	sort_key = key;
-	qsort(t->rows, t->n, sizeof *t->rows, cmp_fn);
+	struct sort_ctx ctx = { db, key };
+	qsort_r(t->rows, t->n, sizeof *t->rows, cmp_fn, &ctx);
 	return 0;
 }
 

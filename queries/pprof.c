@@ -85,6 +85,7 @@ struct strtab {
 	bool oom;
 };
 
+/* FNV-1a over a, a separator, then b. */
 static int64_t hash2(const char *a, const char *b)
 {
 	uint64_t h = 1469598103934665603ull;

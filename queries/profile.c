@@ -262,12 +262,11 @@ int q_steady(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_prof
 		return -1;
 	/* Exact rowid bounds of the window: the last allocations at or before
 	 * t1 and t2, bisected inside their checkpoint intervals. */
-	int64_t lo[2], hi[2], at[2], t[2] = { t1, t2 };
+	int64_t at[2], t[2] = { t1, t2 };
 	for (int k = 0; k < 2; k++) {
-		int64_t fhi;
-		const struct q_ckpt *c = bracket(&db->pd[i], t[k], &hi[k], &fhi);
-		lo[k] = c ? c->alloc_id : 0;
-		if (last_at(db, Q_ST_ALLOC_AT, lo[k], hi[k], t[k], &at[k]))
+		int64_t ahi, fhi;
+		const struct q_ckpt *c = bracket(&db->pd[i], t[k], &ahi, &fhi);
+		if (last_at(db, Q_ST_ALLOC_AT, c ? c->alloc_id : 0, ahi, t[k], &at[k]))
 			return -1;
 	}
 	if (!(s = q_stmt(db, Q_ST_STEADY)))

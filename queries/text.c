@@ -49,11 +49,10 @@ static int by_function(struct q_db *db, const struct q_profile *p, int key, FILE
 	return 0;
 }
 
-static int stack_key;                  /* qsort has no context argument */
-
-static int cmp_stack(const void *a, const void *b)
+static int cmp_stack(const void *a, const void *b, void *ctx)
 {
 	const struct q_row *x = a, *y = b;
+	int stack_key = *(const int *)ctx;
 	if (x->v[stack_key] != y->v[stack_key])
 		return x->v[stack_key] > y->v[stack_key] ? -1 : 1;
 	return x->stack_id < y->stack_id ? -1 : x->stack_id > y->stack_id;
@@ -73,8 +72,7 @@ static int by_stack(struct q_db *db, const struct q_profile *p, int key, FILE *f
 		tot += u[i].v[key];
 		tot_other += u[i].v[other];
 	}
-	stack_key = key;
-	qsort(u, p->n, sizeof *u, cmp_stack);
+	qsort_r(u, p->n, sizeof *u, cmp_stack, &key);
 	fprintf(f, "Total: %" PRId64 " %s, %" PRId64 " %s\n", tot,
 	        is_bytes(key) ? "B" : "objects", tot_other, is_bytes(other) ? "B" : "objects");
 	int rc = 0;

@@ -9,9 +9,10 @@
  * stamped after the real call returned, a free before the real free runs, so
  * an address handed out again by another thread always sorts after its free.
  *
- * Must never: allocate, lock, make a syscall (apart from a ring that is
- * full), or call into the dynamic loader. Errors of the real call pass
- * through unchanged (errno included); a failed call records nothing.
+ * Must never: allocate, lock, or call into the dynamic loader; syscalls
+ * only when a thread claims its ring, when its ring crosses half full (one
+ * futex wake) or is full. Errors of the real call pass through unchanged
+ * (errno included); a failed call records nothing.
  */
 #include "rec_internal.h"
 
@@ -31,15 +32,22 @@ static inline int ready(void)
 	return rec_real.free != NULL;
 }
 
-/* Records one allocation that the real allocator returned at time t. */
+/* The stack id of the current allocation's call stack. */
+static uint32_t current_stack(void)
+{
+	void *buf[REC_STACK_SLOTS];
+	unsigned n;
+	void *const *ips = rec_stack_capture(buf, &n);
+	return rec_stackid(ips, n);
+}
+
+/* Records one allocation the real allocator just returned. */
 static void note_alloc(void *p, size_t size, unsigned fn)
 {
 	uint64_t t = rec_now();
-	uint64_t ips[REC_DEPTH_MAX];
-	unsigned n = rec_stack_capture(ips);
 	struct tf_event ev = {
 		.t = t, .addr = (uintptr_t)p, .size = size,
-		.stack = rec_stackid(ips, n), .kind = TF_EV_ALLOC, .fn = (uint8_t)fn,
+		.stack = current_stack(), .kind = TF_EV_ALLOC, .fn = (uint8_t)fn,
 	};
 	rec_ring_put(&ev, 1);
 }
@@ -126,11 +134,9 @@ static void *resize(void *old, size_t size, unsigned fn, void *(*real_call)(void
 	}
 	int e = errno;
 	uint64_t after = rec_now();
-	uint64_t ips[REC_DEPTH_MAX];
-	unsigned depth = rec_stack_capture(ips);
 	struct tf_event ev[2] = {
 		{ .t = before, .addr = (uintptr_t)old, .kind = TF_EV_REALLOC_OLD, .fn = (uint8_t)fn },
-		{ .t = after, .addr = (uintptr_t)p, .size = size, .stack = rec_stackid(ips, depth),
+		{ .t = after, .addr = (uintptr_t)p, .size = size, .stack = current_stack(),
 		  .kind = TF_EV_REALLOC_NEW, .fn = (uint8_t)fn },
 	};
 	rec_ring_put(ev, 2);

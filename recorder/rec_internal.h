@@ -73,7 +73,9 @@ struct rec_session {
 	uint64_t t0;                  /* CLOCK_MONOTONIC ns at trace start */
 	struct tf_ring_file *rf;      /* the mapped <trace>.ring */
 	size_t map_size;
-	int ring_fd, trace_fd;
+	int ring_fd, trace_fd;        /* moved above REC_FD_BASE, identity checked */
+	dev_t ring_dev, trace_dev;
+	ino_t ring_ino, trace_ino;
 	uint64_t nodes_reserved;      /* node ids below this are fallocated */
 	/* figures reported in the trace's closing stats MARK */
 	_Atomic uint64_t ring_waits;  /* times a thread found its ring full and waited */
@@ -91,6 +93,9 @@ static inline int rec_on(void)
 }
 
 uint64_t rec_now(void);               /* ns since rec_s.t0 */
+/* 1 if fd still is the file we opened (a program may close our descriptors
+ * and reuse the numbers for its own files, which we must never write). */
+int rec_fd_ok(int fd, dev_t dev, ino_t ino);
 void rec_session_stop(void);          /* flush, END, unlink .ring; idempotent */
 void rec_session_restart(void);       /* after a failed exec */
 int rec_session_mine(void);           /* recording, and this is the traced process */
@@ -108,16 +113,19 @@ char *rec_cat(char *dst, char *end, const char *s);
 char *rec_utoa(char *dst, char *end, uint64_t v);
 
 /* ---- stack.c: capture --------------------------------------------------- */
+/* Room for REC_DEPTH_MAX frames plus the recorder's own frames. */
+#define REC_STACK_SLOTS (REC_DEPTH_MAX + 8)
 int rec_stack_init(void);
-/* Return addresses of the caller of the interposed function outward, at
- * most rec_s.depth; ips[0] is the allocation's call site. */
-unsigned rec_stack_capture(uint64_t *ips);
+/* Captures into buf (REC_STACK_SLOTS entries) and returns where the
+ * program's frames start: return addresses from the allocation's call site
+ * outward, *n of them (at most rec_s.depth). */
+void *const *rec_stack_capture(void **buf, unsigned *n);
 
 /* ---- stackid.c: dedup into trie nodes ------------------------------------- */
 /* Fresh tables for a new session; the old ones are unmapped only when no
  * other thread can be reading them (a forked child). */
 int rec_stackid_init(int unmap_old);
-uint32_t rec_stackid(const uint64_t *ips, unsigned n); /* 0 = unknown */
+uint32_t rec_stackid(void *const *ips, unsigned n); /* 0 = unknown */
 
 /* ---- ring.c: per-thread staging rings ------------------------------------- */
 int rec_ring_init(void);              /* once per process: the thread-exit key */

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +41,9 @@
 #define HEADER_BYTES 4096
 #define PAGE 4096u
 #define NAME_TRIES 100                 /* <name>, <name>.1 ... <name>.99 */
+/* Our descriptors live at or above this number, away from the low numbers
+ * programs and shells pick for themselves (`exec 3>log`). */
+#define REC_FD_BASE 600
 
 struct rec_session rec_s;
 static struct tf_writer *writer;
@@ -124,7 +128,29 @@ static void base_name(char *out, size_t size)
 
 static int open_new(const char *path)
 {
-	return open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return fd;
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, REC_FD_BASE);
+	if (high < 0)
+		return fd; /* a low descriptor limit: keep the number we got */
+	close(fd);
+	return high;
+}
+
+int rec_fd_ok(int fd, dev_t dev, ino_t ino)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+static void remember(int fd, dev_t *dev, ino_t *ino)
+{
+	struct stat st;
+	if (fstat(fd, &st) == 0) {
+		*dev = st.st_dev;
+		*ino = st.st_ino;
+	}
 }
 
 /* Creates the trace and its .ring; returns 0 or an errno. */
@@ -148,8 +174,11 @@ static int create_files(void)
 			return errno;
 		}
 		rec_s.ring_fd = open_new(rec_s.ring_path);
-		if (rec_s.ring_fd >= 0)
+		if (rec_s.ring_fd >= 0) {
+			remember(rec_s.trace_fd, &rec_s.trace_dev, &rec_s.trace_ino);
+			remember(rec_s.ring_fd, &rec_s.ring_dev, &rec_s.ring_ino);
 			return 0;
+		}
 		int err = errno;
 		close(rec_s.trace_fd);
 		unlink(rec_s.trace_path);
@@ -200,7 +229,8 @@ int rec_session_reserve_nodes(uint64_t id)
 		return 1;
 	uint64_t upto = (id + NODE_CHUNK - 1) / NODE_CHUNK * NODE_CHUNK;
 	const struct tf_ring_file *rf = rec_s.rf;
-	if (posix_fallocate(rec_s.ring_fd,
+	if (!rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino) ||
+	    posix_fallocate(rec_s.ring_fd,
 			    (off_t)(rf->nodes_offset + rec_s.nodes_reserved * sizeof(struct tf_node)),
 			    (off_t)((upto - rec_s.nodes_reserved) * sizeof(struct tf_node))))
 		return 0;
@@ -211,7 +241,8 @@ int rec_session_reserve_nodes(uint64_t id)
 int rec_session_reserve_ring(uint32_t i)
 {
 	const struct tf_ring_file *rf = rec_s.rf;
-	return posix_fallocate(rec_s.ring_fd, (off_t)(rf->rings_offset + i * rf->ring_stride),
+	return rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino) &&
+	       posix_fallocate(rec_s.ring_fd, (off_t)(rf->rings_offset + i * rf->ring_stride),
 			       (off_t)rf->ring_stride) == 0;
 }
 
@@ -310,10 +341,12 @@ void rec_session_stop(void)
 	int g = rec_guard;
 	rec_guard = 1;
 	rec_writer_stop();
-	close(rec_s.trace_fd);
+	if (rec_fd_ok(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino))
+		close(rec_s.trace_fd);
 	atomic_store(&rec_s.rf->finished, 1);
 	unlink(rec_s.ring_path);
-	close(rec_s.ring_fd);
+	if (rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino))
+		close(rec_s.ring_fd);
 	rec_guard = g;
 }
 
@@ -339,8 +372,10 @@ static void fork_child(void)
 	atomic_store(&rec_s.state, REC_OFF);
 	munmap(rec_s.rf, rec_s.map_size);
 	rec_s.rf = NULL;
-	close(rec_s.trace_fd);
-	close(rec_s.ring_fd);
+	if (rec_fd_ok(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino))
+		close(rec_s.trace_fd);
+	if (rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino))
+		close(rec_s.ring_fd);
 	rec_writer_abandon();
 	start(1);
 	rec_guard = g;

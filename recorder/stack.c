@@ -27,9 +27,9 @@
 #error "meson passes -DREC_LIBUNWIND_SONAME"
 #endif
 
-/* Recorder frames above the call site: capture(), note_alloc/resize(), the
- * interposed function; a few more in case the compiler did not inline. */
-#define OWN_FRAMES_MAX 8
+/* The recorder's frames above the call site (capture, note_alloc or
+ * resize, the interposed function): fewer than REC_STACK_SLOTS - REC_DEPTH_MAX. */
+#define OWN_FRAMES_MAX (REC_STACK_SLOTS - REC_DEPTH_MAX)
 
 static __typeof__(unw_backtrace) *unw_bt;
 static uintptr_t self_lo, self_hi;    /* librec.so's executable segments */
@@ -68,15 +68,15 @@ int rec_stack_init(void)
 	return unw_bt ? 0 : -1;
 }
 
-unsigned rec_stack_capture(uint64_t *ips)
+void *const *rec_stack_capture(void **buf, unsigned *n)
 {
-	void *buf[REC_DEPTH_MAX + OWN_FRAMES_MAX];
-	int n = unw_bt(buf, (int)rec_s.depth + OWN_FRAMES_MAX);
+	int got = unw_bt(buf, (int)rec_s.depth + OWN_FRAMES_MAX);
+	if (got < 0)
+		got = 0;
 	int i = 0;
-	while (i < n && (uintptr_t)buf[i] >= self_lo && (uintptr_t)buf[i] < self_hi)
+	while (i < got && (uintptr_t)buf[i] >= self_lo && (uintptr_t)buf[i] < self_hi)
 		i++;
-	unsigned k = 0;
-	for (; i < n && k < rec_s.depth; i++)
-		ips[k++] = (uintptr_t)buf[i];
-	return k;
+	unsigned k = (unsigned)(got - i);
+	*n = k < rec_s.depth ? k : rec_s.depth;
+	return buf + i;
 }

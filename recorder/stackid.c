@@ -71,18 +71,26 @@ static inline uint64_t fmix(uint64_t k)
 	return k ^ (k >> 33);
 }
 
-/* Two independent 64-bit hashes in one pass (different constants and
- * structure, so a collision in one says nothing about the other). */
-static void hash128(const uint64_t *ips, unsigned n, uint64_t *h1, uint64_t *h2)
+/* Two 64-bit hashes in one pass, wyhash-style: each multiply folds two
+ * return addresses in, and the lanes pair them the other way round with
+ * other constants, so a collision in one says nothing about the other.
+ * (Return addresses are below 2^47, so no multiplier is ever 0.) */
+static void hash128(void *const *ips, unsigned n, uint64_t *h1, uint64_t *h2)
 {
 	uint64_t a = 0x9e3779b97f4a7c15ull ^ n, b = 0x6a09e667f3bcc909ull + n;
-	for (unsigned i = 0; i < n; i++) {
-		a = mum(a ^ ips[i], 0xa0761d6478bd642full);
-		b = (b ^ ips[i]) * 0xe7037ed1a0b428dbull;
-		b = (b << 29) | (b >> 35);
+	unsigned i = 0;
+	for (; i + 1 < n; i += 2) {
+		uint64_t x = (uintptr_t)ips[i], y = (uintptr_t)ips[i + 1];
+		a = mum(a ^ x, y ^ 0xa0761d6478bd642full);
+		b = mum(b ^ y, x ^ 0xe7037ed1a0b428dbull);
+	}
+	if (i < n) {
+		uint64_t x = (uintptr_t)ips[i];
+		a = mum(a ^ x, 0x8ebc6af09c88c6e3ull);
+		b = mum(b ^ x, 0x589965cc75374cc3ull);
 	}
 	*h1 = fmix(a) | 1; /* never 0: 0 marks an empty slot */
-	*h2 = fmix(b + 0x8ebc6af09c88c6e3ull);
+	*h2 = fmix(b ^ 0x1d8e4e27c47d124full);
 }
 
 static void *map_zero(size_t bytes)
@@ -223,7 +231,7 @@ static uint32_t node_get(uint32_t parent, uint64_t ip)
 	return id;
 }
 
-uint32_t rec_stackid(const uint64_t *ips, unsigned n)
+uint32_t rec_stackid(void *const *ips, unsigned n)
 {
 	if (n == 0)
 		return 0;
@@ -239,7 +247,7 @@ uint32_t rec_stackid(const uint64_t *ips, unsigned n)
 	if (!leaf) {
 		uint32_t parent = 0;
 		for (unsigned i = n; i-- > 0 && (parent || i == n - 1);)
-			parent = node_get(parent, ips[i]);
+			parent = node_get(parent, (uintptr_t)ips[i]);
 		leaf = parent;
 		if (leaf)
 			stk_add(h1, h2, leaf);

@@ -8,11 +8,13 @@
  *   - STACK records for trie nodes [emitted, nodes_next) whose ready flag is
  *     set,
  *   - for every ring in use: a THREAD record when it first sees the stream
- *     (name read from /proc/self/task/TID/comm), then the events
- *     [tail, head) through tf_write_events, advancing tail only after the
- *     write returned; a CLOSED ring drained to its head is released.
- * Events are copied out of the ring first, so a realloc pair that wraps
- * around the ring's end still goes out in one call.
+ *     (name read from /proc/self/task/TID/comm), then, once enough are
+ *     pending (DRAIN_MIN), the events [tail, head) through tf_write_events,
+ *     advancing tail only after each write returned; a CLOSED ring drained
+ *     to its head is released.
+ * Events are copied out of the ring first, in chunks that never end between
+ * the two events of a realloc (which the thread publishes together), so a
+ * pair that wraps around the ring's end still goes out in one call.
  *
  * On stop it does a last round, writes a "heapreel.stats" MARK (ring waits,
  * lost events, unknown stacks, nodes), and tf_writer_close writes END.
@@ -37,6 +39,14 @@
 
 #define ROUND_NS 1000000L              /* writer period when nobody wakes it */
 #define META_FLUSH_ROUNDS 100          /* meta segment at most every ~100 ms */
+/* Segments compress better when big (trace_format.h): a ring is drained
+ * once it holds DRAIN_MIN events, or after DRAIN_AGE_ROUNDS (~200 ms) so the
+ * trace stays fresh, or when its thread exited, or at the end; each call
+ * gets at most TF_SEGMENT_EVENTS, so a thread waiting for room gets some
+ * before the whole ring is written. */
+#define DRAIN_MIN (TF_SEGMENT_EVENTS / 4)
+#define DRAIN_AGE_ROUNDS 200
+#define DRAIN_CHUNK TF_SEGMENT_EVENTS
 
 static struct tf_writer *w;
 static pthread_t thread;
@@ -44,12 +54,14 @@ static _Atomic uint32_t kick;
 static _Atomic int stopping;
 static int failed;                     /* a write failed: drain without writing */
 static uint32_t nodes_emitted, modules_emitted;
-struct announced {                     /* per ring: what THREAD said last */
-	uint32_t stream;
+struct announced {                     /* per ring, writer's own notes */
+	uint32_t stream;               /* what THREAD said last */
 	char name[16];
+	uint64_t drained;              /* round of the last drain */
 };
+static uint64_t round_no;
 static struct announced *announced;
-static struct tf_event *scratch;       /* one ring's worth of events */
+static struct tf_event *scratch;       /* DRAIN_CHUNK + 1 events */
 static int meta_dirty;
 
 void rec_writer_kick(void)
@@ -171,16 +183,27 @@ static void drain(uint32_t i, int final)
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
 	uint32_t cap = rec_s.rf->ring_events;
-	if (head != tail) {
-		const struct tf_event *ev = (const struct tf_event *)(r + 1);
-		size_t n = head - tail, first = tail & (cap - 1);
+	const struct tf_event *ev = (const struct tf_event *)(r + 1);
+	if (!final && state != TF_RING_CLOSED && head - tail < DRAIN_MIN &&
+	    round_no - announced[i].drained < DRAIN_AGE_ROUNDS)
+		return;
+	announced[i].drained = round_no;
+	while (tail != head) {
+		/* in chunks, so a thread waiting for room gets some soon */
+		size_t n = head - tail < DRAIN_CHUNK ? head - tail : DRAIN_CHUNK;
+		size_t first = tail & (cap - 1);
 		size_t part = n < cap - first ? n : cap - first;
 		memcpy(scratch, ev + first, part * sizeof *ev);
 		memcpy(scratch + part, ev, (n - part) * sizeof *ev);
+		if (scratch[n - 1].kind == TF_EV_REALLOC_OLD) { /* never split a pair */
+			scratch[n] = ev[(tail + n) & (cap - 1)];
+			n++;
+		}
 		struct tf_error err;
 		if (!failed)
 			check(tf_write_events(w, r->stream, r->tid, tail, scratch, n, &err), &err);
-		atomic_store_explicit(&r->tail, head, memory_order_release);
+		tail += n;
+		atomic_store_explicit(&r->tail, tail, memory_order_release);
 	}
 	if (state == TF_RING_CLOSED) {
 		thread_record(i, r); /* the name the thread had at exit */
@@ -220,21 +243,33 @@ static void stats(void)
 	meta(&r);
 }
 
+/* Before writing a round: is the trace's descriptor still ours? */
+static void check_fd(void)
+{
+	if (failed || rec_fd_ok(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino))
+		return;
+	failed = 1;
+	rec_say("the program closed or replaced the descriptor of ", rec_s.trace_path,
+		"; recording stopped");
+}
+
 static void *writer_main(void *arg)
 {
 	(void)arg;
 	rec_guard = 1;
 	prctl(PR_SET_NAME, "heapreel-writer");
-	for (unsigned rounds = 1;; rounds++) {
+	for (round_no = 1;; round_no++) {
 		uint32_t k = atomic_load_explicit(&kick, memory_order_acquire);
 		if (atomic_load(&stopping))
 			break;
+		check_fd();
 		round_all(0);
-		if (meta_dirty && rounds % META_FLUSH_ROUNDS == 0)
+		if (meta_dirty && round_no % META_FLUSH_ROUNDS == 0)
 			flush_meta();
 		struct timespec ts = { 0, ROUND_NS };
 		syscall(SYS_futex, &kick, FUTEX_WAIT_PRIVATE, k, &ts, NULL, 0);
 	}
+	check_fd();
 	round_all(1);
 	stats();
 	struct tf_error err;
@@ -249,7 +284,7 @@ static void *writer_main(void *arg)
 int rec_writer_start(struct tf_writer *tw)
 {
 	struct tf_ring_file *rf = rec_s.rf;
-	size_t sbytes = (size_t)rf->ring_events * sizeof(struct tf_event);
+	size_t sbytes = (DRAIN_CHUNK + 1) * sizeof(struct tf_event);
 	size_t abytes = (size_t)rf->max_rings * sizeof *announced;
 	if (scratch)
 		munmap(scratch, sbytes);

@@ -1,8 +1,10 @@
 /*
  * tf_columns.c - the record encoding of event segments (ALLOC, FREE,
- * REALLOC): each field goes to its own column, coded against a model of
- * what glibc-like allocators do, so that the columns are small and LZ4 finds
- * long matches in them. FORMAT.md "Event segments" is the specification.
+ * REALLOC): each field goes to its own column as a small number, coded
+ * against a model of what a program and a glibc-like allocator do (times as
+ * deltas, freed blocks handed back, call sites repeating their size), and
+ * each column is then entropy coded (tf_entropy.c). FORMAT.md "Event
+ * segments" is the specification.
  *
  * The model (struct tf_model) is updated by the encoder and the decoder
  * through the same functions, which is what keeps them in step. It is reset
@@ -17,7 +19,7 @@
 
 #define TF_MTF_N 16          /* move-to-front entries for sizes and stacks */
 #define TF_CLS_N 72          /* per-size-class freed lists: chunks up to 1136 B */
-#define TF_CLS_DEPTH 4       /* recently freed blocks kept per class */
+#define TF_CLS_DEPTH 8       /* recently freed blocks kept per class */
 #define TF_FREED_N 8         /* recently freed blocks of any size */
 #define TF_ALIGN_SHIFT 4     /* malloc results are 16-aligned on x86-64 */
 
@@ -33,12 +35,12 @@
 #define TF_SCODE_MTF 1
 #define TF_SCODE_RAW (TF_SCODE_MTF + TF_MTF_N)
 #define TF_SCODE_VALUE (TF_SCODE_RAW + 1)
-/* Fn codes: 0 the stack's previous fn, else fn + 1. */
-
+/* Fn codes are 0 for the stack's previous fn, else fn + 1. */
 #define TF_CTX_BITS 12       /* per-stack contexts, direct-mapped by stack id */
 
 #define TF_SEG_RECS (TF_SEG_EVENTS + 1) /* the writer may add a REALLOC half */
 #define TF_HASH_BITS 17                 /* 2^17 slots >= 2 x TF_SEG_RECS */
+#define TF_PREFETCH 8                   /* events ahead whose slots are fetched */
 
 struct tf_ctx {               /* what the latest allocation at a stack did */
 	uint64_t size;
@@ -205,7 +207,7 @@ static const uint8_t col_per_rec[TF_COL_COUNT] = {
 
 #define TF_COL_METHOD_HUFFMAN 1 /* the only column coding of version 1 */
 
-struct tf_slot {            /* address -> allocation index, for frees */
+struct tf_slot {            /* address -> index of its latest alloc / free */
 	uint64_t addr;
 	uint32_t idx;
 	uint32_t gen;           /* slot is empty unless gen == tf_colenc.gen */
@@ -439,6 +441,13 @@ size_t tf_colenc_encode(struct tf_colenc *e, const struct tf_event *ev,
 	for (size_t i = 0; i < n; i++) {
 		const struct tf_event *x = &ev[i];
 		uint64_t tend = x->t;
+		/* The address tables are larger than the caches: fetch the slots
+		 * a later event will probe while this one is coded. */
+		if (i + TF_PREFETCH < n) {
+			size_t s = hash_slot(ev[i + TF_PREFETCH].addr);
+			__builtin_prefetch(&e->allocs[s], 1);
+			__builtin_prefetch(&e->frees[s], 1);
+		}
 		tmin = x->t < tmin ? x->t : tmin;
 		switch (x->kind) {
 		case TF_EV_ALLOC:

@@ -36,7 +36,10 @@ static unsigned symbol_of(uint64_t v, unsigned *extra_bits)
 /* ---- code construction (shared) ------------------------------------------ */
 
 /* Huffman code lengths for freq[0..TF_NSYM), none longer than TF_MAX_LEN.
- * Frequencies are halved until the tree is shallow enough. */
+ * Leaves sorted by weight and internal nodes (made in nondecreasing weight
+ * order) form two queues, so the tree takes O(m) after an insertion sort of
+ * the m used symbols. Frequencies are halved until the tree is shallow
+ * enough. */
 static void build_lengths(const uint32_t *freq_in, uint8_t *len)
 {
 	uint32_t freq[TF_NSYM];
@@ -44,48 +47,40 @@ static void build_lengths(const uint32_t *freq_in, uint8_t *len)
 	for (;;) {
 		uint64_t w[2 * TF_NSYM];
 		int16_t parent[2 * TF_NSYM];
-		uint8_t alive[2 * TF_NSYM];
-		int sym_of_leaf[TF_NSYM], nleaf = 0;
-		for (int s = 0; s < TF_NSYM; s++)
-			if (freq[s]) {
-				sym_of_leaf[nleaf] = s;
-				w[nleaf] = freq[s];
-				alive[nleaf] = 1;
-				parent[nleaf] = -1;
-				nleaf++;
-			}
+		uint8_t depth[2 * TF_NSYM];
+		int leaf[TF_NSYM], m = 0;
 		memset(len, 0, TF_NSYM);
-		if (nleaf == 1)
-			len[sym_of_leaf[0]] = 1;
-		if (nleaf <= 1)
+		for (int s = 0; s < TF_NSYM; s++) {
+			if (!freq[s])
+				continue;
+			int i = m++;
+			for (; i > 0 && freq[leaf[i - 1]] > freq[s]; i--)
+				leaf[i] = leaf[i - 1];
+			leaf[i] = s;
+		}
+		if (m == 1)
+			len[leaf[0]] = 1;
+		if (m <= 1)
 			return;
-		int nodes = nleaf;
-		for (int left = nleaf; left > 1; left--) {
-			int a = -1, b = -1;
-			for (int i = 0; i < nodes; i++) {
-				if (!alive[i])
-					continue;
-				if (a < 0 || w[i] < w[a]) {
-					b = a;
-					a = i;
-				} else if (b < 0 || w[i] < w[b]) {
-					b = i;
-				}
-			}
-			alive[a] = alive[b] = 0;
-			w[nodes] = w[a] + w[b];
-			parent[a] = parent[b] = (int16_t)nodes;
-			parent[nodes] = -1;
-			alive[nodes] = 1;
+		for (int i = 0; i < m; i++)
+			w[i] = freq[leaf[i]];
+		int nodes = m, qa = 0, qb = m;  /* fronts of the two queues */
+		for (int k = 0; k < m - 1; k++) {
+			int pick[2];
+			for (int j = 0; j < 2; j++)
+				pick[j] = qa < m && (qb >= nodes || w[qa] <= w[qb]) ? qa++ : qb++;
+			w[nodes] = w[pick[0]] + w[pick[1]];
+			parent[pick[0]] = parent[pick[1]] = (int16_t)nodes;
 			nodes++;
 		}
+		depth[nodes - 1] = 0;   /* the root, made last */
 		int maxlen = 0;
-		for (int i = 0; i < nleaf; i++) {
-			int d = 0;
-			for (int j = i; parent[j] >= 0; j = parent[j])
-				d++;
-			len[sym_of_leaf[i]] = (uint8_t)d;
-			maxlen = d > maxlen ? d : maxlen;
+		for (int i = nodes - 2; i >= 0; i--) {
+			depth[i] = (uint8_t)(depth[parent[i]] + 1);
+			if (i < m) {
+				len[leaf[i]] = depth[i];
+				maxlen = depth[i] > maxlen ? depth[i] : maxlen;
+			}
 		}
 		if (maxlen <= TF_MAX_LEN)
 			return;

@@ -28,11 +28,11 @@
 #define TF_SEG_HEADER 56                 /* bytes of a segment header */
 #define TF_SEG_MAX_RAW (64u << 20)       /* a reader refuses larger payloads */
 
-/* An event segment holds at most this many records: large enough that LZ4
- * and the in-segment address references work well (a free usually names an
- * allocation of the same segment), small enough that a torn tail loses
- * little and the writer's buffers stay a few MiB. */
-#define TF_SEG_EVENTS 65536
+/* An event segment holds at most this many events: large enough that the
+ * in-segment address references and the Huffman tables pay off (a free
+ * usually names an allocation of the same segment), small enough that a
+ * torn tail loses little and the writer's buffers stay a few MiB. */
+#define TF_SEG_EVENTS TF_SEGMENT_EVENTS
 
 /* The meta queue is written out as a segment when it would overflow. */
 #define TF_META_QUEUE (256u << 10)

@@ -1,6 +1,6 @@
 /*
  * tf_writer.c - appends a trace: the file header, one segment per batch of
- * events of a stream (at most TF_SEG_EVENTS records each), the queued meta
+ * events of a stream (at most TF_SEG_EVENTS events each), the queued meta
  * records of stream 0, and END.
  *
  * It runs on the recorder's writer thread inside the traced process, so it
@@ -20,7 +20,6 @@
 struct tf_writer {
 	int fd;
 	uint64_t off;               /* bytes of complete header + segments */
-	LZ4F_cctx *cctx;
 	LZ4F_preferences_t prefs;
 	struct tf_colenc *enc;
 	uint8_t *raw;               /* one segment's payload before LZ4 */
@@ -68,27 +67,20 @@ static int write_all(struct tf_writer *w, const uint8_t *p, size_t n,
 }
 
 /* Compresses w->raw[0..len) as one LZ4 frame into w->out after the room
- * for a segment header; *flen gets the frame's length. */
+ * for a segment header; *flen gets the frame's length. The one-shot frame
+ * API keeps its state on the stack (about 16 KiB) and allocates nothing,
+ * unlike LZ4F_compressBegin, which allocates a buffer per frame. */
 static int compress(struct tf_writer *w, size_t len, size_t *flen,
 		    struct tf_error *err)
 {
-	uint8_t *dst = w->out + TF_SEG_HEADER;
-	size_t cap = w->out_cap - TF_SEG_HEADER, at = 0;
-
 	w->prefs.frameInfo.contentSize = len;
-	size_t r = LZ4F_compressBegin(w->cctx, dst, cap, &w->prefs);
-	if (!LZ4F_isError(r)) {
-		at = r;
-		r = LZ4F_compressUpdate(w->cctx, dst + at, cap - at, w->raw, len, NULL);
-	}
-	if (!LZ4F_isError(r)) {
-		at += r;
-		r = LZ4F_compressEnd(w->cctx, dst + at, cap - at, NULL);
-	}
+	size_t r = LZ4F_compressFrame(w->out + TF_SEG_HEADER,
+				      w->out_cap - TF_SEG_HEADER, w->raw, len,
+				      &w->prefs);
 	if (LZ4F_isError(r))
 		return tf_fail(err, TF_E_NOMEM, w->off, "LZ4 compression failed: %s",
 			       LZ4F_getErrorName(r));
-	*flen = at + r;
+	*flen = r;
 	return TF_OK;
 }
 
@@ -97,7 +89,7 @@ static int put_segment(struct tf_writer *w, uint32_t stream, uint32_t tid,
 		       uint64_t first_seq, uint32_t count, uint64_t t_first,
 		       uint64_t t_last, size_t len, struct tf_error *err)
 {
-	size_t at;
+	size_t at = 0;
 	int rc = compress(w, len, &at, err);
 	if (rc)
 		return rc;
@@ -148,7 +140,6 @@ static int put_file_header(struct tf_writer *w, const struct tf_header *hd,
 
 static void writer_free(struct tf_writer *w)
 {
-	LZ4F_freeCompressionContext(w->cctx);
 	tf_colenc_free(w->enc);
 	free(w->raw);
 	free(w->out);
@@ -167,10 +158,8 @@ int tf_writer_open(struct tf_writer **wp, int fd, const struct tf_header *h,
 		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
 	w->fd = fd;
 	w->prefs.frameInfo.blockSizeID = LZ4F_max4MB;
-	w->prefs.frameInfo.blockMode = LZ4F_blockLinked;
 	w->prefs.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
 	w->prefs.frameInfo.blockChecksumFlag = LZ4F_blockChecksumEnabled;
-	w->prefs.autoFlush = 1;
 	w->raw_cap = tf_colenc_bound(TF_SEG_EVENTS + 1);
 	if (w->raw_cap < TF_META_QUEUE)
 		w->raw_cap = TF_META_QUEUE;
@@ -182,18 +171,11 @@ int tf_writer_open(struct tf_writer **wp, int fd, const struct tf_header *h,
 	w->meta = malloc(TF_META_QUEUE);
 	w->enc = tf_colenc_new();
 	w->meta_tmin = UINT64_MAX;
-	if (!w->raw || !w->out || !w->meta || !w->enc ||
-	    LZ4F_isError(LZ4F_createCompressionContext(&w->cctx, LZ4F_VERSION))) {
+	if (!w->raw || !w->out || !w->meta || !w->enc) {
 		writer_free(w);
 		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
 	}
-	/* LZ4F allocates its working state at the first frame: do it now, so
-	 * that no later call allocates. */
-	size_t flen;
-	w->raw[0] = 0;
-	int rc = compress(w, 1, &flen, err);
-	if (!rc)
-		rc = put_file_header(w, h, err);
+	int rc = put_file_header(w, h, err);
 	if (rc) {
 		writer_free(w);
 		return rc;

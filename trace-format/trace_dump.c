@@ -101,9 +101,9 @@ static void print_record(const struct tf_record *r)
 	case TF_END:
 		printf("end t=%" PRIu64 "\n", r->t);
 		break;
-	default:
-		printf("unknown kind=%u stream=%" PRIu32 " t=%" PRIu64 "\n",
-		       r->kind, r->stream, r->t);
+	default:    /* reserved or newer kinds: only these fields are known */
+		printf("%s kind=%u stream=%" PRIu32 " t=%" PRIu64 "\n",
+		       tf_kind_name(r->kind), r->kind, r->stream, r->t);
 		break;
 	}
 }

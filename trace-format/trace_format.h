@@ -49,7 +49,9 @@ struct tf_error {
 
 /* ---- record kinds ---------------------------------------------------------
  * Numbers are on disk: never reuse one. A reader skips kinds it does not
- * know (every record after the kind byte is length-prefixed in FORMAT.md). */
+ * know (meta records are length-prefixed, event fields of a new kind live in
+ * columns of their own: FORMAT.md) and returns them with only kind, stream,
+ * seq and t set. */
 enum tf_kind {
 	TF_ALLOC = 1,
 	TF_FREE = 2,
@@ -147,6 +149,12 @@ struct tf_writer;
 /* fd: an open, writable, empty file (the caller creates it 0600, O_EXCL). */
 int tf_writer_open(struct tf_writer **w, int fd, const struct tf_header *h,
 		   struct tf_error *err);
+
+/* The writer puts at most this many events in a segment (one more rather
+ * than split a REALLOC pair). Small calls make small segments, which
+ * compress worse: hand it ~16 Ki events or more per call when a ring holds
+ * that many. */
+#define TF_SEGMENT_EVENTS 65536
 
 /* Append events of one thread's stream as one or more segments. first_seq is
  * the stream index of ev[0]; successive calls for a stream continue it. A

@@ -37,6 +37,36 @@
 	fprintf(stderr, __VA_ARGS__); fputc('\n', stderr); exit(1); } } while (0)
 
 static char tmpdir[] = "/tmp/tf-test-XXXXXX";
+
+/* The writer must not allocate after tf_writer_open (it runs inside traced
+ * processes). Outside sanitizer builds this program interposes the
+ * allocator to count calls, liblz4's included, while `counting` is set. */
+#ifndef __SANITIZE_ADDRESS__
+#define TF_TEST_COUNTS_ALLOCS 1
+extern void *__libc_malloc(size_t n);
+extern void *__libc_calloc(size_t n, size_t k);
+extern void *__libc_realloc(void *p, size_t n);
+static int counting;
+static unsigned long allocs;
+
+void *malloc(size_t n)
+{
+	allocs += counting;
+	return __libc_malloc(n);
+}
+
+void *calloc(size_t n, size_t k)
+{
+	allocs += counting;
+	return __libc_calloc(n, k);
+}
+
+void *realloc(void *p, size_t n)
+{
+	allocs += counting;
+	return __libc_realloc(p, n);
+}
+#endif
 static int checks;
 
 /* ---- deterministic random numbers (splitmix64) --------------------------- */
@@ -569,7 +599,7 @@ static void test_unknown_kinds(void)
 	o = put_column(o, TF_COL_SIZE, (uint64_t[]){ 18 + 64 }, 1);
 	o = put_column(o, TF_COL_STACK, (uint64_t[]){ 17 + 5 }, 1);
 	o = put_column(o, 50, (uint64_t[]){ 0xabcdef }, 1);
-	o = put_column(o, TF_COL_ADDR, (uint64_t[]){ 12 }, 1);
+	o = put_column(o, TF_COL_ADDR, (uint64_t[]){ 16 }, 1);
 	o = put_column(o, TF_COL_FADDR, (uint64_t[]){ 0 }, 1);
 	o = put_column(o, TF_COL_RAW, (uint64_t[]){ 0x1000 }, 1);
 	put_raw_segment(fd, 1, 3, 0, cols, (size_t)(o - cols));
@@ -808,6 +838,98 @@ static void test_write_errors(void)
 	tf_reader_close(rd);
 	checks += 4;
 }
+
+/* Payloads with valid checksums but garbage inside (a hostile file) must
+ * decode or fail with TF_E_CORRUPT, never read out of bounds (the ASan
+ * build runs this). Calls the codecs directly, without files. */
+static void test_fuzz_payloads(void)
+{
+	enum { N = 3000, ROUNDS = 3000 };
+	struct tf_event *ev = malloc(N * sizeof *ev);
+	uint64_t t = 0;
+	size_t n = random_events(ev, N, &t);
+	size_t recs = 0;
+	for (size_t i = 0; i < n; i++)
+		recs += ev[i].kind != TF_EV_REALLOC_NEW;
+	struct tf_colenc *enc = tf_colenc_new();
+	struct tf_coldec *dec = tf_coldec_new();
+	CHECK(enc && dec, "out of memory");
+	size_t cap = tf_colenc_bound(n);
+	uint8_t *good = malloc(cap), *bad = malloc(cap);
+	struct tf_record *out = malloc(recs * sizeof *out);
+	char *strbuf = malloc(cap + 2 * recs + 1);
+	uint64_t t0, t1;
+	size_t len = tf_colenc_encode(enc, ev, n, good, &t0, &t1);
+	struct tf_segment_info si = { .offset = 1000, .stream = 1, .count = (uint32_t)recs };
+	struct tf_error e = { 0 };
+	CHECK(tf_coldec_decode(dec, &si, good, len, out, &e) == TF_OK, "%s", e.msg);
+	int corrupt = 0;
+	for (int round = 0; round < ROUNDS; round++) {
+		memcpy(bad, good, len);
+		size_t blen = len;
+		switch (round % 3) {
+		case 0:     /* flip a few bits */
+			for (int k = 0; k < 1 + round % 4; k++)
+				bad[rnd() % len] ^= (uint8_t)(1 << (rnd() % 8));
+			break;
+		case 1:     /* cut the payload */
+			blen = rnd() % len;
+			break;
+		default:    /* random bytes over a stretch */
+			for (size_t k = rnd() % len, m = 1 + rnd() % 64; m && k < len; k++, m--)
+				bad[k] = (uint8_t)rnd();
+		}
+		int rc = tf_coldec_decode(dec, &si, bad, blen, out, &e);
+		CHECK(rc == TF_OK || (rc == TF_E_CORRUPT && e.offset == 1000 && e.msg[0]),
+		      "event payload round %d: status %d", round, rc);
+		corrupt += rc == TF_E_CORRUPT;
+		struct tf_segment_info msi = { .offset = 7, .count = (uint32_t)(1 + rnd() % 50) };
+		rc = tf_meta_decode(&msi, bad, blen, out, strbuf, &e);
+		CHECK(rc == TF_OK || rc == TF_E_CORRUPT, "meta payload: status %d", rc);
+	}
+	CHECK(corrupt > ROUNDS / 2, "only %d of %d damaged payloads detected", corrupt, ROUNDS);
+	tf_colenc_free(enc);
+	tf_coldec_free(dec);
+	free(ev);
+	free(good);
+	free(bad);
+	free(out);
+	free(strbuf);
+	checks += 2 * ROUNDS;
+}
+
+#ifdef TF_TEST_COUNTS_ALLOCS
+static void test_no_alloc_after_open(void)
+{
+	const char *path = tmp_path("noalloc.trc");
+	int fd = create(path);
+	struct tf_writer *w;
+	struct tf_error e = { 0 };
+	enum { N = 150000 };
+	struct tf_event *ev = malloc(N * sizeof *ev);
+	uint64_t t = 0;
+	size_t n = random_events(ev, N, &t);
+	CHECK(tf_writer_open(&w, fd, &hdr, &e) == TF_OK, "%s", e.msg);
+	struct expect meta = { .r = malloc(4096 * sizeof(struct tf_record)), .cap = 4096 };
+	counting = 1;
+	int rc = tf_write_events(w, 1, 1, 0, ev, n, &e);
+	for (int round = 0; round < 20 && !rc; round++)
+		some_meta(w, &meta, round);
+	if (!rc)
+		rc = tf_writer_flush(w, &e);
+	if (!rc)
+		rc = tf_write_events(w, 2, 2, 0, ev, 1000, &e);
+	if (!rc)
+		rc = tf_writer_close(w, t, &e);
+	counting = 0;
+	CHECK(rc == TF_OK, "%s", e.msg);
+	CHECK(allocs == 0, "the writer allocated %lu times after open", allocs);
+	close(fd);
+	free(ev);
+	free(meta.r);
+	checks++;
+}
+#endif
 
 static void test_names(void)
 {
@@ -1080,6 +1202,10 @@ int main(int argc, char **argv)
 	test_bad_headers();
 	test_damage();
 	test_write_errors();
+	test_fuzz_payloads();
+#ifdef TF_TEST_COUNTS_ALLOCS
+	test_no_alloc_after_open();
+#endif
 	printf("tf-test: all %d checks passed\n", checks);
 	return 0;
 }

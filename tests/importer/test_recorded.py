@@ -124,6 +124,50 @@ def case_killed(d):
     assert one(c, "SELECT t_end FROM processes") >= one(c, "SELECT MAX(t_alloc) FROM allocations")
 
 
+def case_forker(d):
+    """A parent and its forked child (tests/programs/forker): two traces,
+    one database, each process's allocations paired in its own table."""
+    prog = hrtest.prog("forker")
+    for p in (hrtest.LIBREC, prog, hrtest.TRACE_IMPORT):
+        if not os.path.exists(p):
+            hrtest.skip("%s not built" % p)
+    run = os.path.join(d, "run")
+    os.mkdir(run)
+    out = hrtest.record([prog], os.path.join(run, "run.trc")).stdout.split()
+    parent, child = int(out[1]), int(out[7])
+    db = os.path.join(d, "f.db")
+    trace_import(["-q", run, db])
+    c = connect(db)
+    check_invariants(c)
+    assert c.execute("SELECT pid, ppid FROM processes ORDER BY t_start").fetchall()[:2] == \
+        [(parent, one(c, "SELECT ppid FROM processes WHERE pid = ?", parent)), (child, parent)]
+    assert one(c, "SELECT t_start FROM processes WHERE pid = ?", child) > 0
+    rows = c.execute("""SELECT a.pid, f.function, COUNT(*), SUM(a.size), SUM(a.t_free IS NULL)
+                        FROM allocations a JOIN stacks s ON s.id = a.stack_id
+                        JOIN frames f ON f.id = s.frame_id
+                        WHERE f.function IN ('parent_site', 'child_site')
+                        GROUP BY 1, 2 ORDER BY 1""").fetchall()
+    assert rows == [(parent, "parent_site", 5, 15005, 0), (child, "child_site", 7, 21014, 3)], rows
+    assert meta(c, "peak_pid") == parent
+
+
+def case_cxx(d):
+    """C++ names come out demangled (tests/programs/cxx_mix)."""
+    prog = hrtest.prog("cxx_mix")
+    for p in (hrtest.LIBREC, prog, hrtest.TRACE_IMPORT):
+        if not os.path.exists(p):
+            hrtest.skip("%s not built" % p)
+    trc = os.path.join(d, "cxx.trc")
+    db = os.path.join(d, "cxx.db")
+    hrtest.record([prog, "2", "20"], trc)
+    trace_import(["-q", trc, db])
+    c = connect(db)
+    names = {r[0] for r in c.execute("SELECT DISTINCT function FROM frames")}
+    assert "work(int, int)" in names, sorted(names)[:50]
+    assert any(n.startswith("std::") for n in names), sorted(names)[:50]
+    assert not [n for n in names if n.startswith("_Z")], [n for n in names if n.startswith("_Z")]
+
+
 def main():
     name = sys.argv[1]
     d = hrtest.tmpdir("imprec-" + name)

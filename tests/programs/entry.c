@@ -30,7 +30,8 @@ static void *check(void *p, size_t size, size_t align, const char *fn)
 /* realloc(NULL, n) through a volatile so the compiler cannot turn it into malloc */
 static void *volatile null_block;
 
-__attribute__((noinline)) static void *do_malloc(void) { return malloc(1001); }
+/* Not "do_malloc": google-pprof hides frames of that name (a tcmalloc internal). */
+__attribute__((noinline)) static void *call_malloc(void) { return malloc(1001); }
 __attribute__((noinline)) static void *do_calloc(void) { return calloc(2, 501); }
 __attribute__((noinline)) static void *do_realloc(void) { return realloc(null_block, 1003); }
 __attribute__((noinline)) static void *do_reallocarray(void) { return reallocarray(null_block, 4, 251); }
@@ -51,7 +52,7 @@ int main(void)
 		void *(*call)(void);
 		size_t size, align;
 	} sites[] = {
-		{ "malloc", do_malloc, 1001, 16 },
+		{ "malloc", call_malloc, 1001, 16 },
 		{ "calloc", do_calloc, 1002, 16 },
 		{ "realloc", do_realloc, 1003, 16 },
 		{ "reallocarray", do_reallocarray, 1004, 16 },

@@ -92,8 +92,7 @@ def case_bash(d):
     base, traces = compare([bash, "-c", BASH], d, "bash")
     # bash, its subshells and the programs they exec each leave a trace
     assert len(traces) >= 5, [t.path for t in traces]
-    exes = {t.path: t for t in traces}
-    print("bash -c: same output, %d traces (forks and execs), all complete" % len(exes))
+    print("bash -c: same output, %d traces (forks and execs), all complete" % len(traces))
 
 
 def main():

@@ -1,8 +1,8 @@
 """trace-tui on a database from the real pipeline: tests/programs/entry
 recorded with librec.so and imported by trace-import. entry allocates 3
-blocks from each of nine call sites (do_malloc: 1001 B, do_calloc: 2 x 501 B,
+blocks from each of nine call sites (call_malloc: 1001 B, do_calloc: 2 x 501 B,
 ...) and then frees them all, so at the peak every block is live: `p` must
-show do_malloc with 3003 bytes in 3 objects, the numbers at the cursor must be
+show call_malloc with 3003 bytes in 3 objects, the numbers at the cursor must be
 trace-snap's, and google-pprof must read the exported .heap with the same
 total and name do_calloc.
 """
@@ -37,16 +37,16 @@ with tt.Tmux([hrtest.TRACE_TUI, DB]) as tm:
     tm.keys("p")
     st, scr = tt.wait_status(tm, lambda st: st[1] == in_b)
     assert (st[1], st[2], st[3]) == (in_b, in_n, al_n), (st, in_b, in_n, al_n)
-    assert tt.row(scr, "do_malloc") == (3003, 3003, 3, 3), scr
+    assert tt.row(scr, "call_malloc") == (3003, 3003, 3, 3), scr
     assert tt.row(scr, "do_calloc") == (3006, 3006, 3, 3), scr
     # Top-down: main calls every site; its cum is every block of them.
     tm.keys("t")
-    _, scr = tm.wait(lambda scr: tt.row(scr, "do_malloc") and "call tree" in scr)
+    _, scr = tm.wait(lambda scr: tt.row(scr, "call_malloc") and "call tree" in scr)
     assert tt.row(scr, "main")[1] >= 9319 * 3, scr
-    assert tt.row(scr, "do_malloc") == (3003, 3003, 3, 3), scr
+    assert tt.row(scr, "call_malloc") == (3003, 3003, 3, 3), scr
     tm.keys("t", "End")
     st, scr = tt.wait_status(tm, lambda st: st[1] != in_b)
-    assert tt.row(scr, "do_malloc") == (0, 0, 0, 3), scr   # all freed, 3 made
+    assert tt.row(scr, "call_malloc") == (0, 0, 0, 3), scr   # all freed, 3 made
     tm.keys("p", "e")
     tm.text(exported)
     tm.keys("Enter")
