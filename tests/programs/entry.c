@@ -30,20 +30,20 @@ static void *check(void *p, size_t size, size_t align, const char *fn)
 /* realloc(NULL, n) through a volatile so the compiler cannot turn it into malloc */
 static void *volatile null_block;
 
-/* Not "do_malloc": google-pprof hides frames of that name (a tcmalloc internal). */
+/* call_*, not do_*: google-pprof hides a frame named do_malloc (a tcmalloc internal). */
 __attribute__((noinline)) static void *call_malloc(void) { return malloc(1001); }
-__attribute__((noinline)) static void *do_calloc(void) { return calloc(2, 501); }
-__attribute__((noinline)) static void *do_realloc(void) { return realloc(null_block, 1003); }
-__attribute__((noinline)) static void *do_reallocarray(void) { return reallocarray(null_block, 4, 251); }
-__attribute__((noinline)) static void *do_posix_memalign(void)
+__attribute__((noinline)) static void *call_calloc(void) { return calloc(2, 501); }
+__attribute__((noinline)) static void *call_realloc(void) { return realloc(null_block, 1003); }
+__attribute__((noinline)) static void *call_reallocarray(void) { return reallocarray(null_block, 4, 251); }
+__attribute__((noinline)) static void *call_posix_memalign(void)
 {
 	void *p = NULL;
 	return posix_memalign(&p, 64, 1005) == 0 ? p : NULL;
 }
-__attribute__((noinline)) static void *do_aligned_alloc(void) { return aligned_alloc(256, 1280); }
-__attribute__((noinline)) static void *do_memalign(void) { return memalign(128, 1007); }
-__attribute__((noinline)) static void *do_valloc(void) { return valloc(1008); }
-__attribute__((noinline)) static void *do_pvalloc(void) { return pvalloc(1009); }
+__attribute__((noinline)) static void *call_aligned_alloc(void) { return aligned_alloc(256, 1280); }
+__attribute__((noinline)) static void *call_memalign(void) { return memalign(128, 1007); }
+__attribute__((noinline)) static void *call_valloc(void) { return valloc(1008); }
+__attribute__((noinline)) static void *call_pvalloc(void) { return pvalloc(1009); }
 
 int main(void)
 {
@@ -53,14 +53,14 @@ int main(void)
 		size_t size, align;
 	} sites[] = {
 		{ "malloc", call_malloc, 1001, 16 },
-		{ "calloc", do_calloc, 1002, 16 },
-		{ "realloc", do_realloc, 1003, 16 },
-		{ "reallocarray", do_reallocarray, 1004, 16 },
-		{ "posix_memalign", do_posix_memalign, 1005, 64 },
-		{ "aligned_alloc", do_aligned_alloc, 1280, 256 },
-		{ "memalign", do_memalign, 1007, 128 },
-		{ "valloc", do_valloc, 1008, 4096 },
-		{ "pvalloc", do_pvalloc, 1009, 4096 },
+		{ "calloc", call_calloc, 1002, 16 },
+		{ "realloc", call_realloc, 1003, 16 },
+		{ "reallocarray", call_reallocarray, 1004, 16 },
+		{ "posix_memalign", call_posix_memalign, 1005, 64 },
+		{ "aligned_alloc", call_aligned_alloc, 1280, 256 },
+		{ "memalign", call_memalign, 1007, 128 },
+		{ "valloc", call_valloc, 1008, 4096 },
+		{ "pvalloc", call_pvalloc, 1009, 4096 },
 	};
 	enum { NSITES = sizeof sites / sizeof sites[0] };
 	void *blocks[NSITES][REPEAT];

@@ -38,7 +38,7 @@ def case_entry(d):
     for fn, (_, size) in expect.items():
         name = rectest.symbolize(t, t.stack(ids[size])[0])
         if name is not None:
-            assert name == "do_" + fn, "call site of %s symbolizes to %s" % (fn, name)
+            assert name == "call_" + fn, "call site of %s symbolizes to %s" % (fn, name)
     s = t.summary
     assert s["alloc"] == len([r for r in t.events if r["kind"] == "alloc"]), s
     assert s["free"] == len(t.frees()), s

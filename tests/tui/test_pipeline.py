@@ -1,10 +1,10 @@
 """trace-tui on a database from the real pipeline: tests/programs/entry
 recorded with librec.so and imported by trace-import. entry allocates 3
-blocks from each of nine call sites (call_malloc: 1001 B, do_calloc: 2 x 501 B,
+blocks from each of nine call sites (call_malloc: 1001 B, call_calloc: 2 x 501 B,
 ...) and then frees them all, so at the peak every block is live: `p` must
 show call_malloc with 3003 bytes in 3 objects, the numbers at the cursor must be
 trace-snap's, and google-pprof must read the exported .heap with the same
-total and name do_calloc.
+total and name call_calloc.
 """
 import os
 import re
@@ -38,7 +38,7 @@ with tt.Tmux([hrtest.TRACE_TUI, DB]) as tm:
     st, scr = tt.wait_status(tm, lambda st: st[1] == in_b)
     assert (st[1], st[2], st[3]) == (in_b, in_n, al_n), (st, in_b, in_n, al_n)
     assert tt.row(scr, "call_malloc") == (3003, 3003, 3, 3), scr
-    assert tt.row(scr, "do_calloc") == (3006, 3006, 3, 3), scr
+    assert tt.row(scr, "call_calloc") == (3006, 3006, 3, 3), scr
     # Top-down: main calls every site; its cum is every block of them.
     tm.keys("t")
     _, scr = tm.wait(lambda scr: tt.row(scr, "call_malloc") and "call tree" in scr)
@@ -60,6 +60,7 @@ p = subprocess.run([pprof, "--text", "--show_bytes", PROG, exported], capture_ou
 assert p.returncode == 0, p.stderr
 m = re.search(r"Total: (\d+) B", p.stdout)
 assert m and int(m.group(1)) == in_b, p.stdout + p.stderr
-assert re.search(r"^\s*3006\s.*\bdo_calloc$", p.stdout, re.M), p.stdout + p.stderr
-print("google-pprof reads it: Total", in_b, "B, do_calloc 3006 B")
+for fn, nbytes in (("call_calloc", 3006), ("call_malloc", 3003)):
+    assert re.search(r"^\s*%d\s.*\b%s$" % (nbytes, fn), p.stdout, re.M), p.stdout + p.stderr
+print("google-pprof reads it: Total", in_b, "B, call_calloc 3006 B, call_malloc 3003 B")
 print("ok")
