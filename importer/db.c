@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,7 +46,7 @@ struct imp_db {
 /* The temporary path, for the signal handler: deleting it is the only
  * async-signal-safe cleanup there is. */
 static volatile sig_atomic_t tmp_armed;
-static char tmp_for_signal[4096];
+static char tmp_for_signal[PATH_MAX];
 
 static void on_signal(int sig)
 {

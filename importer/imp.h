@@ -4,10 +4,12 @@
  * Data flows: input.c (+ ring.c) index the traces and load their meta
  * streams (pass 1); symbols.c turns stack nodes into frames and stacks rows;
  * merge.c merges every event stream by time (pass 2); replay.c pairs
- * allocations with frees and writes the time-ordered tables; db.c owns the
- * SQLite file. Only main.c prints; everything else returns -1 and fills a
- * struct imp_err whose message already names the file (and the byte offset
- * where relevant), ready to be printed after "trace-import: ".
+ * allocations with frees (livetab.c) and produces the time-ordered tables,
+ * through scratch files (spill.c) and a second thread (chan.c); db.c owns
+ * the SQLite file, bulk.c feeds its big tables. Only main.c prints;
+ * everything else returns -1 and fills a struct imp_err whose message
+ * already names the file (and the byte offset where relevant), ready to be
+ * printed after "trace-import: ".
  */
 #ifndef HEAPREEL_IMP_H
 #define HEAPREEL_IMP_H
@@ -19,6 +21,8 @@
 #include "trace_format.h"
 
 #define IMP_ERR_MAX 512
+/* Fibonacci hashing: multiply by 2^64 / golden ratio, keep high bits. */
+#define IMP_HASH_MUL 0x9E3779B97F4A7C15ull
 #define IMP_NO_TIME UINT64_MAX      /* "not known" / "never" for times */
 
 struct imp_err {
@@ -193,6 +197,10 @@ int imp_merge_open(struct imp_merge **m, struct imp_trace *tr, size_t ntr,
 int imp_merge_next(struct imp_merge *m, struct imp_ev *ev, struct imp_err *e);
 /* Time of the event the next imp_merge_next returns, IMP_NO_TIME at end. */
 uint64_t imp_merge_peek(struct imp_merge *m);
+/* The address and stream of the event the next imp_merge_next returns, if
+ * already decoded (to prefetch its address table slot). */
+bool imp_merge_peek_addr(const struct imp_merge *m, uint64_t *addr,
+			 struct imp_stream **st);
 uint64_t imp_merge_records(const struct imp_merge *m); /* records consumed */
 uint64_t imp_merge_clamped(const struct imp_merge *m); /* times moved forward */
 void imp_merge_close(struct imp_merge *m);
@@ -265,7 +273,7 @@ void imp_live_erase(struct imp_livetab *t, struct imp_live *l);
 
 static inline size_t imp_live_slot(const struct imp_livetab *t, uint64_t addr)
 {
-	return (size_t)(((addr >> 4) * 0x9E3779B97F4A7C15ull) >> 20) & (t->cap - 1);
+	return (size_t)(((addr >> 4) * IMP_HASH_MUL) >> 20) & (t->cap - 1);
 }
 
 static inline struct imp_live *imp_live_find(struct imp_livetab *t,

@@ -304,10 +304,11 @@ static int write_meta(struct imp_db *db, const struct imp_trace *tr, size_t ntr,
 static void human_bytes(char *out, size_t n, uint64_t b)
 {
 	static const char *unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	const int units = sizeof unit / sizeof unit[0];
 	double v = (double)b;
 	int u = 0;
 
-	while (v >= 1024 && u < 4) {
+	while (v >= 1024 && u < units - 1) {  /* binary units */
 		v /= 1024;
 		u++;
 	}
@@ -463,8 +464,8 @@ int main(int argc, char **argv)
 		fputs("\r\033[K", stderr);
 	for (size_t i = 0; i < ntr; i++)
 		if (tr[i].damaged)
-			fprintf(stderr, "trace-import: %s; only the events before "
-				"it were imported\n", tr[i].damage);
+			fprintf(stderr, "trace-import: %s; imported up to the "
+				"damage (meta.damaged=1)\n", tr[i].damage);
 	if (!quiet) {
 		double secs = (double)(now_ns() - started) / 1e9;
 		char peak[32];

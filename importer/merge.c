@@ -310,6 +310,21 @@ uint64_t imp_merge_peek(struct imp_merge *m)
 	return m->heap[0]->key_t < m->now ? m->now : m->heap[0]->key_t;
 }
 
+bool imp_merge_peek_addr(const struct imp_merge *m, uint64_t *addr,
+			 struct imp_stream **st)
+{
+	const struct cursor *c;
+	const struct tf_record *r;
+
+	if (!m->nheap || !m->heap[0]->recs)
+		return false;
+	c = m->heap[0];
+	r = &c->recs[c->i];
+	*addr = r->kind == TF_REALLOC && c->half == 0 ? r->old_addr : r->addr;
+	*st = c->st;
+	return true;
+}
+
 uint64_t imp_merge_records(const struct imp_merge *m)
 {
 	return m->records;

@@ -1,15 +1,20 @@
 /*
  * replay.c - pass 2: applies the merged events in time order, pairing every
- * allocation with its free through a per-process address table, and writes
- * the tables that must come out in time order: frees (free order), timeline,
- * checkpoint_index/checkpoints, and finally allocations (allocation order,
- * with t_free and the temporary flag, known only once the block was freed).
+ * allocation with its free through a per-process address table (livetab.c),
+ * and produces the tables that must come out in time order:
+ *   frees        free order: handed through a channel (chan.c) to a second
+ *                thread that inserts them while this one goes on;
+ *   timeline, checkpoint_index, checkpoints: kept (the index and timeline in
+ *                memory, checkpoint rows in a scratch file) and inserted
+ *                once that thread is done, SQLite being one connection;
+ *   allocations  allocation order, with t_free and the temporary flag known
+ *                only once the block was freed: records go to a scratch file
+ *                and t_free to a slot per allocation (a file mapping), both
+ *                read back in order at the end.
  *
- * Memory is the live set (one 32-byte entry per live block) plus per-stack
- * counters; per-allocation data goes to two scratch files beside the output
- * (sequential records, and a t_free slot per allocation that is written in
- * free order and read back in allocation order). It must never hold the
- * whole trace, and never reorder events: ids follow the merge's order.
+ * Memory is the live set (one 32-byte entry per live block), per-stack
+ * counters and fixed buffers: never the trace. It must never reorder
+ * events: allocations and frees ids follow the merge's order.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -734,7 +739,15 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 	due = o->ckpt_interval;
 	while ((got = imp_merge_next(m, &ev, e)) == 1) {
 		struct proc *p = &r.procs[r.proc_of[ev.st->gidx]];
+		struct imp_stream *nst;
+		uint64_t naddr;
 
+		/* The table lookup is a cache miss: start the next one now. */
+		if (imp_merge_peek_addr(m, &naddr, &nst)) {
+			struct imp_livetab *t = &r.procs[r.proc_of[nst->gidx]].live;
+
+			__builtin_prefetch(&t->tab[imp_live_slot(t, naddr)]);
+		}
 		r.now = ev.t;
 		if (apply(&r, p, &ev))
 			goto out;

@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,7 +148,7 @@ int imp_ring_recover(struct imp_trace *tr, struct imp_err *e)
 	const struct tf_ring_file *rf;
 	struct tf_decoder *dec = NULL;
 	struct tf_error te = {0};
-	char path[4096];
+	char path[PATH_MAX];
 	struct stat sb;
 	uint64_t size, nodes, rings, lost = 0;
 	uint8_t *map;

@@ -28,6 +28,7 @@ extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
 
 #define MAX_INLINE 64                 /* deepest inline chain kept per ip */
 #define NAME_MAX_LEN 4096             /* longest "module+0x..." name */
+#define IP_MIN_CAP 1024               /* initial ip -> frames slots */
 
 struct sym_frame {                    /* one level of one ip, outermost first */
 	char *function;
@@ -154,7 +155,7 @@ static int write_modules(struct sym *s)
 		}
 		m->db_id = ++s->ids->module;
 		rc = imp_db_insert(s->db, "INSERT INTO modules VALUES(?,?,?,?,?,?,?,?,?)",
-				   "iutuuuutu", m->db_id, (uint64_t)tr->hdr->pid,
+				   "iuttuuutu", m->db_id, (uint64_t)tr->hdr->pid,
 				   m->path, bid, m->start, m->end, m->file_offset,
 				   perms, m->t_load + tr->shift);
 		free(bid);
@@ -391,7 +392,7 @@ static int resolve(struct sym *s, uint64_t ip, struct sym_frame *f)
 
 static struct ip_entry *ip_slot(struct sym *s, uint64_t ip)
 {
-	size_t i = (size_t)((ip * 0x9E3779B97F4A7C15ull) >> 17) & (s->ipcap - 1);
+	size_t i = (size_t)((ip * IMP_HASH_MUL) >> 17) & (s->ipcap - 1);
 
 	while (s->ips[i].first_frame && s->ips[i].ip != ip)
 		i = (i + 1) & (s->ipcap - 1);
@@ -403,7 +404,7 @@ static int ip_grow(struct sym *s)
 	struct ip_entry *old = s->ips;
 	size_t oldcap = s->ipcap;
 
-	s->ipcap = oldcap ? oldcap * 2 : 1024;
+	s->ipcap = oldcap ? oldcap * 2 : IP_MIN_CAP;
 	s->ips = calloc(s->ipcap, sizeof *s->ips);
 	if (!s->ips)
 		return -1;

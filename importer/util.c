@@ -10,6 +10,8 @@
 
 #include "imp.h"
 
+#define GROW_MIN 16                   /* first capacity of a grown array */
+
 void imp_errf(struct imp_err *e, const char *fmt, ...)
 {
 	va_list ap;
@@ -22,7 +24,7 @@ void imp_errf(struct imp_err *e, const char *fmt, ...)
 int imp_grow(void *v, size_t *cap, size_t n, size_t sz)
 {
 	void **pv = v;
-	size_t c = *cap ? *cap : 16;
+	size_t c = *cap ? *cap : GROW_MIN;
 	void *p;
 
 	if (n < *cap)

@@ -37,6 +37,7 @@
 #define TF_SCODE_VALUE (TF_SCODE_RAW + 1)
 /* Fn codes are 0 for the stack's previous fn, else fn + 1. */
 #define TF_CTX_BITS 12       /* per-stack contexts, direct-mapped by stack id */
+#define TF_TCTX_BITS 12      /* time contexts, direct-mapped by stack pair */
 
 #define TF_SEG_RECS (TF_SEG_EVENTS + 1) /* the writer may add a REALLOC half */
 #define TF_HASH_BITS 17                 /* 2^17 slots >= 2 x TF_SEG_RECS */
@@ -49,10 +50,21 @@ struct tf_ctx {               /* what the latest allocation at a stack did */
 	uint8_t fn;
 };
 
+/* The time from one record to the next mostly depends on the code that runs
+ * in between, which the stacks of the two records identify: a time context
+ * remembers the latest delta seen between a given pair of stacks. */
+struct tf_tctx {
+	uint64_t dt;
+	uint32_t prev_stack, stack;
+	uint32_t gen;
+};
+
 struct tf_model {
 	uint64_t prev_t;
 	uint32_t gen;            /* segment number, for ctx validity */
+	uint32_t prev_stack;     /* stack of the previous record, 0 if none */
 	struct tf_ctx ctx[1u << TF_CTX_BITS];
+	struct tf_tctx tctx[1u << TF_TCTX_BITS];
 	uint64_t sizes[TF_MTF_N];
 	uint64_t stacks[TF_MTF_N];
 	uint64_t cls[TF_CLS_N][TF_CLS_DEPTH];
@@ -71,9 +83,11 @@ static void model_reset(struct tf_model *m)
 {
 	if (++m->gen == 0) {     /* wrapped: old entries would look valid */
 		memset(m->ctx, 0, sizeof m->ctx);
+		memset(m->tctx, 0, sizeof m->tctx);
 		m->gen = 1;
 	}
 	m->prev_t = 0;
+	m->prev_stack = 0;
 	memset(m->sizes, 0, sizeof m->sizes);
 	memset(m->stacks, 0, sizeof m->stacks);
 	memset(m->cls_n, 0, sizeof m->cls_n);
@@ -90,6 +104,18 @@ static struct tf_ctx *ctx_of(struct tf_model *m, uint32_t stack)
 	struct tf_ctx *c = &m->ctx[(stack * 0x9e3779b1u) >> (32 - TF_CTX_BITS)];
 	if (c->gen != m->gen || c->stack != stack)
 		*c = (struct tf_ctx){ .stack = stack, .gen = m->gen, .fn = TF_FN_MALLOC };
+	return c;
+}
+
+/* The time context of the pair (previous record's stack, this record's
+ * stack); a fresh one predicts a delta of 0. */
+static struct tf_tctx *tctx_of(struct tf_model *m, uint32_t stack)
+{
+	uint32_t h = (m->prev_stack * 0x9e3779b1u) ^ (stack * 0x85ebca6bu);
+	struct tf_tctx *c = &m->tctx[(h * 0xc2b2ae35u) >> (32 - TF_TCTX_BITS)];
+	if (c->gen != m->gen || c->prev_stack != m->prev_stack || c->stack != stack)
+		*c = (struct tf_tctx){ .prev_stack = m->prev_stack, .stack = stack,
+				       .gen = m->gen };
 	return c;
 }
 
@@ -197,12 +223,12 @@ static uint64_t predict_addr(const struct tf_model *m)
  * encoder
  * ==================================================================== */
 
-/* Values per record a column can hold at most: RAW takes a REALLOC's two
- * times, old address, new address and size. */
+/* Values per record a column can hold at most: RAW takes a REALLOC's old
+ * address, new address and size. */
 static const uint8_t col_per_rec[TF_COL_COUNT] = {
 	[TF_COL_KIND] = 1, [TF_COL_DT] = 1, [TF_COL_FN] = 1, [TF_COL_SIZE] = 1,
 	[TF_COL_STACK] = 1, [TF_COL_ADDR] = 1, [TF_COL_FADDR] = 1,
-	[TF_COL_DT2] = 1, [TF_COL_RAW] = 5,
+	[TF_COL_DT2] = 1, [TF_COL_RAW] = 3, [TF_COL_DTC] = 1,
 };
 
 #define TF_COL_METHOD_HUFFMAN 1 /* the only column coding of version 1 */
@@ -303,17 +329,24 @@ static inline void put_raw(struct tf_colenc *e, uint64_t v)
 	put_v(e, TF_COL_RAW, v);
 }
 
-/* Times of a stream never decrease, so a delta is coded unsigned, plus one;
- * code 0 escapes a time that goes back (or a delta of 2^64-1) to the raw
- * column. */
+/* Times of a stream never decrease, so a delta is coded unsigned (modulo
+ * 2^64: a time that goes back costs a long code, nothing more). */
 static void enc_time(struct tf_colenc *e, int col, uint64_t t, uint64_t base)
 {
-	if (t >= base && t - base < UINT64_MAX) {
-		put_v(e, col, t - base + 1);
-	} else {
-		put_v(e, col, 0);
-		put_raw(e, t);
-	}
+	put_v(e, col, t - base);
+}
+
+/* The time of a record (t against the previous record) goes to both DT and
+ * DTC; the segment keeps whichever column codes smaller. */
+static void enc_record_time(struct tf_colenc *e, uint64_t t, uint32_t stack)
+{
+	struct tf_model *m = &e->m;
+	struct tf_tctx *c = tctx_of(m, stack);
+	uint64_t dt = t - m->prev_t;
+	put_v(e, TF_COL_DTC, tf_zigzag((int64_t)(dt - c->dt)));
+	c->dt = dt;
+	m->prev_stack = stack;
+	enc_time(e, TF_COL_DT, t, m->prev_t);
 }
 
 static void enc_alloc_addr(struct tf_colenc *e, uint64_t addr, uint64_t size)
@@ -424,6 +457,19 @@ static void put_fixed_varint(uint8_t *p, uint64_t v)
 		p[i] = (uint8_t)((v & 0x7f) | (i + 1 < TF_LEN_BYTES ? 0x80 : 0));
 }
 
+/* One column: tag, byte length, method, coded values. The length is
+ * written after coding, in a fixed-width varint, so nothing is copied. */
+static uint8_t *put_column(uint8_t *o, int tag, const uint64_t *v, size_t n)
+{
+	o = tf_put_varint(o, (uint64_t)tag);
+	uint8_t *lenp = o;
+	o += TF_LEN_BYTES;
+	*o++ = TF_COL_METHOD_HUFFMAN;
+	o += tf_ent_encode(v, n, o);
+	put_fixed_varint(lenp, (uint64_t)(o - lenp - TF_LEN_BYTES));
+	return o;
+}
+
 size_t tf_colenc_encode(struct tf_colenc *e, const struct tf_event *ev,
 			size_t n, uint8_t *out, uint64_t *t_first,
 			uint64_t *t_last)
@@ -452,19 +498,19 @@ size_t tf_colenc_encode(struct tf_colenc *e, const struct tf_event *ev,
 		switch (x->kind) {
 		case TF_EV_ALLOC:
 			put_v(e, TF_COL_KIND, TF_ALLOC);
-			enc_time(e, TF_COL_DT, x->t, m->prev_t);
+			enc_record_time(e, x->t, x->stack);
 			enc_site(e, x);
 			enc_alloc_addr(e, x->addr, x->size);
 			break;
 		case TF_EV_FREE:
 			put_v(e, TF_COL_KIND, TF_FREE);
-			enc_time(e, TF_COL_DT, x->t, m->prev_t);
+			enc_record_time(e, x->t, 0);
 			enc_free_addr(e, x->addr);
 			break;
 		default: {  /* TF_EV_REALLOC_OLD; the writer checked the pair */
 			const struct tf_event *y = &ev[++i];
 			put_v(e, TF_COL_KIND, TF_REALLOC);
-			enc_time(e, TF_COL_DT, x->t, m->prev_t);
+			enc_record_time(e, x->t, y->stack);
 			enc_time(e, TF_COL_DT2, y->t, x->t);
 			enc_site(e, y);
 			enc_free_addr(e, x->addr);
@@ -479,18 +525,22 @@ size_t tf_colenc_encode(struct tf_colenc *e, const struct tf_event *ev,
 		m->prev_t = tend;
 	}
 
-	/* Each column: tag, byte length, method, coded values. The length is
-	 * written after coding, in a fixed-width varint, so nothing is copied. */
 	uint8_t *o = out;
 	for (int c = 1; c < TF_COL_COUNT; c++) {
-		if (!e->n[c])
+		if (!e->n[c] || c == TF_COL_DTC)
 			continue;
-		o = tf_put_varint(o, (uint64_t)c);
-		uint8_t *lenp = o;
-		o += TF_LEN_BYTES;
-		*o++ = TF_COL_METHOD_HUFFMAN;
-		o += tf_ent_encode(e->val[c], e->n[c], o);
-		put_fixed_varint(lenp, (uint64_t)(o - lenp - TF_LEN_BYTES));
+		uint8_t *start = o;
+		o = put_column(o, c, e->val[c], e->n[c]);
+		if (c == TF_COL_DT) {   /* the time column: the smaller coding */
+			uint8_t *alt = o;
+			o = put_column(o, TF_COL_DTC, e->val[TF_COL_DTC], e->n[TF_COL_DTC]);
+			if (o - alt < alt - start) {
+				memmove(start, alt, (size_t)(o - alt));
+				o = start + (o - alt);
+			} else {
+				o = alt;
+			}
+		}
 	}
 	*t_first = n ? tmin : 0;
 	*t_last = tmax;
@@ -562,12 +612,8 @@ static int dec_time(struct tf_dec *d, int col, uint64_t base, uint64_t *t)
 {
 	uint64_t v;
 	int rc = get_v(d, col, &v);
-	if (rc)
-		return rc;
-	if (v == 0)
-		return get_raw(d, t);
-	*t = base + v - 1;
-	return TF_OK;
+	*t = base + v;
+	return rc;
 }
 
 static int dec_size(struct tf_dec *d, struct tf_ctx *c, uint64_t *size)
@@ -604,19 +650,31 @@ static int dec_fn(struct tf_dec *d, struct tf_ctx *c, uint8_t *fn)
 	return TF_OK;
 }
 
-static int dec_stack(struct tf_dec *d, uint32_t *stack);
-
+/* Fn and size of an ALLOC or REALLOC, against its stack's context. */
 static int dec_site(struct tf_dec *d, struct tf_record *r)
 {
-	int rc = dec_stack(d, &r->stack);
-	if (rc)
-		return rc;
 	struct tf_ctx *c = ctx_of(d->m, r->stack);
-	if ((rc = dec_fn(d, c, &r->fn)))
-		return rc;
-	return dec_size(d, c, &r->size);
+	int rc = dec_fn(d, c, &r->fn);
+	return rc ? rc : dec_size(d, c, &r->size);
 }
 
+/* The record's time, from whichever time column the segment has. */
+static int dec_record_time(struct tf_dec *d, uint32_t stack, uint64_t *t)
+{
+	struct tf_model *m = d->m;
+	struct tf_tctx *c = tctx_of(m, stack);
+	int rc;
+	if (d->present[TF_COL_DT]) {
+		rc = dec_time(d, TF_COL_DT, m->prev_t, t);
+	} else {
+		uint64_t v;
+		rc = get_v(d, TF_COL_DTC, &v);
+		*t = m->prev_t + c->dt + (uint64_t)tf_unzigzag(v);
+	}
+	c->dt = *t - m->prev_t;
+	m->prev_stack = stack;
+	return rc;
+}
 static int dec_stack(struct tf_dec *d, uint32_t *stack)
 {
 	uint64_t v;
@@ -697,8 +755,13 @@ static int dec_record(struct tf_dec *d, struct tf_record *r, uint64_t *seq)
 	uint8_t kind = 0;
 	int rc;
 
-	if ((rc = get_byte(d, TF_COL_KIND, &kind)) ||
-	    (rc = dec_time(d, TF_COL_DT, m->prev_t, &r->t)))
+	if ((rc = get_byte(d, TF_COL_KIND, &kind)))
+		return rc;
+	/* The stack comes first: the time is coded against it. */
+	if ((kind == TF_ALLOC || kind == TF_REALLOC) &&
+	    (rc = dec_stack(d, &r->stack)))
+		return rc;
+	if ((rc = dec_record_time(d, r->stack, &r->t)))
 		return rc;
 	r->kind = kind;
 	r->seq = (*seq)++;

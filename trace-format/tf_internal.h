@@ -27,6 +27,12 @@
 #define TF_SEG_MAGIC 0x47535248u         /* "HRSG" little-endian */
 #define TF_SEG_HEADER 56                 /* bytes of a segment header */
 #define TF_SEG_MAX_RAW (64u << 20)       /* a reader refuses larger payloads */
+/* Records per segment a reader accepts (bounds its memory); writers stay
+ * far below: TF_SEG_EVENTS + 1 events, or a 256 KiB meta queue. */
+#define TF_SEG_MAX_RECORDS (1u << 18)
+/* Every record costs at least two bits of payload (its KIND and DT codes,
+ * or two bytes of a meta record), so count <= 4 * raw_size. */
+#define TF_SEG_RECORDS_PER_BYTE 4
 
 /* An event segment holds at most this many events: large enough that the
  * in-segment address references and the Huffman tables pay off (a free
@@ -48,7 +54,9 @@ enum tf_col {
 	TF_COL_FADDR = 7,  /* FREE, REALLOC old block: free address code */
 	TF_COL_DT2 = 8,    /* REALLOC: time code (t2 - t) */
 	TF_COL_RAW = 9,    /* escaped 64-bit values, in record order */
-	TF_COL_COUNT = 10  /* one past the last tag */
+	TF_COL_DTC = 10,   /* every record, instead of DT: t against the time
+	                      context of (previous stack, stack) */
+	TF_COL_COUNT = 11  /* one past the last tag */
 };
 
 /* ---- little-endian fixed-width integers ------------------------------ */

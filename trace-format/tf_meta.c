@@ -48,7 +48,8 @@ int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 		break;
 	case TF_THREAD:
 		b = tf_put_varint(b, r->tid);
-		tail[ntail] = r->str, tail_n[ntail++] = str_len(r->str);
+		tail[ntail] = r->str;
+		tail_n[ntail++] = str_len(r->str);
 		break;
 	case TF_MODULE:
 		if (r->build_id_len > TF_MAX_BUILD_ID || (r->build_id_len && !r->build_id))
@@ -58,12 +59,15 @@ int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 		b = tf_put_varint(b, r->size);
 		b = tf_put_varint(b, r->file_offset);
 		b = tf_put_varint(b, r->perms);
-		tail[ntail] = r->build_id, tail_n[ntail++] = r->build_id_len;
-		tail[ntail] = r->str, tail_n[ntail++] = str_len(r->str);
+		tail[ntail] = r->build_id;
+		tail_n[ntail++] = r->build_id_len;
+		tail[ntail] = r->str;
+		tail_n[ntail++] = str_len(r->str);
 		break;
 	case TF_MARK:
 		b = tf_put_varint(b, r->t);
-		tail[ntail] = r->str, tail_n[ntail++] = str_len(r->str);
+		tail[ntail] = r->str;
+		tail_n[ntail++] = str_len(r->str);
 		break;
 	case TF_LOST:
 		b = tf_put_varint(b, r->t);
@@ -129,31 +133,37 @@ static int get_bytes(struct tf_mcur *c, const char **s, uint32_t *n)
 	return 0;
 }
 
+/* Decodes the fields this version knows; -1 if the body ends early. */
 static int body(struct tf_mcur *c, struct tf_record *r)
 {
 	const char *bid;
+	int bad = 0;
 	switch (r->kind) {
 	case TF_STACK:
-		return get_u32(c, &r->id) || get_u32(c, &r->parent) ||
-		       get_u(c, &r->ip) ? -1 : 0;
+		bad = get_u32(c, &r->id) || get_u32(c, &r->parent) || get_u(c, &r->ip);
+		break;
 	case TF_THREAD:
-		return get_u32(c, &r->tid) || get_bytes(c, &r->str, NULL);
+		bad = get_u32(c, &r->tid) || get_bytes(c, &r->str, NULL);
+		break;
 	case TF_MODULE:
-		if (get_u(c, &r->addr) || get_u(c, &r->size) ||
-		    get_u(c, &r->file_offset) || get_u32(c, &r->perms) ||
-		    get_bytes(c, &bid, &r->build_id_len) ||
-		    get_bytes(c, &r->str, NULL))
-			return -1;
-		r->build_id = r->build_id_len ? (const uint8_t *)bid : NULL;
-		return 0;
+		bad = get_u(c, &r->addr) || get_u(c, &r->size) ||
+		      get_u(c, &r->file_offset) || get_u32(c, &r->perms) ||
+		      get_bytes(c, &bid, &r->build_id_len) ||
+		      get_bytes(c, &r->str, NULL);
+		if (!bad)
+			r->build_id = r->build_id_len ? (const uint8_t *)bid : NULL;
+		break;
 	case TF_MARK:
-		return get_u(c, &r->t) || get_bytes(c, &r->str, NULL);
+		bad = get_u(c, &r->t) || get_bytes(c, &r->str, NULL);
+		break;
 	case TF_LOST:
-		return get_u(c, &r->t) || get_u(c, &r->count) ? -1 : 0;
+		bad = get_u(c, &r->t) || get_u(c, &r->count);
+		break;
 	case TF_END:
-		return get_u(c, &r->t);
-	}
-	return 0;   /* a kind of a newer version: skipped by its length */
+		bad = get_u(c, &r->t);
+		break;
+	}           /* other kinds: of a newer version, skipped by length */
+	return bad ? -1 : 0;
 }
 
 int tf_meta_decode(const struct tf_segment_info *si, const uint8_t *p,

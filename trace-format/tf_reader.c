@@ -216,7 +216,9 @@ int tf_reader_next_segment(struct tf_reader *r, struct tf_segment_info *si,
 		return tf_fail(err, TF_E_CORRUPT, at, "segment header checksum mismatch");
 	uint32_t count = tf_get32(h + 12), raw = tf_get32(h + 40);
 	uint32_t flen = tf_get32(h + 44);
-	if (raw > TF_SEG_MAX_RAW || count > raw || flen > 2 * (uint64_t)TF_SEG_MAX_RAW)
+	if (raw > TF_SEG_MAX_RAW || count > TF_SEG_MAX_RECORDS ||
+	    count > (uint64_t)TF_SEG_RECORDS_PER_BYTE * raw ||
+	    flen > 2 * (uint64_t)TF_SEG_MAX_RAW)
 		return tf_fail(err, TF_E_CORRUPT, at,
 			       "segment sizes out of range (%u records, %u bytes)",
 			       (uint64_t)count, (uint64_t)raw);
@@ -305,7 +307,8 @@ int tf_decode_segment(struct tf_reader *r, struct tf_decoder *d,
 	    tf_get32(h + 12) != si->count)
 		return tf_fail(err, TF_E_CORRUPT, si->offset, "segment header changed");
 	size_t raw = tf_get32(h + 40), flen = tf_get32(h + 44);
-	if (raw > TF_SEG_MAX_RAW || si->count > raw)
+	if (raw > TF_SEG_MAX_RAW || si->count > TF_SEG_MAX_RECORDS ||
+	    si->count > (uint64_t)TF_SEG_RECORDS_PER_BYTE * raw)
 		return tf_fail(err, TF_E_CORRUPT, si->offset, "segment sizes out of range");
 	if (reserve((void **)&d->frame, &d->frame_cap, flen, 1) ||
 	    reserve((void **)&d->raw, &d->raw_cap, raw ? raw : 1, 1) ||

@@ -504,6 +504,37 @@ static void test_round_trip_realistic(void)
 	free_expect(want, 2);
 }
 
+/* 65536 identical frees: about 3 bits per record, so the payload has fewer
+ * bytes than the segment has records. */
+static void test_dense_segment(void)
+{
+	struct expect want[2] = { 0 };
+	const char *path = tmp_path("dense.trc");
+	int fd = create(path);
+	struct tf_writer *w;
+	struct tf_error e = { 0 };
+	enum { N = TF_SEGMENT_EVENTS };
+	struct tf_event *ev = malloc(N * sizeof *ev);
+	for (size_t i = 0; i < N; i++)
+		ev[i] = (struct tf_event){ .t = 5, .addr = 0x1000, .kind = TF_EV_FREE,
+					   .fn = TF_FN_FREE };
+	CHECK(tf_writer_open(&w, fd, &hdr, &e) == TF_OK, "%s", e.msg);
+	CHECK(tf_write_events(w, 1, 9, 0, ev, N, &e) == TF_OK, "%s", e.msg);
+	expect_events(&want[1], 1, 9, 0, ev, N);
+	CHECK(tf_writer_close(w, 5, &e) == TF_OK, "%s", e.msg);
+	add_end(&want[0], 5);
+	close(fd);
+	struct stat st;
+	CHECK(stat(path, &st) == 0 && st.st_size < N / 4, "dense trace is %lld bytes",
+	      (long long)st.st_size);
+	size_t nseg;
+	uint64_t off;
+	int rc = read_trace(path, want, 2, &nseg, &off);
+	CHECK(rc == TF_DONE, "dense segment: status %d at %" PRIu64, rc, off);
+	free(ev);
+	free_expect(want, 2);
+}
+
 static void test_writer_args(void)
 {
 	const char *path = tmp_path("args.trc");
@@ -560,6 +591,66 @@ static void put_raw_segment(int fd, uint32_t stream, uint32_t count,
 	      "write");
 }
 
+/* Regular timing (the delta depends only on the two stacks around it): the
+ * writer must pick the context-coded time column (DTC) over DT, and the
+ * reader must decode it exactly. Uses the codecs directly. */
+static void test_time_contexts(void)
+{
+	enum { N = 30000 };
+	struct tf_event *ev = malloc(N * sizeof *ev);
+	size_t n = 0;
+	uint64_t t = 1ull << 40;
+	for (uint32_t i = 0; n + 3 <= N; i++) {
+		uint32_t stack = 1 + i % 10;
+		uint64_t addr = 0x10000 + 64 * (uint64_t)i;
+		t += 1000 * stack + 7;
+		ev[n++] = (struct tf_event){ .t = t, .addr = addr, .size = 32,
+			.stack = stack, .kind = TF_EV_ALLOC };
+		if (i % 7 == 3) {
+			ev[n++] = (struct tf_event){ .t = t + 5, .addr = addr,
+				.kind = TF_EV_REALLOC_OLD, .fn = TF_FN_REALLOC };
+			ev[n++] = (struct tf_event){ .t = t + 90, .addr = addr + 32,
+				.size = 64, .stack = stack, .kind = TF_EV_REALLOC_NEW,
+				.fn = TF_FN_REALLOC };
+			addr += 32;
+			t += 90;
+		}
+		t += 50 + i % 3 * (t & 1);   /* a little noise */
+		ev[n++] = (struct tf_event){ .t = t, .addr = addr, .kind = TF_EV_FREE,
+			.fn = TF_FN_FREE };
+	}
+	struct expect want = { 0 };
+	expect_events(&want, 1, 3, 0, ev, n);
+	struct tf_colenc *enc = tf_colenc_new();
+	struct tf_coldec *dec = tf_coldec_new();
+	uint8_t *buf = malloc(tf_colenc_bound(n));
+	struct tf_record *out = malloc(want.n * sizeof *out);
+	uint64_t t0, t1;
+	size_t len = tf_colenc_encode(enc, ev, n, buf, &t0, &t1);
+	int has_dt = 0, has_dtc = 0;
+	for (const uint8_t *p = buf, *end = buf + len; p < end;) {
+		uint64_t tag, clen;
+		CHECK(tf_get_varint(&p, end, &tag) == 0 && tf_get_varint(&p, end, &clen) == 0,
+		      "column directory");
+		has_dt |= tag == TF_COL_DT;
+		has_dtc |= tag == TF_COL_DTC;
+		p += clen;
+	}
+	CHECK(has_dtc && !has_dt, "regular timing coded with DT (%d) not DTC (%d)",
+	      has_dt, has_dtc);
+	struct tf_segment_info si = { .stream = 1, .tid = 3, .count = (uint32_t)want.n };
+	struct tf_error e = { 0 };
+	CHECK(tf_coldec_decode(dec, &si, buf, len, out, &e) == TF_OK, "%s", e.msg);
+	for (size_t i = 0; i < want.n; i++)
+		check_record(&out[i], &want.r[i], i);
+	tf_colenc_free(enc);
+	tf_coldec_free(dec);
+	free(buf);
+	free(out);
+	free(ev);
+	free(want.r);
+}
+
 /* One column of an event segment: tag, length, Huffman method, values. */
 static uint8_t *put_column(uint8_t *o, unsigned tag, const uint64_t *v, size_t n)
 {
@@ -594,7 +685,7 @@ static void test_unknown_kinds(void)
 	 * latest allocation. */
 	uint8_t cols[512], *o = cols;
 	o = put_column(o, TF_COL_KIND, (uint64_t[]){ TF_ALLOC, 12, TF_FREE }, 3);
-	o = put_column(o, TF_COL_DT, (uint64_t[]){ 101, 6, 8 }, 3);
+	o = put_column(o, TF_COL_DT, (uint64_t[]){ 100, 5, 7 }, 3);
 	o = put_column(o, TF_COL_FN, (uint64_t[]){ TF_FN_CALLOC + 1 }, 1);
 	o = put_column(o, TF_COL_SIZE, (uint64_t[]){ 18 + 64 }, 1);
 	o = put_column(o, TF_COL_STACK, (uint64_t[]){ 17 + 5 }, 1);
@@ -883,11 +974,40 @@ static void test_fuzz_payloads(void)
 		CHECK(rc == TF_OK || (rc == TF_E_CORRUPT && e.offset == 1000 && e.msg[0]),
 		      "event payload round %d: status %d", round, rc);
 		corrupt += rc == TF_E_CORRUPT;
-		struct tf_segment_info msi = { .offset = 7, .count = (uint32_t)(1 + rnd() % 50) };
-		rc = tf_meta_decode(&msi, bad, blen, out, strbuf, &e);
+		struct tf_segment_info xsi = { .offset = 7, .count = (uint32_t)(1 + rnd() % 50) };
+		rc = tf_meta_decode(&xsi, bad, blen, out, strbuf, &e);
 		CHECK(rc == TF_OK || rc == TF_E_CORRUPT, "meta payload: status %d", rc);
 	}
 	CHECK(corrupt > ROUNDS / 2, "only %d of %d damaged payloads detected", corrupt, ROUNDS);
+
+	/* Damaged meta payloads: decoded records must be whole (strings set). */
+	struct tf_record meta[] = {
+		{ .kind = TF_THREAD, .tid = 7, .str = "worker" },
+		{ .kind = TF_MODULE, .addr = 0x400000, .size = 4096, .str = "/bin/x",
+		  .build_id = build_id, .build_id_len = 20 },
+		{ .kind = TF_MARK, .t = 9, .str = "mark" },
+		{ .kind = TF_STACK, .id = 3, .parent = 1, .ip = 0x401000 },
+		{ .kind = TF_LOST, .t = 3, .count = 2 },
+	};
+	size_t mlen = 0, k;
+	for (size_t i = 0; i < 5; i++) {
+		CHECK(tf_meta_encode(&meta[i], good + mlen, &k, &e) == TF_OK, "%s", e.msg);
+		mlen += k;
+	}
+	struct tf_segment_info msi = { .offset = 7, .count = 5 };
+	CHECK(tf_meta_decode(&msi, good, mlen, out, strbuf, &e) == TF_OK, "%s", e.msg);
+	for (int round = 0; round < ROUNDS; round++) {
+		memcpy(bad, good, mlen);
+		size_t blen = round % 2 ? rnd() % mlen : mlen;
+		bad[rnd() % mlen] ^= (uint8_t)(1 << (rnd() % 8));
+		int rc = tf_meta_decode(&msi, bad, blen, out, strbuf, &e);
+		CHECK(rc == TF_OK || rc == TF_E_CORRUPT, "meta payload: status %d", rc);
+		for (size_t i = 0; rc == TF_OK && i < 5; i++)
+			CHECK(out[i].str || (out[i].kind != TF_THREAD &&
+					     out[i].kind != TF_MODULE && out[i].kind != TF_MARK),
+			      "meta round %d: %s record without its string", round,
+			      tf_kind_name(out[i].kind));
+	}
 	tf_colenc_free(enc);
 	tf_coldec_free(dec);
 	free(ev);
@@ -1196,9 +1316,11 @@ int main(int argc, char **argv)
 	}
 	test_names();
 	test_writer_args();
+	test_dense_segment();
 	test_round_trip();
 	test_round_trip_realistic();
 	test_unknown_kinds();
+	test_time_contexts();
 	test_bad_headers();
 	test_damage();
 	test_write_errors();

@@ -58,6 +58,14 @@ BY_FUNCTION = """SELECT COUNT(*), SUM(a.size), SUM(a.t_free IS NULL), SUM(a.from
 def case_known(d):
     c = record_and_import(d, "imp_known")
     assert meta(c, "damaged") == 0
+    # modules keep the recorded GNU build id, as lowercase hex
+    dumped = {}
+    for tok in hrtest.dump(os.path.join(d, "imp_known.trc")):
+        if tok and tok[0] == "module":
+            f = dict(t.split("=", 1) for t in tok[1:])
+            dumped[f["path"]] = f["build_id"]
+    rows = c.execute("SELECT path, build_id FROM modules").fetchall()
+    assert rows and all(dumped.get(p) == b for p, b in rows), (rows, dumped)
     # count, bytes, still live, from realloc
     assert c.execute(BY_FUNCTION, ("make_a",)).fetchone() == (100, 100000, 0, 0)
     assert c.execute(BY_FUNCTION, ("make_b",)).fetchone() == (50, 15000, 50, 0)
