@@ -161,7 +161,7 @@ int imp_db_create(struct imp_db **dbp, const char *out, bool force,
 		fail(db, e, "sqlite");
 		goto err;
 	}
-	if (exec(db, imp_schema_sql, e) || exec(db, "BEGIN", e) ||
+	if (exec(db, imp_sql_schema, e) || exec(db, "BEGIN", e) ||
 	    prep(db, "INSERT OR REPLACE INTO meta VALUES(?,?)", &db->meta_st, e))
 		goto err;
 	*dbp = db;

@@ -155,7 +155,7 @@ const char *imp_db_errmsg(const struct imp_db *db); /* last SQLite error */
 /* Directory to put scratch files in (the output's). */
 const char *imp_db_dir(const struct imp_db *db);
 
-extern const char imp_schema_sql[];   /* schema.c, generated from schema.sql */
+extern const char imp_sql_schema[];   /* schema.c, generated from schema.sql by embed_sql.py */
 
 /* ---- symbolization (symbols.c) ----------------------------------------- */
 struct imp_ids {                      /* next free row ids, shared by traces */

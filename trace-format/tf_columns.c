@@ -2,7 +2,8 @@
  * tf_columns.c - the record encoding of event segments (ALLOC, FREE,
  * REALLOC): each field goes to its own column as a small number, coded
  * against a model of what a program and a glibc-like allocator do (times as
- * deltas, freed blocks handed back, call sites repeating their size), and
+ * deltas, per pair of stacks when that pays, freed blocks handed back, call
+ * sites repeating their size), and
  * each column is then entropy coded (tf_entropy.c). FORMAT.md "Event
  * segments" is the specification.
  *
@@ -24,7 +25,8 @@
 #define TF_ALIGN_SHIFT 4     /* malloc results are 16-aligned on x86-64 */
 
 /* Allocation address codes: [0, CLS_DEPTH) class hit, then FREED_N global
- * hits, then the raw escape, then aligned deltas from the prediction. */
+ * hits, then the raw escape, then from TF_ACODE_DELTA: twice an aligned
+ * delta from the prediction, or twice a free's distance back plus one. */
 #define TF_ACODE_FREED TF_CLS_DEPTH
 #define TF_ACODE_RAW (TF_CLS_DEPTH + TF_FREED_N)
 #define TF_ACODE_DELTA (TF_ACODE_RAW + 1)
