@@ -185,5 +185,8 @@ REC_EXPORT int dlclose(void *handle)
 		rec_real_resolve();
 	if (!rec_guard && rec_session_mine())
 		rec_modules_snapshot();
-	return rec_real.dlclose(handle);
+	rec_cfi_unload_begin();
+	int r = rec_real.dlclose(handle);
+	rec_cfi_unload_end();
+	return r;
 }

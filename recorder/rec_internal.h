@@ -121,6 +121,37 @@ int rec_stack_init(void);
  * outward, *n of them (at most rec_s.depth). */
 void *const *rec_stack_capture(void **buf, unsigned *n);
 
+/* ---- cfi.c: per-return-address unwind rules, cached ----------------------
+ * A rule packs: bits 0-31 the CFA offset, 32-47 where the caller's RBP is
+ * saved (CFA-relative, 0 = RBP unchanged), 48-55 where the return address
+ * is (CFA-relative), 56-63 flags. */
+#define REC_RULE_OK 1u           /* usable: CFA = RSP or RBP + offset */
+#define REC_RULE_CFA_RBP 2u      /* the CFA is RBP-based (else RSP-based) */
+#define REC_RULE_LAST 4u         /* outermost frame: return address undefined */
+#define REC_RULE_NONE 0ull       /* not expressible: leave the stack to libunwind */
+#define REC_RULE_END ((uint64_t)REC_RULE_LAST << 56)
+
+static inline uint64_t rec_rule_make(int32_t cfa_off, int cfa_rbp, int16_t rbp_off, int8_t ra_off)
+{
+	return (uint64_t)(uint32_t)cfa_off | (uint64_t)(uint16_t)rbp_off << 32 |
+	       (uint64_t)(uint8_t)ra_off << 48 |
+	       (uint64_t)(REC_RULE_OK | (cfa_rbp ? REC_RULE_CFA_RBP : 0)) << 56;
+}
+static inline unsigned rec_rule_flags(uint64_t r) { return (unsigned)(r >> 56); }
+static inline int32_t rec_rule_cfa_off(uint64_t r) { return (int32_t)(uint32_t)r; }
+static inline int16_t rec_rule_rbp_off(uint64_t r) { return (int16_t)(uint16_t)(r >> 32); }
+static inline int8_t rec_rule_ra_off(uint64_t r) { return (int8_t)(uint8_t)(r >> 48); }
+
+int rec_cfi_init(void);               /* the cache; from the constructor */
+/* The cache generation to use now, or UINT64_MAX: do not use the cache
+ * (a dlclose is running). */
+uint64_t rec_cfi_epoch(void);
+/* The rule for a return address (computed and cached on first sight). */
+uint64_t rec_cfi_find(uint64_t ra, uint64_t epoch);
+/* Around the real dlclose: an unloaded object's rules must not outlive it. */
+void rec_cfi_unload_begin(void);
+void rec_cfi_unload_end(void);
+
 /* ---- stackid.c: dedup into trie nodes ------------------------------------- */
 /* Fresh tables for a new session; the old ones are unmapped only when no
  * other thread can be reading them (a forked child). */

@@ -1,6 +1,15 @@
 /*
  * stack.c - capturing the call stack of an allocation.
  *
+ * Fast path: a walk driven by the DWARF CFI rules cfi.c caches per return
+ * address: per frame one cache probe and two loads from the stack. The
+ * recorder's own frames are left through their frame pointers (librec.so is
+ * built with -fno-omit-frame-pointer), which gives the call site's return
+ * address, stack pointer and frame pointer without unw_getcontext.
+ * If any frame's rule is not expressible (cfi.c says when), or a step does
+ * not move up the stack, the whole stack is captured again by libunwind, so
+ * the result is always what a full DWARF unwind gives.
+ *
  * libunwind's unw_backtrace walks the stack with DWARF CFI (Debian's libc
  * and libstdc++ have no frame pointers, so a frame-pointer walk alone would
  * truncate stacks) and caches what it learnt per return address.
@@ -65,11 +74,53 @@ int rec_stack_init(void)
 	if (!h)
 		return -1;
 	*(void **)&unw_bt = dlsym(h, "unw_backtrace");
-	return unw_bt ? 0 : -1;
+	return unw_bt && rec_cfi_init() == 0 ? 0 : -1;
+}
+
+/* The CFI walk: the number of frames put in buf, or -1 to use libunwind. */
+static __attribute__((noinline)) int walk(void **buf, unsigned max)
+{
+	uint64_t epoch = rec_cfi_epoch();
+	if (epoch == UINT64_MAX)
+		return -1;
+	const uintptr_t *fp = __builtin_frame_address(0);
+	uintptr_t ip = 0, sp = 0, bp = 0;
+	for (unsigned k = 0; k < OWN_FRAMES_MAX; k++) {
+		if (fp[1] < self_lo || fp[1] >= self_hi) { /* the interposed function's frame */
+			ip = fp[1];
+			sp = (uintptr_t)(fp + 2);
+			bp = fp[0];
+			break;
+		}
+		fp = (const uintptr_t *)fp[0];
+	}
+	unsigned n = 0;
+	while (ip && n < max) {
+		buf[n++] = (void *)ip;
+		uint64_t rule = rec_cfi_find(ip, epoch);
+		unsigned flags = rec_rule_flags(rule);
+		if (flags & REC_RULE_LAST)
+			break;
+		if (!(flags & REC_RULE_OK))
+			return -1;
+		uintptr_t cfa = (flags & REC_RULE_CFA_RBP ? bp : sp) + (uintptr_t)rec_rule_cfa_off(rule);
+		if (cfa <= sp || (cfa & 7))
+			return -1;
+		if (rec_rule_rbp_off(rule))
+			bp = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_rbp_off(rule));
+		ip = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_ra_off(rule));
+		sp = cfa;
+	}
+	return (int)n;
 }
 
 void *const *rec_stack_capture(void **buf, unsigned *n)
 {
+	int fast = walk(buf, rec_s.depth);
+	if (fast >= 0) {
+		*n = (unsigned)fast;
+		return buf;
+	}
 	int got = unw_bt(buf, (int)rec_s.depth + OWN_FRAMES_MAX);
 	if (got < 0)
 		got = 0;
