@@ -320,4 +320,32 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 	       const struct imp_replay_opts *o, struct imp_proc_stats *ps,
 	       struct imp_totals *tot, struct imp_err *e);
 
+/* ---- one whole import (run.c) ------------------------------------------ */
+struct imp_run {
+	/* set by the caller */
+	char **inputs;                /* traces, or one directory of traces */
+	size_t ninputs;
+	const char *out;
+	bool force;                   /* replace an existing out */
+	uint64_t ckpt_interval;
+	imp_progress_fn *progress;    /* may be NULL */
+	void *progress_ctx;
+	/* results, valid until imp_run_free (also after a failure) */
+	struct imp_trace *tr;
+	struct imp_proc_stats *ps;
+	size_t ntr, first;            /* traces opened; the earliest one */
+	struct imp_totals tot;
+	struct imp_symstats sst;
+	struct imp_replay_opts o;
+	uint64_t nodes, nthreads;     /* stack nodes defined; event streams */
+	bool damaged;                 /* a trace had a damaged tail */
+	char **listed;                /* a directory's traces */
+	size_t nlisted;
+};
+
+/* Imports r->inputs into r->out: 0 done (r->damaged says whether a tail
+ * was lost), -1 on failure (e), with out left untouched. */
+int imp_run(struct imp_run *r, struct imp_err *e);
+void imp_run_free(struct imp_run *r);
+
 #endif

@@ -306,6 +306,13 @@ static int advance(struct replay *r, struct proc *p, uint64_t t)
 }
 
 /* ---- applying events ----------------------------------------------------- */
+/* live + d modulo 2^64: sizes come from the trace, and a damaged one can
+ * hold sizes no allocation ever had, whose sum overflows int64_t. */
+static int64_t wrap_add(int64_t live, uint64_t d)
+{
+	return (int64_t)((uint64_t)live + d);
+}
+
 static struct stack_state *state_of(struct proc *p, uint32_t stack)
 {
 	return &p->ss[stack - p->tr->db_first];
@@ -324,9 +331,9 @@ static int close_block(struct replay *r, struct proc *p, struct imp_live *l,
 	if (put_free(r, &f))
 		return -1;
 	r->tfree[l->id] = (t + 1) | (temporary ? TFREE_TEMP : 0);
-	s->live_bytes -= (int64_t)l->size;
+	s->live_bytes = wrap_add(s->live_bytes, -l->size);
 	s->live_objects--;
-	p->live_bytes -= (int64_t)l->size;
+	p->live_bytes = wrap_add(p->live_bytes, -l->size);
 	p->live_objects--;
 	p->b_frees++;
 	p->ps->frees++;
@@ -391,8 +398,8 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 	ss->alloc_objects++;
 	ss->alloc_bytes += ev->size;
 	ss->live_objects++;
-	ss->live_bytes += (int64_t)ev->size;
-	p->live_bytes += (int64_t)ev->size;
+	ss->live_bytes = wrap_add(ss->live_bytes, ev->size);
+	p->live_bytes = wrap_add(p->live_bytes, ev->size);
 	p->live_objects++;
 	p->b_allocs++;
 	if ((uint64_t)p->live_bytes > p->b_max)

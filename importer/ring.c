@@ -179,6 +179,9 @@ int imp_ring_recover(struct imp_trace *tr, struct imp_err *e)
 	if (rf->magic != TF_RING_MAGIC || rf->version != TF_RING_VERSION ||
 	    rf->pid != tr->hdr->pid || rf->t0_mono_ns != tr->hdr->t0_mono_ns ||
 	    rf->ring_events == 0 || (rf->ring_events & (rf->ring_events - 1)) ||
+	    rf->nodes_offset % _Alignof(struct tf_node) ||
+	    rf->rings_offset % _Alignof(struct tf_ring) ||
+	    rf->ring_stride % _Alignof(struct tf_ring) ||
 	    rf->nodes_offset > size ||
 	    (size - rf->nodes_offset) / sizeof(struct tf_node) < rf->max_nodes ||
 	    rf->ring_stride < sizeof(struct tf_ring) +

@@ -22,6 +22,9 @@
  * below 2^47). dlclose bumps the epoch (rec_cfi_unload_begin/end), so no
  * rule of an unloaded object can describe a new object mapped at the same
  * place; while a dlclose is in progress the cache is not used at all.
+ * Objects glibc unloads itself (NSS, iconv modules: an internal dlclose we
+ * cannot interpose) bump it when the writer sees dlpi_subs move (within
+ * one writer round, ~1 ms: rec_cfi_forget).
  * Inserts take a spinlock (once per distinct address); readers take none: a
  * slot's rule is written before its key is published with a release store.
  * When 3/4 full, or after 65 535 dlcloses, new addresses go to libunwind.
@@ -34,11 +37,9 @@
 #include <dlfcn.h>
 #include <sched.h>
 #include <string.h>
-#include <sys/mman.h>
 
-#define CACHE_SLOTS (1u << 17)        /* 2 MiB; a big program has ~50 k return addresses */
-#define EPOCH_SHIFT 48
-#define EPOCH_MAX 0xffffu
+#define CACHE_SLOTS (1u << REC_CFI_SLOTS_LOG)
+#define EPOCH_MAX 0xffffu            /* epochs fit the key's top 16 bits */
 #define REMEMBER_DEPTH 8              /* DW_CFA_remember_state nesting we follow */
 
 /* DWARF register numbers of x86-64 */
@@ -62,51 +63,44 @@
 #define PE_INDIRECT 0x80
 #define HDR_TABLE_ENC (PE_DATAREL | PE_SDATA4) /* .eh_frame_hdr search table */
 
-struct slot {
-	_Atomic uint64_t key;         /* 0 = empty; published last */
-	_Atomic uint64_t rule;
-};
-
-static struct slot *cache;
+struct rec_cfi_slot rec_cfi_cache[CACHE_SLOTS];
 static _Atomic uint32_t used;
-static _Atomic uint64_t unload_seq;  /* odd while a dlclose runs; epoch = seq / 2 */
+/* Bits 0-15: dlcloses running; above: the generation (epoch - 1). One word,
+ * so a reader sees both at once; dlcloses may run in several threads. */
+static _Atomic uint64_t unloads;
+#define UNLOADS_RUNNING 0xffffu
+#define UNLOADS_GEN (UNLOADS_RUNNING + 1)
 static atomic_flag lock = ATOMIC_FLAG_INIT;
 
-int rec_cfi_init(void)
+void rec_cfi_fork_child(void)
 {
-	if (cache)
-		return 0;
-	void *p = mmap(NULL, CACHE_SLOTS * sizeof(struct slot), PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (p == MAP_FAILED)
-		return -1;
-	cache = p;
-	return 0;
+	/* the lock's holder may have been another thread: it is not here. A
+	 * slot it was filling has no key yet, so it reads as empty. */
+	atomic_flag_clear(&lock);
 }
 
 void rec_cfi_unload_begin(void)
 {
-	atomic_fetch_add(&unload_seq, 1);
+	atomic_fetch_add(&unloads, 1);
 }
 
 void rec_cfi_unload_end(void)
 {
-	atomic_fetch_add(&unload_seq, 1);
+	atomic_fetch_add(&unloads, UNLOADS_GEN - 1);  /* generation + 1, running - 1 */
+}
+
+void rec_cfi_forget(void)
+{
+	atomic_fetch_add(&unloads, UNLOADS_GEN);
 }
 
 uint64_t rec_cfi_epoch(void)
 {
-	uint64_t s = atomic_load(&unload_seq);
-	if ((s & 1) || s / 2 >= EPOCH_MAX)
+	uint64_t s = atomic_load(&unloads);
+	if ((s & UNLOADS_RUNNING) || s / UNLOADS_GEN >= EPOCH_MAX)
 		return UINT64_MAX;  /* dlclose running, or epochs used up: no cache */
-	return s / 2 + 1;
+	return s / UNLOADS_GEN + 1;
 }
-
-static inline uint64_t slot_of(uint64_t key)
-{
-	return (key * 0x9e3779b97f4a7c15ull) >> (64 - 17);
-}
-_Static_assert(CACHE_SLOTS == 1u << 17, "slot_of shifts for 2^17 slots");
 
 /* ---- reading the unwind tables ------------------------------------------ */
 struct rd {
@@ -421,38 +415,26 @@ static uint64_t compute(uint64_t ra)
 	return pack(&w);
 }
 
-static uint64_t slow(uint64_t ra, uint64_t epoch)
+uint64_t rec_cfi_miss(uint64_t ra, uint64_t epoch)
 {
-	if (epoch == UINT64_MAX || atomic_load_explicit(&used, memory_order_relaxed) >= CACHE_SLOTS / 4 * 3)
+	if (atomic_load_explicit(&used, memory_order_relaxed) >= CACHE_SLOTS / 4 * 3)
 		return REC_RULE_NONE;
 	uint64_t rule = compute(ra);
-	uint64_t key = ra | epoch << EPOCH_SHIFT;
+	uint64_t key = ra | epoch << REC_CFI_EPOCH_SHIFT;
 	while (atomic_flag_test_and_set_explicit(&lock, memory_order_acquire))
 		sched_yield();
-	uint64_t i = slot_of(key);
-	for (;; i = (i + 1) & (CACHE_SLOTS - 1)) {
-		uint64_t k = atomic_load_explicit(&cache[i].key, memory_order_relaxed);
+	for (uint64_t i = rec_cfi_slot_of(key);; i = (i + 1) & (CACHE_SLOTS - 1)) {
+		struct rec_cfi_slot *sl = &rec_cfi_cache[i];
+		uint64_t k = atomic_load_explicit(&sl->key, memory_order_relaxed);
 		if (k == key)
 			break;          /* another thread was first: same rule */
 		if (k == 0) {
-			atomic_store_explicit(&cache[i].rule, rule, memory_order_relaxed);
-			atomic_store_explicit(&cache[i].key, key, memory_order_release);
+			atomic_store_explicit(&sl->rule, rule, memory_order_relaxed);
+			atomic_store_explicit(&sl->key, key, memory_order_release);
 			atomic_fetch_add_explicit(&used, 1, memory_order_relaxed);
 			break;
 		}
 	}
 	atomic_flag_clear_explicit(&lock, memory_order_release);
 	return rule;
-}
-
-uint64_t rec_cfi_find(uint64_t ra, uint64_t epoch)
-{
-	uint64_t key = ra | epoch << EPOCH_SHIFT;
-	for (uint64_t i = slot_of(key);; i = (i + 1) & (CACHE_SLOTS - 1)) {
-		uint64_t k = atomic_load_explicit(&cache[i].key, memory_order_acquire);
-		if (k == key)
-			return atomic_load_explicit(&cache[i].rule, memory_order_relaxed);
-		if (k == 0)
-			return slow(ra, epoch);
-	}
 }

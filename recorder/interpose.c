@@ -32,13 +32,23 @@ static inline int ready(void)
 	return rec_real.free != NULL;
 }
 
+/* This thread's previous stack id, and the session it belongs to: a stack
+ * equal to the previous one needs neither hash nor lookup. */
+static REC_TLS uint32_t last_id, last_gen;
+
 /* The stack id of the current allocation's call stack. */
 static uint32_t current_stack(void)
 {
 	void *buf[REC_STACK_SLOTS];
 	unsigned n;
-	void *const *ips = rec_stack_capture(buf, &n);
-	return rec_stackid(ips, n);
+	int same;
+	void *const *ips = rec_stack_capture(buf, &n, &same);
+	uint32_t gen = atomic_load_explicit(&rec_s.gen, memory_order_relaxed);
+	if (same && last_id && last_gen == gen)
+		return last_id;
+	last_id = rec_stackid(ips, n);
+	last_gen = gen;
+	return last_id;
 }
 
 /* Records one allocation the real allocator just returned. */

@@ -19,6 +19,10 @@
  * librec.so, so a program's dlopen("libx.so") that relies on its RUNPATH
  * would fail.
  *
+ * Unloads matter to cfi.c's unwind rule cache: our dlclose brackets the
+ * real one with rec_cfi_unload_begin/end, and the writer's poll also
+ * watches dlpi_subs for objects glibc unloads itself.
+ *
  * Must never: be called from an allocation hook (dl_iterate_phdr takes the
  * loader's lock). Appenders serialise on a spinlock; the writer never takes it.
  */
@@ -164,18 +168,27 @@ void rec_modules_snapshot(void)
 	rec_guard = g;
 }
 
-static int read_adds(struct dl_phdr_info *info, size_t size, void *data)
+static int read_counts(struct dl_phdr_info *info, size_t size, void *data)
 {
 	(void)size;
-	*(unsigned long long *)data = info->dlpi_adds;
-	return 1; /* the counter is the same in every entry: stop after one */
+	unsigned long long *c = data;
+	c[0] = info->dlpi_adds;
+	c[1] = info->dlpi_subs;
+	return 1; /* the counters are the same in every entry: stop after one */
 }
 
 int rec_modules_changed(void)
 {
-	unsigned long long adds = 0;
-	dl_iterate_phdr(read_adds, &adds);
-	return adds != atomic_load_explicit(&seen_adds, memory_order_relaxed);
+	static unsigned long long seen_subs; /* only the writer calls this */
+	unsigned long long c[2] = { 0, 0 };
+	dl_iterate_phdr(read_counts, c);
+	if (c[1] != seen_subs) {
+		/* unloaded without our dlclose (glibc's own NSS and iconv modules
+		 * use an internal one): forget cached unwind rules too */
+		seen_subs = c[1];
+		rec_cfi_forget();
+	}
+	return c[0] != atomic_load_explicit(&seen_adds, memory_order_relaxed);
 }
 
 /* Records the object's segments before it can disappear. */

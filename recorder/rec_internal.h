@@ -118,8 +118,9 @@ char *rec_utoa(char *dst, char *end, uint64_t v);
 int rec_stack_init(void);
 /* Captures into buf (REC_STACK_SLOTS entries) and returns where the
  * program's frames start: return addresses from the allocation's call site
- * outward, *n of them (at most rec_s.depth). */
-void *const *rec_stack_capture(void **buf, unsigned *n);
+ * outward, *n of them (at most rec_s.depth). *same = 1 when they are
+ * exactly those of this thread's previous capture (its stack id holds). */
+void *const *rec_stack_capture(void **buf, unsigned *n, int *same);
 
 /* ---- cfi.c: per-return-address unwind rules, cached ----------------------
  * A rule packs: bits 0-31 the CFA offset, 32-47 where the caller's RBP is
@@ -142,15 +143,43 @@ static inline int32_t rec_rule_cfa_off(uint64_t r) { return (int32_t)(uint32_t)r
 static inline int16_t rec_rule_rbp_off(uint64_t r) { return (int16_t)(uint16_t)(r >> 32); }
 static inline int8_t rec_rule_ra_off(uint64_t r) { return (int8_t)(uint8_t)(r >> 48); }
 
-int rec_cfi_init(void);               /* the cache; from the constructor */
+/* The cache: open addressing, key = return address | epoch << 48. */
+#define REC_CFI_SLOTS_LOG 17          /* 2 MiB of .bss, touched as used */
+#define REC_CFI_EPOCH_SHIFT 48        /* return addresses are below 2^47 */
+struct rec_cfi_slot {
+	_Atomic uint64_t key;         /* 0 = empty; published after rule */
+	_Atomic uint64_t rule;
+};
+extern struct rec_cfi_slot rec_cfi_cache[1u << REC_CFI_SLOTS_LOG];
+
 /* The cache generation to use now, or UINT64_MAX: do not use the cache
  * (a dlclose is running). */
 uint64_t rec_cfi_epoch(void);
-/* The rule for a return address (computed and cached on first sight). */
-uint64_t rec_cfi_find(uint64_t ra, uint64_t epoch);
+/* A return address not in the cache: computes, caches and returns its rule. */
+uint64_t rec_cfi_miss(uint64_t ra, uint64_t epoch);
+
+static inline uint64_t rec_cfi_slot_of(uint64_t key)
+{
+	return (key * 0x9e3779b97f4a7c15ull) >> (64 - REC_CFI_SLOTS_LOG);
+}
+
+/* The rule for return address ra (hot path: one probe, usually). */
+static inline uint64_t rec_cfi_find(uint64_t ra, uint64_t epoch)
+{
+	uint64_t key = ra | epoch << REC_CFI_EPOCH_SHIFT;
+	for (uint64_t i = rec_cfi_slot_of(key);; i = (i + 1) & ((1u << REC_CFI_SLOTS_LOG) - 1)) {
+		uint64_t k = atomic_load_explicit(&rec_cfi_cache[i].key, memory_order_acquire);
+		if (REC_LIKELY(k == key))
+			return atomic_load_explicit(&rec_cfi_cache[i].rule, memory_order_relaxed);
+		if (k == 0)
+			return rec_cfi_miss(ra, epoch);
+	}
+}
+void rec_cfi_fork_child(void);        /* a forked child: release the insert lock */
 /* Around the real dlclose: an unloaded object's rules must not outlive it. */
 void rec_cfi_unload_begin(void);
 void rec_cfi_unload_end(void);
+void rec_cfi_forget(void);            /* objects went away unseen: new epoch */
 
 /* ---- stackid.c: dedup into trie nodes ------------------------------------- */
 /* Fresh tables for a new session; the old ones are unmapped only when no
@@ -182,7 +211,9 @@ struct rec_module {
 };
 void rec_modules_reset(void);         /* new session: everything unsent */
 void rec_modules_snapshot(void);      /* dl_iterate_phdr; never from a hook */
-int rec_modules_changed(void);        /* objects added since the last snapshot */
+/* Objects added since the last snapshot? (Writer only; also tells cfi.c
+ * when objects were unloaded behind our dlclose.) */
+int rec_modules_changed(void);
 /* Modules [from, count) are published; returns count. */
 uint32_t rec_modules_count(void);
 const struct rec_module *rec_module(uint32_t i, const char **path);

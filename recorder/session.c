@@ -377,6 +377,7 @@ static void fork_child(void)
 	if (rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino))
 		close(rec_s.ring_fd);
 	rec_writer_abandon();
+	rec_cfi_fork_child();
 	start(1);
 	rec_guard = g;
 }

@@ -2,7 +2,8 @@
  * stack.c - capturing the call stack of an allocation.
  *
  * Fast path: a walk driven by the DWARF CFI rules cfi.c caches per return
- * address: per frame one cache probe and two loads from the stack. The
+ * address: per frame one cache probe (none when the frame is where it was
+ * in this thread's previous walk) and two loads from the stack. The
  * recorder's own frames are left through their frame pointers (librec.so is
  * built with -fno-omit-frame-pointer), which gives the call site's return
  * address, stack pointer and frame pointer without unw_getcontext.
@@ -31,6 +32,7 @@
 #include <dlfcn.h>
 #include <link.h>
 #include <libunwind.h>
+#include <string.h>
 
 #ifndef REC_LIBUNWIND_SONAME
 #error "meson passes -DREC_LIBUNWIND_SONAME"
@@ -39,6 +41,22 @@
 /* The recorder's frames above the call site (capture, note_alloc or
  * resize, the interposed function): fewer than REC_STACK_SLOTS - REC_DEPTH_MAX. */
 #define OWN_FRAMES_MAX (REC_STACK_SLOTS - REC_DEPTH_MAX)
+
+/* Per thread, the rules of the previous walk's first MEMO_FRAMES frames,
+ * by depth: consecutive stacks of a thread share most frames, and a rule is
+ * a function of the return address alone (within one cfi.c epoch), so a
+ * frame whose address matches needs no probe of the shared cache. The
+ * memo's address does not depend on the stack, so a hit takes the hash and
+ * the probe off the chain of dependent loads a walk is. A stack whose
+ * every frame hits, with the previous walk's depth, is the previous stack:
+ * the caller reuses its id. */
+#define MEMO_FRAMES REC_DEPTH_DEFAULT
+struct memo {
+	uint64_t ip, rule;
+};
+static REC_TLS struct memo memo[MEMO_FRAMES];
+static REC_TLS uint64_t memo_epoch;
+static REC_TLS unsigned memo_n;  /* frames of the previous capture; 0 = not a walk */
 
 static __typeof__(unw_backtrace) *unw_bt;
 static uintptr_t self_lo, self_hi;    /* librec.so's executable segments */
@@ -74,11 +92,12 @@ int rec_stack_init(void)
 	if (!h)
 		return -1;
 	*(void **)&unw_bt = dlsym(h, "unw_backtrace");
-	return unw_bt && rec_cfi_init() == 0 ? 0 : -1;
+	return unw_bt ? 0 : -1;
 }
 
-/* The CFI walk: the number of frames put in buf, or -1 to use libunwind. */
-static __attribute__((noinline)) int walk(void **buf, unsigned max)
+/* The CFI walk: the number of frames put in buf, or -1 to use libunwind.
+ * *same: the frames are exactly those of the thread's previous capture. */
+static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 {
 	uint64_t epoch = rec_cfi_epoch();
 	if (epoch == UINT64_MAX)
@@ -94,33 +113,52 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max)
 		}
 		fp = (const uintptr_t *)fp[0];
 	}
-	unsigned n = 0;
+	if (!ip)
+		return -1;
+	if (REC_UNLIKELY(memo_epoch != epoch)) {
+		memset(memo, 0, sizeof memo);
+		memo_epoch = epoch;
+		memo_n = 0;
+	}
+	unsigned n = 0, hits = 0;
 	while (ip && n < max) {
+		uint64_t rule;
+		if (n < MEMO_FRAMES && memo[n].ip == ip) {
+			rule = memo[n].rule;
+			hits++;
+		} else {
+			rule = rec_cfi_find(ip, epoch);
+			if (n < MEMO_FRAMES)
+				memo[n] = (struct memo){ ip, rule };
+		}
 		buf[n++] = (void *)ip;
-		uint64_t rule = rec_cfi_find(ip, epoch);
 		unsigned flags = rec_rule_flags(rule);
 		if (flags & REC_RULE_LAST)
 			break;
 		if (!(flags & REC_RULE_OK))
 			return -1;
 		uintptr_t cfa = (flags & REC_RULE_CFA_RBP ? bp : sp) + (uintptr_t)rec_rule_cfa_off(rule);
-		if (cfa <= sp || (cfa & 7))
-			return -1;
+		if (REC_UNLIKELY(cfa <= sp))
+			return -1;  /* not moving up the stack: let libunwind judge */
 		if (rec_rule_rbp_off(rule))
 			bp = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_rbp_off(rule));
 		ip = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_ra_off(rule));
 		sp = cfa;
 	}
+	*same = hits == n && n == memo_n && n <= MEMO_FRAMES;
+	memo_n = n;
 	return (int)n;
 }
 
-void *const *rec_stack_capture(void **buf, unsigned *n)
+void *const *rec_stack_capture(void **buf, unsigned *n, int *same)
 {
-	int fast = walk(buf, rec_s.depth);
+	int fast = walk(buf, rec_s.depth, same);
 	if (fast >= 0) {
 		*n = (unsigned)fast;
 		return buf;
 	}
+	memo_n = 0;  /* memo[] no longer lists one whole capture */
+	*same = 0;
 	int got = unw_bt(buf, (int)rec_s.depth + OWN_FRAMES_MAX);
 	if (got < 0)
 		got = 0;

@@ -303,6 +303,9 @@ int rec_writer_start(struct tf_writer *tw)
 	nodes_emitted = 1;
 	modules_emitted = 0;
 	atomic_store(&stopping, 0);
+	/* The module map goes to disk before any event can: a process killed
+	 * before the first round still has a trace that symbolizes. */
+	emit_modules();
 
 	sigset_t all, old;
 	sigfillset(&all);

@@ -1,7 +1,9 @@
 /* data.c - everything trace-tui reads from a database, through queries/q.h.
  *
  * Opens and validates the database before the screen is taken over, loads
- * the timeline and marks once, and turns q's per-stack profiles into the
+ * the timeline and marks once (without the recorder's own marks: labels
+ * starting "heapreel." such as heapreel.stats, heapreel.start/stop, which
+ * stay reachable as --at mark:LABEL), and turns q's per-stack profiles into the
  * unbiased rows the model aggregates. Stacks are resolved by q_stack, which
  * caches them for the session, so a cursor step costs one q_snapshot.
  *
@@ -15,13 +17,16 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* Label prefix of the marks the recorder writes for itself. */
+#define TUI_RESERVED_MARKS "heapreel."
+
 struct tui_data {
 	struct q_db *db;
 	const char *path;
 	int64_t pid, t_start, t_end, peak_t, peak_bytes, period;
 	struct tui_point *pts;
 	size_t npts;
-	const struct q_mark *marks;
+	struct q_mark *marks;        /* the user's marks: owned array, q's strings */
 	size_t nmarks;
 	struct q_profile prof;       /* the last view read */
 	struct tui_sv *sv;
@@ -72,11 +77,21 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t 
 	d->period = p->sample_period;
 
 	const struct q_bucket *b;
+	const struct q_mark *all;
+	size_t nall;
 	if (q_timeline(d->db, d->pid, &b, &d->npts) < 0 ||
-	    q_marks(d->db, d->pid, &d->marks, &d->nmarks) < 0) {
+	    q_marks(d->db, d->pid, &all, &nall) < 0) {
 		snprintf(err, errn, "%s", q_errmsg(d->db));
 		goto fail;
 	}
+	d->marks = malloc((nall ? nall : 1) * sizeof *d->marks);
+	if (!d->marks) {
+		snprintf(err, errn, "%s: out of memory", path);
+		goto fail;
+	}
+	for (size_t i = 0; i < nall; i++)
+		if (strncmp(all[i].label, TUI_RESERVED_MARKS, sizeof TUI_RESERVED_MARKS - 1))
+			d->marks[d->nmarks++] = all[i];
 	int64_t allocs = 0;
 	for (size_t i = 0; i < d->npts; i++)
 		allocs += b[i].allocs;
@@ -101,6 +116,7 @@ fail:
 	q_profile_free(&d->prof);
 	q_close(d->db);
 	free(d->pts);
+	free(d->marks);
 	free(d);
 	return NULL;
 }
@@ -112,6 +128,7 @@ void tui_data_close(struct tui_data *d)
 	q_profile_free(&d->prof);
 	q_close(d->db);
 	free(d->pts);
+	free(d->marks);
 	free(d->sv);
 	free(d);
 }

@@ -207,13 +207,18 @@ class Tmux:
 
     def wait(self, what, timeout=30.0):
         """Polls the pane until `what` (a regex, or a function of the screen
-        returning a true value) holds; returns the match and the screen."""
+        returning a true value) holds; returns the match and the screen.
+        The screen must read the same twice in a row: ncurses sends a frame
+        in pieces, and a capture between two of them shows a new status
+        line over the old table."""
         deadline = time.monotonic() + timeout
+        prev = None
         while True:
             scr = self.screen()
             m = re.search(what, scr, re.M) if isinstance(what, str) else what(scr)
-            if m:
+            if m and scr == prev:
                 return m, scr
+            prev = scr if m else None
             if time.monotonic() > deadline:
                 raise AssertionError("timed out waiting for %r; screen:\n%s" % (what, scr))
             time.sleep(0.05)

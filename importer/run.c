@@ -1,0 +1,357 @@
+/*
+ * run.c - one whole import, without the command line: opens and indexes
+ * every trace (pass 1, so that unusable input writes nothing), then creates
+ * the database, symbolizes, replays (pass 2) and writes the processes,
+ * threads, marks and meta rows. main.c is the CLI around it; the fuzz
+ * target of tests/fuzz calls it directly.
+ *
+ * It never prints: failures come back as -1 with the message in imp_err,
+ * and the output is then deleted (db.c writes a temporary file and renames
+ * it only when everything is in), never left looking complete.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "imp.h"
+
+#define TIMELINE_BUCKETS 2000         /* timeline rows per process, at most ~ */
+#define IMPORTER_VERSION "0.1.0"
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* NAME.trc, or NAME.trc.N: the recorder's name for a second trace of the
+ * same REC_OUT (a forked child's, when REC_OUT has no %p). */
+static bool is_trace_name(const char *name)
+{
+	const char *t = strstr(name, ".trc");
+
+	while (t && t[4] && t[4] != '.')
+		t = strstr(t + 1, ".trc");
+	if (!t || t == name)
+		return false;
+	if (!t[4])
+		return true;
+	if (!t[5])
+		return false;
+	for (t += 5; *t; t++)
+		if (*t < '0' || *t > '9')
+			return false;
+	return true;
+}
+
+/* DIR -> its traces (*.trc, *.trc.N), sorted. */
+static int list_dir(const char *dir, char ***out, size_t *n, struct imp_err *e)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	size_t cap = 0;
+
+	*out = NULL;
+	*n = 0;
+	if (!d) {
+		imp_errf(e, "%s: %s", dir, strerror(errno));
+		return -1;
+	}
+	while ((de = readdir(d))) {
+		size_t l = strlen(de->d_name);
+		char *p;
+
+		if (!is_trace_name(de->d_name))
+			continue;
+		if (imp_grow(out, &cap, *n, sizeof **out) ||
+		    !(p = malloc(strlen(dir) + l + 2))) {
+			closedir(d);
+			imp_errf(e, "%s: out of memory", dir);
+			return -1;
+		}
+		sprintf(p, "%s/%s", dir, de->d_name);
+		(*out)[(*n)++] = p;
+	}
+	closedir(d);
+	if (!*n) {
+		imp_errf(e, "%s: no trace (*.trc) in this directory", dir);
+		return -1;
+	}
+	qsort(*out, *n, sizeof **out, by_name);
+	return 0;
+}
+
+static int check_input(const char *path, struct imp_err *e)
+{
+	struct stat sb;
+
+	if (stat(path, &sb)) {
+		imp_errf(e, "%s: %s", path, strerror(errno));
+		return -1;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		imp_errf(e, "%s: not a regular file", path);
+		return -1;
+	}
+	if (sb.st_size == 0) {
+		imp_errf(e, "%s: byte 0: empty file, not a trace", path);
+		return -1;
+	}
+	return 0;
+}
+
+static int write_threads(struct imp_db *db, const struct imp_trace *tr)
+{
+	for (size_t i = 0; i < tr->nstreams; i++) {
+		const struct imp_stream *s = &tr->streams[i];
+		uint64_t first = s->t_first, last = s->t_last;
+		const char *name = NULL;
+		size_t k;
+
+		/* Several streams of one tid (reused ids): one row, the first. */
+		for (k = 0; k < i; k++)
+			if (tr->streams[k].tid == s->tid)
+				break;
+		if (k < i)
+			continue;
+		for (k = i + 1; k < tr->nstreams; k++) {
+			const struct imp_stream *o = &tr->streams[k];
+
+			if (o->tid != s->tid || o->t_first == IMP_NO_TIME)
+				continue;
+			if (first == IMP_NO_TIME || o->t_first < first)
+				first = o->t_first;
+			if (o->t_last > last)
+				last = o->t_last;
+		}
+		for (k = 0; k < tr->nthreads; k++)
+			if (tr->threads[k].tid == s->tid)
+				name = tr->threads[k].name;
+		if (imp_db_insert(db, "INSERT INTO threads VALUES(?,?,?,?,?)",
+				  first == IMP_NO_TIME ? "uutnn" : "uutuu",
+				  (uint64_t)tr->hdr->pid, (uint64_t)s->tid, name,
+				  first, last))
+			return -1;
+	}
+	/* Named threads that never allocated. */
+	for (size_t k = 0; k < tr->nthreads; k++) {
+		size_t i;
+
+		for (i = 0; i < tr->nstreams; i++)
+			if (tr->streams[i].tid == tr->threads[k].tid)
+				break;
+		if (i == tr->nstreams &&
+		    imp_db_insert(db, "INSERT INTO threads VALUES(?,?,?,?,?)",
+				  "uutnn", (uint64_t)tr->hdr->pid,
+				  (uint64_t)tr->threads[k].tid, tr->threads[k].name))
+			return -1;
+	}
+	return 0;
+}
+
+/* The sampling period of a trace: the header's, unless the recorder set
+ * one at run time before recording anything (trace-ctl record --sample),
+ * which it notes as a mark "heapreel.sample=N" (the last one counts; the
+ * recorder refuses a change once allocations are recorded, so one period
+ * holds for every event of a trace). */
+static uint64_t sample_period(const struct imp_trace *tr)
+{
+	static const char prefix[] = "heapreel.sample=";
+	uint64_t period = tr->hdr->sample_period;
+
+	for (size_t i = 0; i < tr->nmarks; i++) {
+		const char *l = tr->marks[i].label, *num = l + sizeof prefix - 1;
+		char *end;
+
+		if (strncmp(l, prefix, sizeof prefix - 1))
+			continue;
+		errno = 0;
+		unsigned long long v = strtoull(num, &end, 10);
+		if (!errno && !*end && end != num && *num != '-')
+			period = v;
+	}
+	return period;
+}
+
+static int write_process(struct imp_db *db, const struct imp_trace *tr,
+			 const struct imp_proc_stats *ps)
+{
+	const struct tf_header *h = tr->hdr;
+	uint64_t t_end = tr->t_end != IMP_NO_TIME ? tr->t_end + tr->shift : ps->t_end;
+	char *real = realpath(tr->path, NULL);
+	int rc;
+
+	if (ps->t_end > t_end)
+		t_end = ps->t_end;
+	rc = imp_db_insert(db, "INSERT INTO processes VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+			   "uutttuuuuuuuu", (uint64_t)h->pid, (uint64_t)h->ppid,
+			   h->exe, h->cmdline, real ? real : tr->path, tr->shift,
+			   t_end, sample_period(tr), ps->peak_t, ps->peak_bytes,
+			   ps->peak_objects, tr->lost, tr->recovered);
+	free(real);
+	if (rc || write_threads(db, tr))
+		return -1;
+	for (size_t i = 0; i < tr->nmarks; i++)
+		if (imp_db_insert(db, "INSERT INTO marks VALUES(?,?,?)", "uut",
+				  (uint64_t)h->pid, tr->marks[i].t + tr->shift,
+				  tr->marks[i].label))
+			return -1;
+	return 0;
+}
+
+struct meta_kv {
+	const char *key;
+	uint64_t value;
+};
+
+static int write_meta(struct imp_db *db, const struct imp_trace *tr, size_t ntr,
+		      size_t first, const struct imp_proc_stats *ps,
+		      const struct imp_totals *tot, const struct imp_replay_opts *o)
+{
+	uint64_t lost = 0, recovered = 0;
+	bool damaged = false;
+
+	for (size_t i = 0; i < ntr; i++) {
+		lost += tr[i].lost;
+		recovered += tr[i].recovered;
+		damaged |= tr[i].damaged;
+	}
+	const struct meta_kv kv[] = {
+		{ "schema_version", 1 },
+		{ "t0_mono_ns", tr[first].hdr->t0_mono_ns },
+		{ "t0_real_ns", tr[first].hdr->t0_real_ns },
+		{ "duration_ns", o->duration },
+		{ "peak_t", ps[first].peak_t },
+		{ "peak_bytes", ps[first].peak_bytes },
+		{ "peak_objects", ps[first].peak_objects },
+		{ "peak_pid", tr[first].hdr->pid },
+		{ "events", tot->events },
+		{ "allocations", tot->allocations },
+		{ "frees", tot->frees },
+		{ "unmatched_frees", tot->unmatched_frees },
+		{ "missed_frees", tot->missed_frees },
+		{ "lost_events", lost },
+		{ "recovered_events", recovered },
+		{ "clamped_times", tot->clamped },
+		{ "damaged", damaged },
+		{ "checkpoint_interval", o->ckpt_interval },
+		{ "timeline_bucket_ns", o->bucket_ns },
+	};
+	for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
+		if (imp_db_meta(db, kv[i].key, (int64_t)kv[i].value))
+			return -1;
+	if (imp_db_insert(db, "INSERT OR REPLACE INTO meta VALUES(?,?)", "tt",
+			  "format", "heapreel") ||
+	    imp_db_insert(db, "INSERT OR REPLACE INTO meta VALUES(?,?)", "tt",
+			  "importer_version", IMPORTER_VERSION))
+		return -1;
+	return 0;
+}
+
+int imp_run(struct imp_run *r, struct imp_err *e)
+{
+	struct imp_ids ids = {0};
+	struct imp_db *db = NULL;
+	char **inputs = r->inputs;
+	size_t ninputs = r->ninputs;
+	uint64_t t0 = UINT64_MAX, tmax = 0;
+	struct imp_trace *tr;
+	struct imp_replay_opts *o = &r->o;
+
+	if (ninputs == 1) {
+		struct stat sb;
+
+		if (stat(inputs[0], &sb) == 0 && S_ISDIR(sb.st_mode)) {
+			if (list_dir(inputs[0], &r->listed, &r->nlisted, e))
+				return -1;
+			inputs = r->listed;
+			ninputs = r->nlisted;
+		}
+	}
+	tr = r->tr = calloc(ninputs, sizeof *r->tr);
+	r->ps = calloc(ninputs, sizeof *r->ps);
+	if (!r->tr || !r->ps) {
+		imp_errf(e, "out of memory");
+		return -1;
+	}
+
+	/* Pass 1: every trace is opened and indexed before anything is
+	 * written, so unusable input leaves no output at all. */
+	for (r->ntr = 0; r->ntr < ninputs; r->ntr++) {
+		struct imp_trace *t = &tr[r->ntr];
+
+		if (check_input(inputs[r->ntr], e) ||
+		    imp_trace_open(t, inputs[r->ntr], e)) {
+			r->ntr++;
+			return -1;
+		}
+		for (size_t k = 0; k < r->ntr; k++)
+			if (tr[k].hdr->pid == t->hdr->pid) {
+				imp_errf(e, "%s: pid %u was already imported from %s",
+					 t->path, t->hdr->pid, tr[k].path);
+				r->ntr++;
+				return -1;
+			}
+		if (imp_trace_scan(t, e) || imp_ring_recover(t, e)) {
+			r->ntr++;
+			return -1;
+		}
+		if (t->hdr->t0_mono_ns < t0) {
+			t0 = t->hdr->t0_mono_ns;
+			r->first = r->ntr;
+		}
+	}
+	for (size_t i = 0; i < r->ntr; i++) {
+		tr[i].shift = tr[i].hdr->t0_mono_ns - t0;
+		if (tr[i].t_max + tr[i].shift > tmax)
+			tmax = tr[i].t_max + tr[i].shift;
+		o->total_events += tr[i].events;
+		for (size_t k = 0; k < tr[i].nnodes; k++)
+			r->nodes += tr[i].nodes[k].present;
+	}
+	/* Without overflow, even for times near 2^64 (a damaged trace):
+	 * bucket_ns 0 or tiny would mean a division by zero or 2^64 rows. */
+	o->duration = tmax == UINT64_MAX ? tmax : tmax + 1;
+	o->bucket_ns = o->duration / TIMELINE_BUCKETS +
+		       (o->duration % TIMELINE_BUCKETS != 0);
+	o->ckpt_interval = r->ckpt_interval;
+	o->progress = r->progress;
+	o->progress_ctx = r->progress_ctx;
+
+	if (imp_db_create(&db, r->out, r->force, e))
+		return -1;
+	for (size_t i = 0; i < r->ntr; i++)
+		if (imp_symbolize(db, &tr[i], &ids, &r->sst, e))
+			goto fail;
+	if (imp_replay(db, tr, r->ntr, o, r->ps, &r->tot, e))
+		goto fail;
+	for (size_t i = 0; i < r->ntr; i++) {
+		if (write_process(db, &tr[i], &r->ps[i]))
+			goto dbfail;
+		r->damaged |= tr[i].damaged;
+		r->nthreads += tr[i].nstreams;
+	}
+	if (write_meta(db, tr, r->ntr, r->first, r->ps, &r->tot, o))
+		goto dbfail;
+	if (imp_db_finish(db, e))
+		goto fail;         /* imp_db_abort below deletes the file */
+	return 0;
+dbfail:
+	imp_errf(e, "%s: sqlite: %s", r->out, imp_db_errmsg(db));
+fail:
+	imp_db_abort(db);
+	return -1;
+}
+
+void imp_run_free(struct imp_run *r)
+{
+	for (size_t i = 0; i < r->ntr; i++)
+		imp_trace_close(&r->tr[i]);
+	for (size_t i = 0; i < r->nlisted; i++)
+		free(r->listed[i]);
+	free(r->listed);
+	free(r->tr);
+	free(r->ps);
+}

@@ -1,0 +1,293 @@
+/*
+ * api.c - what is recorded right now, and the rec.h functions that change
+ * it: rec_start, rec_stop, rec_mark, rec_flush (exported, also through
+ * dlsym), used as well by the control channel (control.c) and at start
+ * (REC_PAUSED, REC_SAMPLE).
+ *
+ * Everything the hot path needs is one atomic word, rec_ctl_word: the
+ * sampling period in the high bits and flags below; every change is a CAS
+ * on it, so a transition is never half seen. Derived flags tell the hot
+ * path what to do:
+ *   REC_M_ALLOCS  record allocations (recording is active);
+ *   REC_M_FREES   record every free: not sampling, and active or stopped
+ *                 after having been active (a free while stopped may end a
+ *                 block recorded earlier: recorded without a stack, the
+ *                 importer counts the others as unmatched frees); or
+ *                 sampling with an overflowed set (sample.c);
+ *   REC_M_PROBE   record a free if its block is in the sampled set.
+ * While stopped no allocation is recorded, so a snapshot over a stop is
+ * exact for blocks allocated while recording and knows nothing of blocks
+ * allocated while stopped.
+ *
+ * Marks (rec_mark, trace-ctl mark, and the reserved heapreel.start,
+ * heapreel.stop, heapreel.sample=N) are stamped by the caller and queued in
+ * a fixed array of slots that the writer thread drains into MARK records;
+ * a caller finding the queue full waits for the writer (never the writer
+ * itself: it drains first). rec_flush asks the writer for a full round and
+ * waits for it.
+ *
+ * The sampling period of a trace is fixed once it has recorded an
+ * allocation: a change is accepted only before the first start (the trace
+ * then holds a heapreel.sample=N mark, which the importer prefers over the
+ * header's period), so every sampled event of a trace has the same period.
+ *
+ * Must never: lock, allocate, or be called by the hot path except
+ * rec_ctl_overflow (one CAS).
+ */
+#include "rec_internal.h"
+#include "rec.h"
+
+#include <errno.h>
+#include <linux/futex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define REC_EXPORT __attribute__((visibility("default")))
+
+/* Flags of rec_ctl_word besides the REC_M_* the hot path reads. */
+#define F_EVER 8u          /* this trace has recorded allocations */
+#define F_OVERFLOW 16u     /* the sampled set overflowed: record every free */
+
+#define MARK_SLOTS 64      /* marks queued between two writer rounds */
+#define WAIT_NS 100000     /* a caller's sleep step while waiting for the writer */
+
+_Atomic uint64_t rec_ctl_word;
+
+enum { SLOT_FREE, SLOT_FILLING, SLOT_READY };
+struct mark_slot {
+	_Atomic uint32_t state;
+	uint64_t t;
+	char label[REC_MARK_MAX + 1];
+};
+static struct mark_slot slots[MARK_SLOTS];
+static _Atomic uint32_t flush_asked, flush_done; /* rec_flush requests, compared mod 2^32 */
+
+/* The REC_M_* flags that follow from the period and the other flags. */
+static uint64_t derive(uint64_t w)
+{
+	uint64_t flags = w & (REC_M_ALLOCS | F_EVER | F_OVERFLOW);
+	int sampling = (w >> REC_M_PERIOD_SHIFT) != 0;
+	int seen = (flags & (REC_M_ALLOCS | F_EVER)) != 0;
+	if (sampling ? (flags & F_OVERFLOW) && seen : seen)
+		flags |= REC_M_FREES;
+	if (sampling && !(flags & F_OVERFLOW) && seen)
+		flags |= REC_M_PROBE;
+	return (w & ~(((uint64_t)1 << REC_M_PERIOD_SHIFT) - 1)) | flags;
+}
+
+/* Applies set/clear to the flags; returns the word before. */
+static uint64_t change(uint64_t set, uint64_t clear)
+{
+	uint64_t old = atomic_load(&rec_ctl_word);
+	while (!atomic_compare_exchange_weak(&rec_ctl_word, &old, derive((old | set) & ~clear)))
+		;
+	return old;
+}
+
+void rec_ctl_overflow(void)
+{
+	change(F_OVERFLOW, 0);
+}
+
+uint64_t rec_ctl_period(void)
+{
+	return atomic_load(&rec_ctl_word) >> REC_M_PERIOD_SHIFT;
+}
+
+int rec_ctl_active(void)
+{
+	return (atomic_load(&rec_ctl_word) & REC_M_ALLOCS) != 0;
+}
+
+/* Queues a mark stamped t; 0, or -1 if there is no trace. can_wait: the
+ * caller is not the writer, so it may wait for room. */
+static int queue_mark(uint64_t t, const char *label, int can_wait)
+{
+	for (;;) {
+		if (!rec_session_mine())
+			return -1;
+		for (unsigned i = 0; i < MARK_SLOTS; i++) {
+			uint32_t free_ = SLOT_FREE;
+			if (!atomic_compare_exchange_strong(&slots[i].state, &free_, SLOT_FILLING))
+				continue;
+			slots[i].t = t;
+			size_t n = strnlen(label, REC_MARK_MAX);
+			memcpy(slots[i].label, label, n);
+			slots[i].label[n] = 0;
+			atomic_store_explicit(&slots[i].state, SLOT_READY, memory_order_release);
+			return 0;
+		}
+		if (!can_wait) {
+			rec_ctl_drain_marks();
+			continue;
+		}
+		rec_writer_kick();
+		struct timespec step = { 0, WAIT_NS };
+		nanosleep(&step, NULL);
+	}
+}
+
+void rec_ctl_drain_marks(void)
+{
+	for (unsigned i = 0; i < MARK_SLOTS; i++) {
+		if (atomic_load_explicit(&slots[i].state, memory_order_acquire) != SLOT_READY)
+			continue;
+		rec_writer_mark(slots[i].t, slots[i].label);
+		atomic_store_explicit(&slots[i].state, SLOT_FREE, memory_order_release);
+	}
+}
+
+int rec_ctl_flush_wanted(void)
+{
+	return atomic_load(&flush_asked) != atomic_load(&flush_done);
+}
+
+void rec_ctl_flushed(uint32_t asked)
+{
+	atomic_store(&flush_done, asked);
+	syscall(SYS_futex, &flush_done, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}
+
+uint32_t rec_ctl_flush_asked(void)
+{
+	return atomic_load(&flush_asked);
+}
+
+int rec_ctl_start(int can_wait)
+{
+	if (!rec_session_mine()) /* also: not from a vfork child, which shares our memory */
+		return -1;
+	uint64_t t = rec_now(); /* before: every allocation recorded comes after */
+	uint64_t old = change(REC_M_ALLOCS | F_EVER, 0);
+	if (!(old & REC_M_ALLOCS))
+		return queue_mark(t, "heapreel.start", can_wait);
+	return 0;
+}
+
+int rec_ctl_stop(int can_wait)
+{
+	if (!rec_session_mine())
+		return -1;
+	uint64_t old = change(0, REC_M_ALLOCS);
+	if (old & REC_M_ALLOCS)
+		return queue_mark(rec_now(), "heapreel.stop", can_wait);
+	return 0;
+}
+
+int rec_ctl_mark(const char *label, int can_wait)
+{
+	return label ? queue_mark(rec_now(), label, can_wait) : -1;
+}
+
+int rec_ctl_set_period(uint64_t period, uint64_t *have)
+{
+	if (period && rec_sample_init() < 0)
+		return -1;
+	uint64_t old = atomic_load(&rec_ctl_word), now;
+	do {
+		*have = old >> REC_M_PERIOD_SHIFT;
+		if (*have == period)
+			return 0;
+		if (old & (REC_M_ALLOCS | F_EVER))
+			return -1;
+		now = derive((old & (((uint64_t)1 << REC_M_PERIOD_SHIFT) - 1)) |
+			     period << REC_M_PERIOD_SHIFT);
+	} while (!atomic_compare_exchange_weak(&rec_ctl_word, &old, now));
+	char label[48], *e = label + sizeof label;
+	rec_utoa(rec_cat(label, e, "heapreel.sample="), e, period);
+	queue_mark(rec_now(), label, 0);
+	return 0;
+}
+
+/* Parses a decimal number from 1 to max; 0 if s is not one. */
+static uint64_t number(const char *s, uint64_t max)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < 1 || v > max)
+		return 0;
+	return v;
+}
+
+void rec_ctl_init(void)
+{
+	uint64_t period = 0;
+	const char *s = getenv("REC_SAMPLE");
+	if (s && *s && strcmp(s, "0")) {
+		period = number(s, REC_PERIOD_MAX);
+		if (!period)
+			rec_say("REC_SAMPLE=", s, " is not a number of bytes from 1 to 2^40;"
+				" recording every allocation");
+		else if (rec_sample_init() < 0) {
+			rec_say("cannot map the sampled-address set", "",
+				"; recording every allocation");
+			period = 0;
+		}
+	}
+	const char *p = getenv("REC_PAUSED");
+	int paused = p && *p && strcmp(p, "0");
+	uint64_t w = period << REC_M_PERIOD_SHIFT | (paused ? 0 : REC_M_ALLOCS);
+	atomic_store(&rec_ctl_word, derive(w));
+}
+
+void rec_ctl_session_start(void)
+{
+	/* A new trace (process start, forked child, failed exec): it has
+	 * recorded nothing, keeps the activity of the process, and has no
+	 * sampled blocks and no queued marks yet. */
+	for (unsigned i = 0; i < MARK_SLOTS; i++)
+		atomic_store(&slots[i].state, SLOT_FREE);
+	rec_sample_reset();
+	uint64_t old = atomic_load(&rec_ctl_word), now;
+	do {
+		uint64_t w = old & ~(uint64_t)(F_EVER | F_OVERFLOW);
+		if (w & REC_M_ALLOCS)
+			w |= F_EVER;
+		now = derive(w);
+	} while (!atomic_compare_exchange_weak(&rec_ctl_word, &old, now));
+	atomic_store(&flush_done, atomic_load(&flush_asked));
+}
+
+void rec_ctl_session_started(void)
+{
+	if (!(atomic_load(&rec_ctl_word) & REC_M_ALLOCS))
+		queue_mark(rec_now(), "heapreel.stop", 0);
+}
+
+/* ---- rec.h ------------------------------------------------------------ */
+
+REC_EXPORT int rec_start(void)
+{
+	return rec_ctl_start(1);
+}
+
+REC_EXPORT int rec_stop(void)
+{
+	return rec_ctl_stop(1);
+}
+
+REC_EXPORT int rec_mark(const char *label)
+{
+	return rec_ctl_mark(label, 1);
+}
+
+REC_EXPORT int rec_flush(void)
+{
+	if (!rec_session_mine())
+		return -1;
+	uint32_t asked = atomic_fetch_add(&flush_asked, 1) + 1;
+	rec_writer_kick();
+	for (;;) {
+		uint32_t done = atomic_load(&flush_done);
+		if ((int32_t)(done - asked) >= 0)
+			return rec_writer_failed() ? -1 : 0;
+		if (!rec_on())
+			return 0; /* closed meanwhile: the close wrote everything */
+		struct timespec step = { 0, WAIT_NS };
+		syscall(SYS_futex, &flush_done, FUTEX_WAIT_PRIVATE, done, &step, NULL, 0);
+	}
+}

@@ -1,0 +1,265 @@
+/*
+ * control.c - the control channel trace-ctl talks to: a unix stream socket
+ * DIR/PID.sock, served by the writer thread (never by an application
+ * thread), which checks it every CHECK_ROUNDS rounds (~5 ms) with a
+ * non-blocking accept, so a request is answered well within 100 ms.
+ *
+ * DIR is $REC_CTL_DIR if set, else /tmp/heapreel-UID. It is created 0700
+ * and then verified through a descriptor opened O_NOFOLLOW: a directory
+ * (not a symlink), owned by our effective uid, mode exactly 0700; anything
+ * else and the process runs without a control channel (one stderr line).
+ * The socket is bound through /proc/self/fd/DIRFD/PID.sock, so it lands in
+ * the directory just verified even if the path were swapped meanwhile.
+ * Every connection is then checked with SO_PEERCRED: a peer whose uid is
+ * not our effective uid gets "error" and is closed unheard.
+ *
+ * Protocol: one request line, one answer line, then the connection closes.
+ *   status          -> ok state=active|stopped sample=P trace=PATH
+ *   start | stop    -> ok state=active|stopped
+ *   mark LABEL      -> ok
+ *   flush           -> ok            (everything recorded so far is in the file)
+ *   sample N        -> ok sample=N   (or error: the trace keeps its period)
+ * anything else     -> error MESSAGE
+ *
+ * Must never: block the writer for long (a request line must arrive within
+ * REQUEST_MS), or leave the socket of a process that is gone behind it:
+ * the clean stop unlinks it; a forked child closes its copy of the parent's
+ * socket without unlinking it and makes its own.
+ */
+#include "rec_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#define CHECK_ROUNDS 5          /* writer rounds (~1 ms each) between accepts */
+#define REQUEST_MS 100          /* longest wait for a request line */
+#define REQUEST_BYTES 512       /* "mark " + a label of REC_MARK_MAX, with room */
+#define ACCEPTS_PER_CHECK 8     /* connections served per check at most */
+#define BACKLOG 8
+#define CTL_FD_BASE 600         /* as session.c: away from the program's low fds */
+
+static int lfd = -1, dfd = -1;
+static dev_t l_dev, d_dev;
+static ino_t l_ino, d_ino;
+static char name[32];           /* PID.sock */
+static unsigned rounds;
+
+static int move_high(int fd)
+{
+	int high = fcntl(fd, F_DUPFD_CLOEXEC, CTL_FD_BASE);
+	if (high < 0)
+		return fd;
+	close(fd);
+	return high;
+}
+
+static void remember(int fd, dev_t *dev, ino_t *ino)
+{
+	struct stat st;
+	if (fstat(fd, &st) == 0) {
+		*dev = st.st_dev;
+		*ino = st.st_ino;
+	}
+}
+
+/* The control directory, made and verified; a descriptor or -1 (said why). */
+static int open_dir(void)
+{
+	char dir[4096], *e = dir + sizeof dir;
+	const char *env = getenv("REC_CTL_DIR");
+	if (env && *env)
+		rec_cat(dir, e, env);
+	else
+		rec_utoa(rec_cat(dir, e, "/tmp/heapreel-"), e, geteuid());
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+		rec_say("cannot create the control directory ", dir, "; no control channel");
+		return -1;
+	}
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 07777) != 0700) {
+		if (fd >= 0)
+			close(fd);
+		rec_say("control directory ", dir,
+			" is not private (it must be a directory, not a symlink, owned by this"
+			" user, mode 0700); no control channel");
+		return -1;
+	}
+	return fd;
+}
+
+void rec_ctl_listen(void)
+{
+	rounds = 0;
+	dfd = open_dir();
+	if (dfd < 0)
+		return;
+	char *e = name + sizeof name;
+	rec_cat(rec_utoa(name, e, (uint64_t)rec_s.pid), e, ".sock");
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	e = sa.sun_path + sizeof sa.sun_path;
+	char *p = rec_utoa(rec_cat(sa.sun_path, e, "/proc/self/fd/"), e, (uint64_t)dfd);
+	rec_cat(rec_cat(p, e, "/"), e, name);
+	/* A socket left by a killed process with our pid; the directory is
+	 * private, so whatever is there is ours. */
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISSOCK(st.st_mode))
+		unlinkat(dfd, name, 0);
+	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(lfd, BACKLOG) < 0) {
+		char why[160], *w = why + sizeof why;
+		rec_cat(rec_cat(rec_cat(why, w, ": "), w, strerrordesc_np(errno)), w,
+			"; no control channel");
+		rec_say("cannot listen on the control socket ", name, why);
+		if (lfd >= 0)
+			close(lfd);
+		close(dfd);
+		lfd = dfd = -1;
+		return;
+	}
+	lfd = move_high(lfd);
+	dfd = move_high(dfd);
+	remember(lfd, &l_dev, &l_ino);
+	remember(dfd, &d_dev, &d_ino);
+}
+
+void rec_ctl_abandon(void)
+{
+	if (lfd >= 0 && rec_fd_ok(lfd, l_dev, l_ino))
+		close(lfd);
+	if (dfd >= 0 && rec_fd_ok(dfd, d_dev, d_ino))
+		close(dfd);
+	lfd = dfd = -1;
+}
+
+static void close_channel(void)
+{
+	if (dfd >= 0 && rec_fd_ok(dfd, d_dev, d_ino))
+		unlinkat(dfd, name, 0);
+	rec_ctl_abandon();
+}
+
+static void answer(int c, const char *a, const char *b)
+{
+	char line[8192], *e = line + sizeof line - 1;
+	char *p = rec_cat(rec_cat(line, e, a), e, b);
+	*p++ = '\n';
+	ssize_t r = send(c, line, (size_t)(p - line), MSG_NOSIGNAL | MSG_DONTWAIT);
+	(void)r;
+}
+
+/* Reads one request line into buf; 0, or -1 if none came in time. */
+static int read_request(int c, char *buf, size_t size)
+{
+	size_t n = 0;
+	while (n < size - 1) {
+		struct pollfd pf = { .fd = c, .events = POLLIN };
+		if (poll(&pf, 1, REQUEST_MS) <= 0)
+			return -1;
+		ssize_t r = recv(c, buf + n, size - 1 - n, MSG_DONTWAIT);
+		if (r <= 0)
+			return r == 0 && n ? (buf[n] = 0, 0) : -1;
+		n += (size_t)r;
+		buf[n] = 0;
+		char *nl = memchr(buf, '\n', n);
+		if (nl) {
+			*nl = 0;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static const char *state_word(void)
+{
+	return rec_ctl_active() ? "state=active" : "state=stopped";
+}
+
+static void serve(int c)
+{
+	struct ucred cr;
+	socklen_t len = sizeof cr;
+	if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.uid != geteuid()) {
+		answer(c, "error permission denied: not the user recording this process", "");
+		return;
+	}
+	char req[REQUEST_BYTES];
+	if (read_request(c, req, sizeof req) < 0)
+		return;
+	char num[64], *ne = num + sizeof num;
+	if (!strcmp(req, "status")) {
+		char st[4200], *se = st + sizeof st;
+		char *p = rec_utoa(rec_cat(rec_cat(st, se, state_word()), se, " sample="), se,
+				   rec_ctl_period());
+		rec_cat(rec_cat(p, se, " trace="), se, rec_s.trace_path);
+		answer(c, "ok ", st);
+		return;
+	}
+	if (!strcmp(req, "start") || !strcmp(req, "stop")) {
+		int r = req[2] == 'a' ? rec_ctl_start(0) : rec_ctl_stop(0);
+		answer(c, r < 0 ? "error the trace is closed" : "ok ", r < 0 ? "" : state_word());
+		return;
+	}
+	if (!strncmp(req, "mark ", 5) && req[5]) {
+		answer(c, rec_ctl_mark(req + 5, 0) < 0 ? "error the trace is closed" : "ok", "");
+		return;
+	}
+	if (!strcmp(req, "flush")) {
+		rec_ctl_drain_marks();
+		answer(c, rec_writer_sync() < 0 ? "error writing the trace failed" : "ok", "");
+		return;
+	}
+	if (!strncmp(req, "sample ", 7)) {
+		char *end;
+		errno = 0;
+		unsigned long long v = strtoull(req + 7, &end, 10);
+		uint64_t have;
+		if (errno || *end || end == req + 7 || req[7] == '-' || v > REC_PERIOD_MAX) {
+			answer(c, "error the sampling period must be a number of bytes up to 2^40", "");
+		} else if (rec_ctl_set_period(v, &have) < 0) {
+			rec_utoa(num, ne, have);
+			answer(c, "error the trace has recorded with sample period ", num);
+		} else {
+			rec_utoa(rec_cat(num, ne, "sample="), ne, v);
+			answer(c, "ok ", num);
+		}
+		return;
+	}
+	answer(c, "error unknown request: ", req);
+}
+
+void rec_ctl_round(int final)
+{
+	if (final) {
+		rec_ctl_drain_marks();
+		close_channel();
+		return;
+	}
+	if (lfd >= 0 && ++rounds % CHECK_ROUNDS == 0) {
+		if (!rec_fd_ok(lfd, l_dev, l_ino)) {
+			lfd = -1; /* the program closed it: no channel any more */
+		} else {
+			for (unsigned k = 0; k < ACCEPTS_PER_CHECK; k++) {
+				int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+				if (c < 0)
+					break;
+				serve(c);
+				close(c);
+			}
+		}
+	}
+	rec_ctl_drain_marks();
+	if (rec_ctl_flush_wanted()) {
+		uint32_t asked = rec_ctl_flush_asked();
+		rec_writer_sync();
+		rec_ctl_flushed(asked);
+	}
+}

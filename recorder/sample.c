@@ -1,0 +1,195 @@
+/*
+ * sample.c - byte sampling (REC_SAMPLE=BYTES): which allocations are
+ * recorded, and which frees belong to a recorded block.
+ *
+ * Which allocations: Poisson sampling over the allocated bytes, as tcmalloc
+ * does. Each thread counts down the bytes until its next sample point
+ * (rec_sample_left, initial-exec TLS, no lock); gaps between sample points
+ * are exponentially distributed with mean P (the period), drawn from a
+ * per-thread xorshift64* generator (libc's random() and rand() lock). An
+ * allocation of s bytes is sampled when the countdown crosses zero inside
+ * it, which happens with probability 1 - exp(-s/P), independently of every
+ * other allocation: that is the model pprof and jeprof unbias with
+ * (scale 1 / (1 - exp(-avg/P))). Only a sampled allocation is stamped,
+ * unwound and written, which is where the saving comes from.
+ *
+ * Which frees: a free is recorded only if its block was sampled. Sampled
+ * live blocks are kept in a lock-free open-addressing set of addresses,
+ * fronted by a filter of 8-bit counters indexed by the same hash. The free
+ * of an unsampled block (nearly all of them) costs one multiply and one
+ * byte load from the 16 KiB filter, which stays in L1; a non-zero counter
+ * (a sampled block, or a collision: live sampled blocks / 16384 of frees)
+ * probes the set, at most MAX_PROBE slots. Insert and remove happen only
+ * for sampled blocks. The same address cannot be in the set twice: a block
+ * is removed before the real free runs and inserted after the real
+ * allocator returned it. Removed entries become tombstones (reused by
+ * inserts; an entry never moves back to empty), so a lookup may stop at the
+ * first empty slot. If an insert finds no room within MAX_PROBE slots the
+ * set has overflowed: from then on every free is recorded (correct, only
+ * bigger: frees of unsampled blocks are unmatched frees for the importer)
+ * and the heapreel.stats mark says so.
+ *
+ * Must never: allocate, lock, or call into the dynamic loader (everything
+ * here runs inside allocation hooks; the tables are mapped once at start).
+ */
+#include "rec_internal.h"
+
+#include <string.h>
+#include <sys/mman.h>
+
+#define FILTER_LOG 14                  /* 16 KiB of counters: stays in L1 */
+#define SET_LOG 20                     /* 2^20 slots: 8 MiB virtual, touched as used */
+#define MAX_PROBE 32                   /* 4 cache lines: the longest a lookup reads */
+#define COUNT_STUCK 255                /* a counter that reached this never decreases */
+#define TOMB 1u                        /* removed entry (addresses are 16-aligned: never 1) */
+#define HASH_MUL 0x9e3779b97f4a7c15ull /* Fibonacci hashing: top bits well mixed */
+
+REC_TLS int64_t rec_sample_left;
+static REC_TLS uint64_t rng;           /* 0: this thread has not drawn yet */
+
+static _Atomic uint8_t *filter;
+static _Atomic uint64_t *set;
+static _Atomic uint64_t overflowed;    /* inserts that found no room */
+
+int rec_sample_init(void)
+{
+	if (filter)
+		return 0;
+	size_t fbytes = (size_t)1 << FILTER_LOG;
+	size_t sbytes = ((size_t)1 << SET_LOG) * sizeof *set;
+	void *f = mmap(NULL, fbytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	void *s = mmap(NULL, sbytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (f == MAP_FAILED || s == MAP_FAILED) {
+		if (f != MAP_FAILED)
+			munmap(f, fbytes);
+		if (s != MAP_FAILED)
+			munmap(s, sbytes);
+		return -1;
+	}
+	filter = f;
+	set = s;
+	return 0;
+}
+
+void rec_sample_reset(void)
+{
+	if (!filter)
+		return;
+	/* Zero pages again, without touching them (a forked child inherits
+	 * the parent's set, whose blocks are not in the child's trace). */
+	madvise((void *)filter, (size_t)1 << FILTER_LOG, MADV_DONTNEED);
+	madvise((void *)set, ((size_t)1 << SET_LOG) * sizeof *set, MADV_DONTNEED);
+	atomic_store(&overflowed, 0);
+}
+
+uint64_t rec_sample_overflows(void)
+{
+	return atomic_load(&overflowed);
+}
+
+/* -ln(u) for u in (0, 1]: u = m * 2^e with m in [1, 2), ln m by the atanh
+ * series in s = (m-1)/(m+1) < 1/3 (error below 1e-7: plenty for a gap). */
+static double neg_log(double u)
+{
+	uint64_t bits;
+	memcpy(&bits, &u, sizeof bits);
+	int e = (int)((bits >> 52) & 0x7ff) - 1023;
+	bits = (bits & ((1ull << 52) - 1)) | (1023ull << 52);
+	double m;
+	memcpy(&m, &bits, sizeof m);
+	double s = (m - 1) / (m + 1), s2 = s * s;
+	double ln_m = 2 * s * (1 + s2 * (1.0 / 3 + s2 * (1.0 / 5 + s2 * (1.0 / 7 +
+			  s2 * (1.0 / 9 + s2 * (1.0 / 11))))));
+	return -(e * 0.69314718055994530942 + ln_m);
+}
+
+/* Bytes to the next sample point: exponential with mean period. */
+static int64_t gap(uint64_t period)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	uint64_t x = rng * 0x2545f4914f6cdd1dull;
+	double u = (double)((x >> 11) + 1) * 0x1p-53;   /* (0, 1] */
+	return (int64_t)(neg_log(u) * (double)period);
+}
+
+int rec_sample_slow(uint64_t period, size_t size)
+{
+	if (REC_UNLIKELY(rng == 0)) {
+		/* First draw of this thread: seed from the clock and the TLS
+		 * address (distinct per thread), mixed by splitmix64. */
+		uint64_t z = rec_now() ^ (uintptr_t)&rng ^ 0x9e3779b97f4a7c15ull;
+		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+		rng = (z ^ (z >> 31)) | 1;
+		rec_sample_left = gap(period) - (int64_t)size;
+		if (rec_sample_left > 0)
+			return 0;
+	}
+	/* Exponential gaps are memoryless: the distance from this block's end
+	 * to the next sample point is a fresh draw. */
+	rec_sample_left = gap(period);
+	return 1;
+}
+
+static inline uint64_t hash(uint64_t addr)
+{
+	return addr * HASH_MUL;
+}
+
+void rec_sampled_add(uint64_t addr)
+{
+	uint64_t h = hash(addr);
+	uint64_t mask = ((uint64_t)1 << SET_LOG) - 1;
+	uint64_t i = h >> (64 - SET_LOG);
+	for (unsigned k = 0; k < MAX_PROBE; k++, i = (i + 1) & mask) {
+		uint64_t v = atomic_load_explicit(&set[i], memory_order_relaxed);
+		if ((v == 0 || v == TOMB) &&
+		    atomic_compare_exchange_strong_explicit(&set[i], &v, addr, memory_order_release,
+							    memory_order_relaxed)) {
+			_Atomic uint8_t *c = &filter[h >> (64 - FILTER_LOG)];
+			uint8_t n = atomic_load_explicit(c, memory_order_relaxed);
+			while (n < COUNT_STUCK &&
+			       !atomic_compare_exchange_weak_explicit(c, &n, (uint8_t)(n + 1),
+								      memory_order_release,
+								      memory_order_relaxed))
+				;
+			return;
+		}
+	}
+	if (atomic_fetch_add(&overflowed, 1) == 0)
+		rec_ctl_overflow();
+}
+
+int rec_sampled_take(uint64_t addr)
+{
+	uint64_t h = hash(addr);
+	_Atomic uint8_t *c = &filter[h >> (64 - FILTER_LOG)];
+	uint8_t n = atomic_load_explicit(c, memory_order_acquire);
+	if (REC_LIKELY(n == 0))
+		return 0;
+	uint64_t mask = ((uint64_t)1 << SET_LOG) - 1;
+	uint64_t i = h >> (64 - SET_LOG);
+	for (unsigned k = 0; k < MAX_PROBE; k++, i = (i + 1) & mask) {
+		uint64_t v = atomic_load_explicit(&set[i], memory_order_acquire);
+		if (v == 0)
+			return 0;
+		if (v != addr)
+			continue;
+		/* Only the thread freeing addr removes it: a plain store would
+		 * do, the CAS guards against a double free racing itself. */
+		if (!atomic_compare_exchange_strong_explicit(&set[i], &v, TOMB, memory_order_relaxed,
+							     memory_order_relaxed))
+			return 0;
+		while (n < COUNT_STUCK &&
+		       !atomic_compare_exchange_weak_explicit(c, &n, (uint8_t)(n - 1),
+							      memory_order_relaxed,
+							      memory_order_relaxed))
+			;
+		return 1;
+	}
+	return 0;
+}

@@ -1,0 +1,262 @@
+/*
+ * trace_ctl.c - trace-ctl: controls the recorder inside a running process
+ * through its control socket (recorder/control.c has the protocol).
+ *
+ *   trace-ctl PID start | stop | mark LABEL | flush | status
+ *   trace-ctl PID record --for DURATION [--sample BYTES]
+ *
+ * record = [sample BYTES,] start, wait DURATION, stop; SIGINT or SIGTERM
+ * during the wait ends it early (still stopping the recording).
+ *
+ * The socket is DIR/PID.sock, DIR = $REC_CTL_DIR or /tmp/heapreel-UID. The
+ * directory is verified as the recorder does (a directory, not a symlink,
+ * owned by us, mode 0700) and reached through its descriptor; the peer's
+ * credentials (SO_PEERCRED) must be PID and our uid. The recorder checks
+ * ours on its side.
+ *
+ * status prints the recorder's answer: ok state=active|stopped sample=P trace=PATH.
+ * Exit status: 0 done; 1 the process is not recorded, refused, or said
+ * error; 2 usage. Every failure is one line on stderr.
+ *
+ * Must never: talk to a socket in a directory that is not private.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXIT_USAGE 2
+#define ANSWER_MS 2000            /* the recorder answers within ~5 ms; allow a loaded machine */
+#define LINE_BYTES 8192
+#define PERIOD_MAX (1ull << 40)   /* as the recorder's */
+#define MARK_MAX 255              /* rec.h's REC_MARK_MAX */
+
+static const char usage_text[] =
+	"usage: trace-ctl PID start | stop | mark LABEL | flush | status\n"
+	"       trace-ctl PID record --for DURATION [--sample BYTES]\n"
+	"DURATION: 60s, 500ms, 2m, 1h (a bare number is seconds)\n";
+
+static volatile sig_atomic_t interrupted;
+
+__attribute__((format(printf, 2, 3)))
+static int fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("trace-ctl: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return code;
+}
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+/* "60s", "500ms", "2m", "1h", "1.5s", "60" -> nanoseconds; -1 if malformed. */
+static long long duration(const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (errno || end == s || v < 0 || *s == '-')
+		return -1;
+	double unit;
+	if (!*end || !strcmp(end, "s"))
+		unit = 1e9;
+	else if (!strcmp(end, "ms"))
+		unit = 1e6;
+	else if (!strcmp(end, "m"))
+		unit = 60e9;
+	else if (!strcmp(end, "h"))
+		unit = 3600e9;
+	else
+		return -1;
+	double ns = v * unit;
+	return ns > 9e18 ? -1 : (long long)ns;
+}
+
+/* Connects to PID's control socket; the descriptor or -1 (said why). */
+static int connect_to(long pid)
+{
+	char dir[4096];
+	const char *env = getenv("REC_CTL_DIR");
+	if (env && *env)
+		snprintf(dir, sizeof dir, "%s", env);
+	else
+		snprintf(dir, sizeof dir, "/tmp/heapreel-%u", (unsigned)geteuid());
+	int alive = kill((pid_t)pid, 0) == 0 || errno == EPERM;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0) {
+		if (errno == ENOENT)
+			return alive ? fail(-1, "process %ld is not being recorded (no %s)", pid, dir)
+				     : fail(-1, "no process %ld", pid);
+		return fail(-1, "%s: %s (not a private control directory; refusing)", dir,
+			    strerror(errno));
+	}
+	struct stat st;
+	if (fstat(dfd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700) {
+		close(dfd);
+		return fail(-1, "%s is not private (it must be owned by uid %u with mode 0700);"
+			    " refusing", dir, (unsigned)geteuid());
+	}
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	snprintf(sa.sun_path, sizeof sa.sun_path, "/proc/self/fd/%d/%ld.sock", dfd, pid);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		close(dfd);
+		return fail(-1, "socket: %s", strerror(errno));
+	}
+	int r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+	int err = errno;
+	close(dfd);
+	if (r < 0) {
+		close(fd);
+		if (err == ENOENT || err == ECONNREFUSED)
+			return alive ? fail(-1, "process %ld is not being recorded (no control socket"
+					    " %s/%ld.sock)", pid, dir, pid)
+				     : fail(-1, "no process %ld", pid);
+		return fail(-1, "cannot connect to %s/%ld.sock: %s", dir, pid, strerror(err));
+	}
+	struct ucred cr;
+	socklen_t len = sizeof cr;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) < 0 || cr.pid != (pid_t)pid ||
+	    cr.uid != geteuid()) {
+		close(fd);
+		return fail(-1, "%s/%ld.sock is not served by process %ld of this user; refusing",
+			    dir, pid, pid);
+	}
+	return fd;
+}
+
+/* Sends one request and reads the answer into line; 0 (answer "ok ..."),
+ * or 1 after saying what went wrong. */
+static int ask(long pid, const char *req, char *line, size_t size)
+{
+	int fd = connect_to(pid);
+	if (fd < 0)
+		return 1;
+	char msg[LINE_BYTES];
+	int n = snprintf(msg, sizeof msg, "%s\n", req);
+	if (send(fd, msg, (size_t)n, MSG_NOSIGNAL) != n) {
+		close(fd);
+		return fail(1, "process %ld: sending the request: %s", pid, strerror(errno));
+	}
+	size_t got = 0;
+	line[0] = 0;
+	while (got < size - 1 && !memchr(line, '\n', got)) {
+		struct pollfd pf = { .fd = fd, .events = POLLIN };
+		int pr = poll(&pf, 1, ANSWER_MS);
+		if (pr <= 0) {
+			close(fd);
+			return fail(1, "process %ld did not answer within %d ms", pid, ANSWER_MS);
+		}
+		ssize_t r = recv(fd, line + got, size - 1 - got, 0);
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+		line[got] = 0;
+	}
+	close(fd);
+	char *nl = strchr(line, '\n');
+	if (!nl)
+		return fail(1, "process %ld closed the connection without an answer", pid);
+	*nl = 0;
+	if (!strncmp(line, "ok", 2) && (line[2] == 0 || line[2] == ' '))
+		return 0;
+	return fail(1, "process %ld: %s", pid, strncmp(line, "error ", 6) ? line : line + 6);
+}
+
+static int record(long pid, int argc, char **argv)
+{
+	long long ns = -1;
+	const char *sample = NULL;
+	for (int i = 0; i < argc; i++) {
+		if (!strcmp(argv[i], "--for") && i + 1 < argc) {
+			ns = duration(argv[++i]);
+			if (ns < 0)
+				return fail(EXIT_USAGE, "--for %s: expected a duration like 60s, 500ms, 2m",
+					    argv[i]);
+		} else if (!strcmp(argv[i], "--sample") && i + 1 < argc) {
+			sample = argv[++i];
+			char *end;
+			errno = 0;
+			unsigned long long v = strtoull(sample, &end, 10);
+			if (errno || end == sample || *end || *sample == '-' || v > PERIOD_MAX)
+				return fail(EXIT_USAGE, "--sample %s: expected a number of bytes up to 2^40",
+					    sample);
+		} else {
+			return fail(EXIT_USAGE, "record: unexpected %s (usage: record --for DURATION"
+				    " [--sample BYTES])", argv[i]);
+		}
+	}
+	if (ns < 0)
+		return fail(EXIT_USAGE, "record needs --for DURATION");
+	char line[LINE_BYTES], req[64];
+	if (sample) {
+		snprintf(req, sizeof req, "sample %s", sample);
+		if (ask(pid, req, line, sizeof line))
+			return 1;
+	}
+	struct sigaction sa = { .sa_handler = on_signal };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	if (ask(pid, "start", line, sizeof line))
+		return 1;
+	struct timespec left = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+	while (!interrupted && nanosleep(&left, &left) < 0 && errno == EINTR)
+		;
+	return ask(pid, "stop", line, sizeof line);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
+		fputs(usage_text, stdout);
+		return 0;
+	}
+	if (argc < 3) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	char *end;
+	errno = 0;
+	long pid = strtol(argv[1], &end, 10);
+	if (errno || end == argv[1] || *end || pid <= 0)
+		return fail(EXIT_USAGE, "%s: not a process id", argv[1]);
+	const char *cmd = argv[2];
+	char line[LINE_BYTES], req[LINE_BYTES];
+	if (!strcmp(cmd, "record"))
+		return record(pid, argc - 3, argv + 3);
+	if (!strcmp(cmd, "mark")) {
+		if (argc != 4 || !argv[3][0])
+			return fail(EXIT_USAGE, "mark needs one LABEL (quote it if it has spaces)");
+		if (strlen(argv[3]) > MARK_MAX || strchr(argv[3], '\n'))
+			return fail(EXIT_USAGE, "mark: the label must be one line of at most %d bytes",
+				    MARK_MAX);
+		snprintf(req, sizeof req, "mark %s", argv[3]);
+		return ask(pid, req, line, sizeof line);
+	}
+	if (argc != 3 || (strcmp(cmd, "start") && strcmp(cmd, "stop") && strcmp(cmd, "flush") &&
+			  strcmp(cmd, "status")))
+		return fail(EXIT_USAGE, "unknown command '%s' (start, stop, mark LABEL, flush, status,"
+			    " record --for DURATION)", cmd);
+	if (ask(pid, cmd, line, sizeof line))
+		return 1;
+	if (!strcmp(cmd, "status"))
+		printf("%s\n", line);  /* the recorder's answer, "ok state=..." */
+	return 0;
+}

@@ -1,0 +1,294 @@
+/*
+ * trace_record.c - trace-record: runs a program with librec.so preloaded
+ * and the recorder's options set, waits for it, says where the trace went
+ * and exits with the program's status.
+ *
+ *   trace-record [-o PATH] [--sample BYTES] [--paused] [--depth N] -- PROGRAM ARGS...
+ *
+ * librec.so is looked for next to this executable (a build directory),
+ * then in the libdir it was installed to (REC_LIBDIR). LD_PRELOAD keeps
+ * what the caller had, with librec.so appended. The trace path is made
+ * absolute (%p = the program's pid); the default is PROGRAM.%p.trc in the
+ * working directory. An existing file is never overwritten: the program is
+ * not started.
+ *
+ * Exit status: the program's; 128 + N if signal N killed it; 2 for a usage
+ * error, 127 if the program could not be run, 1 for any other failure of
+ * trace-record itself. While waiting it ignores SIGINT and SIGQUIT (the
+ * terminal sends them to the program too) and passes SIGTERM and SIGHUP on.
+ *
+ * Must never: print more than one line of its own on success, or replace
+ * the caller's LD_PRELOAD.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef REC_LIBDIR
+#define REC_LIBDIR "/usr/local/lib"
+#endif
+
+#define LIBREC "librec.so"
+#define EXIT_USAGE 2
+#define EXIT_NOEXEC 127
+#define SIGNAL_BASE 128            /* shells' convention: killed by N -> 128 + N */
+#define PERIOD_MAX (1ull << 40)    /* as the recorder's REC_SAMPLE bound */
+#define DEPTH_MAX 256              /* as the recorder's REC_DEPTH bound */
+
+static const char usage_text[] =
+	"usage: trace-record [options] -- PROGRAM [ARGS...]\n"
+	"  -o, --output PATH   trace file (%p = pid; default PROGRAM.%p.trc here)\n"
+	"  --sample BYTES      record a Poisson sample, one every BYTES allocated on average\n"
+	"  --paused            start with recording stopped (trace-ctl PID start, rec_start)\n"
+	"  --depth N           stack frames kept, 1 to 256 (default 64)\n"
+	"  --max-size SIZE     bounded recording (not implemented yet)\n";
+
+enum { OPT_SAMPLE = 256, OPT_PAUSED, OPT_DEPTH, OPT_MAX_SIZE, OPT_HELP };
+
+static const struct option options[] = {
+	{ "output", required_argument, NULL, 'o' },
+	{ "sample", required_argument, NULL, OPT_SAMPLE },
+	{ "paused", no_argument, NULL, OPT_PAUSED },
+	{ "depth", required_argument, NULL, OPT_DEPTH },
+	{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ 0 }
+};
+
+static pid_t child;
+
+__attribute__((format(printf, 2, 3)))
+static int fail(int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	fputs("trace-record: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+	va_end(ap);
+	return code;
+}
+
+/* A decimal number from lo to hi, or 0 after saying what is wrong. */
+static unsigned long long number(const char *opt, const char *s, unsigned long long lo,
+				 unsigned long long hi)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v < lo || v > hi) {
+		fail(EXIT_USAGE, "%s %s: expected a number from %llu to %llu", opt, s, lo, hi);
+		return 0;
+	}
+	return v;
+}
+
+/* librec.so next to /proc/self/exe, else in REC_LIBDIR; 0 or -1. */
+static int find_librec(char *out, size_t size)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n > 0) {
+		self[n] = 0;
+		char *slash = strrchr(self, '/');
+		if (slash && (size_t)(slash - self) + sizeof "/" LIBREC <= size) {
+			memcpy(out, self, (size_t)(slash - self));
+			memcpy(out + (slash - self), "/" LIBREC, sizeof "/" LIBREC);
+			if (access(out, R_OK) == 0)
+				return 0;
+		}
+	}
+	snprintf(out, size, "%s/%s", REC_LIBDIR, LIBREC);
+	return access(out, R_OK) == 0 ? 0 : -1;
+}
+
+/* LD_PRELOAD with lib appended (once). */
+static char *preload_with(const char *lib)
+{
+	const char *have = getenv("LD_PRELOAD");
+	size_t need = strlen(lib) + (have ? strlen(have) : 0) + 2;
+	char *v = malloc(need);
+	if (!v)
+		return NULL;
+	if (!have || !*have) {
+		snprintf(v, need, "%s", lib);
+		return v;
+	}
+	/* entries are separated by spaces or colons (ld.so(8)) */
+	char *copy = strdup(have);
+	if (!copy) {
+		free(v);
+		return NULL;
+	}
+	int present = 0;
+	for (char *save, *tok = strtok_r(copy, ": ", &save); tok; tok = strtok_r(NULL, ": ", &save))
+		present |= !strcmp(tok, lib);
+	free(copy);
+	if (present)
+		snprintf(v, need, "%s", have);
+	else
+		snprintf(v, need, "%s:%s", have, lib);
+	return v;
+}
+
+/* The trace path template made absolute: out must hold PATH_MAX. */
+static int absolute(const char *tmpl, const char *program, char *out, size_t size)
+{
+	char def[PATH_MAX];
+	if (!tmpl) {
+		const char *base = strrchr(program, '/');
+		snprintf(def, sizeof def, "%s.%%p.trc", base ? base + 1 : program);
+		tmpl = def;
+	}
+	if (tmpl[0] == '/') {
+		snprintf(out, size, "%s", tmpl);
+		return 0;
+	}
+	char cwd[PATH_MAX];
+	if (!getcwd(cwd, sizeof cwd))
+		return -1;
+	int n = snprintf(out, size, "%s/%s", cwd, tmpl);
+	return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+/* tmpl with every %p replaced by pid. */
+static void expand(const char *tmpl, pid_t pid, char *out, size_t size)
+{
+	size_t o = 0;
+	for (const char *s = tmpl; *s && o + 1 < size; s++) {
+		if (s[0] == '%' && s[1] == 'p') {
+			int n = snprintf(out + o, size - o, "%d", (int)pid);
+			o += n > 0 ? (size_t)n : 0;
+			s++;
+		} else {
+			out[o++] = *s;
+		}
+	}
+	out[o < size ? o : size - 1] = 0;
+}
+
+static void pass_on(int sig)
+{
+	if (child > 0)
+		kill(child, sig);
+}
+
+int main(int argc, char **argv)
+{
+	const char *out = getenv("REC_OUT"), *sample = NULL, *depth = NULL;
+	int paused = 0, c;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:o:h", options, NULL)) != -1) {
+		switch (c) {
+		case 'o':
+			out = optarg;
+			break;
+		case OPT_SAMPLE:
+			if (!number("--sample", optarg, 0, PERIOD_MAX) && strcmp(optarg, "0"))
+				return EXIT_USAGE;
+			sample = optarg;
+			break;
+		case OPT_PAUSED:
+			paused = 1;
+			break;
+		case OPT_DEPTH:
+			if (!number("--depth", optarg, 1, DEPTH_MAX))
+				return EXIT_USAGE;
+			depth = optarg;
+			break;
+		case OPT_MAX_SIZE:
+			return fail(EXIT_USAGE, "--max-size: bounded recording is not implemented yet;"
+				    " record without it");
+		case 'h':
+		case OPT_HELP:
+			fputs(usage_text, stdout);
+			return 0;
+		case ':':
+			return fail(EXIT_USAGE, "%s needs a value (--help for usage)", argv[optind - 1]);
+		default:
+			return fail(EXIT_USAGE, "unknown option %s (--help for usage)", argv[optind - 1]);
+		}
+	}
+	if (optind >= argc) {
+		fputs(usage_text, stderr);
+		return EXIT_USAGE;
+	}
+	char **prog = argv + optind;
+
+	char lib[PATH_MAX], tmpl[PATH_MAX];
+	if (find_librec(lib, sizeof lib) < 0)
+		return fail(1, "cannot find %s next to trace-record or in %s", LIBREC, REC_LIBDIR);
+	if (absolute(out, prog[0], tmpl, sizeof tmpl) < 0)
+		return fail(1, "cannot make the trace path absolute: %s", strerror(errno));
+	char *preload = preload_with(lib);
+	if (!preload || setenv("LD_PRELOAD", preload, 1) || setenv("REC_OUT", tmpl, 1) ||
+	    (sample && setenv("REC_SAMPLE", sample, 1)) ||
+	    (paused && setenv("REC_PAUSED", "1", 1)) || (depth && setenv("REC_DEPTH", depth, 1)))
+		return fail(1, "out of memory");
+	free(preload);
+
+	signal(SIGINT, SIG_IGN);
+	signal(SIGQUIT, SIG_IGN);
+	struct sigaction sa = { .sa_handler = pass_on };
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+
+	/* The child reports a failure before or at exec through this pipe;
+	 * a successful exec closes it (O_CLOEXEC) unwritten. */
+	int report[2];
+	if (pipe2(report, O_CLOEXEC) < 0)
+		return fail(1, "cannot make a pipe: %s", strerror(errno));
+	char path[PATH_MAX];
+	child = fork();
+	if (child < 0)
+		return fail(1, "cannot start %s: %s", prog[0], strerror(errno));
+	if (child == 0) {
+		close(report[0]);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGQUIT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		expand(tmpl, getpid(), path, sizeof path);
+		struct stat st;
+		if (lstat(path, &st) == 0) {
+			fail(0, "%s already exists; not overwriting it (choose another -o)", path);
+		} else {
+			execvp(prog[0], prog);
+			fail(0, "cannot run %s: %s", prog[0], strerror(errno));
+		}
+		ssize_t w = write(report[1], "x", 1);
+		(void)w;
+		_exit(EXIT_NOEXEC);
+	}
+	close(report[1]);
+	char byte;
+	ssize_t failed;
+	while ((failed = read(report[0], &byte, 1)) < 0 && errno == EINTR)
+		;
+	close(report[0]);
+	int status;
+	while (waitpid(child, &status, 0) < 0)
+		if (errno != EINTR)
+			return fail(1, "waiting for %s: %s", prog[0], strerror(errno));
+	int code = WIFSIGNALED(status) ? SIGNAL_BASE + WTERMSIG(status) : WEXITSTATUS(status);
+	expand(tmpl, child, path, sizeof path);
+	struct stat st;
+	if (failed > 0)
+		return code;
+	if (stat(path, &st) == 0)
+		fprintf(stderr, "trace-record: trace written to %s\n", path);
+	else
+		fprintf(stderr, "trace-record: no trace was written to %s\n",
+			path);
+	return code;
+}

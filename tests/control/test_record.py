@@ -1,0 +1,66 @@
+"""trace-record: runs a program preloaded, passes its options on, says
+where the trace went, exits with the program's status (128 + N for a
+signal), appends to LD_PRELOAD, refuses --max-size (not implemented yet),
+bad values and an existing trace file."""
+import os
+import re
+import subprocess
+
+import ctltest
+import hrtest
+
+ctltest.need(ctltest.TRACE_RECORD, hrtest.LIBREC, hrtest.TRACE_DUMP)
+d = hrtest.tmpdir("record")
+
+
+def rec(args, **kw):
+    return subprocess.run([ctltest.TRACE_RECORD] + args, capture_output=True, text=True,
+                          cwd=d, timeout=60, **kw)
+
+
+# Exit status passes through: 0, 3, killed by SIGTERM -> 143.
+for code, script in ((0, "exit 0"), (3, "exit 3"), (128 + 15, "kill -TERM $$")):
+    t = os.path.join(d, "code%d.trc" % code)
+    p = rec(["-o", t, "--", "sh", "-c", script])
+    assert p.returncode == code, (script, p.returncode, p.stderr)
+    assert p.stderr.splitlines()[-1] == "trace-record: trace written to %s" % t, p.stderr
+    if code < 128:  # a killed program leaves its last events in the .ring
+        assert hrtest.summary(t)["alloc"] > 0
+
+# Default name: PROGRAM.PID.trc in the working directory; %p expands.
+p = rec(["--", "sh", "-c", "exit 0"])
+m = re.fullmatch(r"trace-record: trace written to (%s/sh\.(\d+)\.trc)" % re.escape(d),
+                 p.stderr.strip())
+assert p.returncode == 0 and m and os.path.exists(m.group(1)), p.stderr
+p = rec(["-o", "pid-%p.trc", "--", "sh", "-c", "echo $$"])
+pid = p.stdout.strip()
+assert p.stderr.strip() == "trace-record: trace written to %s/pid-%s.trc" % (d, pid), p.stderr
+
+# Options become the recorder's environment; LD_PRELOAD is appended to.
+other = "/lib/x86_64-linux-gnu/libm.so.6"
+env = dict(os.environ, LD_PRELOAD=other)
+p = rec(["-o", "env.trc", "--sample", "4096", "--paused", "--depth", "7", "--", "sh", "-c",
+         'echo "$LD_PRELOAD|$REC_SAMPLE|$REC_PAUSED|$REC_DEPTH"'], env=env)
+assert p.returncode == 0, p.stderr
+preload, sample, paused, depth = p.stdout.strip().split("|")
+assert preload.split(":") == [other, hrtest.LIBREC], preload
+assert (sample, paused, depth) == ("4096", "1", "7"), p.stdout
+
+# Refusals: one line, the program never runs.
+marker = os.path.join(d, "ran")
+for args, code, words in (
+        (["--max-size", "1G"], 2, "not implemented"),
+        (["--sample", "lots"], 2, "--sample lots"),
+        (["--depth", "0"], 2, "--depth 0"),
+        (["-o", "code0.trc"], 127, "already exists"),
+        (["--bogus"], 2, "unknown option --bogus")):
+    before = os.path.getsize(os.path.join(d, "code0.trc"))
+    p = rec(args + ["--", "sh", "-c", "touch " + marker])
+    assert p.returncode == code, (args, p.returncode, p.stderr)
+    assert len(p.stderr.splitlines()) == 1 and words in p.stderr, (args, p.stderr)
+    assert not os.path.exists(marker), args
+    assert os.path.getsize(os.path.join(d, "code0.trc")) == before
+
+p = rec(["-o", "none.trc", "--", os.path.join(d, "no-such-program")])
+assert p.returncode == 127 and "cannot run" in p.stderr, p.stderr
+print("ok")
