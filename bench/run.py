@@ -38,6 +38,8 @@ RUN_TIMEOUT_S = 900            # a run that hangs is killed and counted failed
 SQLITE_ROWS = 150000
 QUICK_SQLITE_ROWS = 10000
 SNAP_INSTANTS = [5, 15, 25, 35, 45, 55, 65, 75, 85, 95]  # % of the trace
+SAMPLE_PERIODS = (4096, 65536, 524288)  # REC_SAMPLE bytes: overhead should fall as it grows
+SAMPLE_TARGET = 1.05          # issue 6: --sample 524288 costs at most 5 %
 TUI_STEPS = 100               # cursor steps timed by trace-tui --bench-steps
 PTY_COLS, PTY_ROWS = 120, 40  # the terminal the TUI is timed in
 KIB = 1024
@@ -166,9 +168,10 @@ def run_variant(variant, argv, tools, work, tag):
     # is recorded; the baseline goes through env(1) too, for the same cost.
     if variant == "base":
         return timed(["env"] + argv, env=env, cwd=work), None
-    if variant == "rec":
+    if variant == "rec" or variant.startswith("sample"):
         trc = os.path.join(work, tag + ".trc")
-        r = timed(["env", "LD_PRELOAD=" + tools["librec"], "REC_OUT=" + trc] + argv,
+        sample = ["REC_SAMPLE=" + variant[len("sample"):]] if variant != "rec" else []
+        r = timed(["env", "LD_PRELOAD=" + tools["librec"], "REC_OUT=" + trc] + sample + argv,
                   env=env, cwd=work)
         if r.ok and not os.path.exists(trc):
             r.rc, r.err = -1, "no trace written to %s" % trc
@@ -336,6 +339,39 @@ def bench_recording(name, argv, tools, work, runs):
             "row": row,
             "summary": summary, "ht_file": keep.get("ht"), "keep": keep,
             "rec_wall": stats.get("rec") and stats["rec"][0]}
+
+
+def bench_sampling(name, argv, tools, work, runs):
+    """Byte sampling: base alternated with each period of SAMPLE_PERIODS;
+    the median ratio per period and the trace's events."""
+    variants = ["base"] + ["sample%d" % p for p in SAMPLE_PERIODS]
+    results = {v: [] for v in variants}
+    events = {}
+    for i in range(runs):
+        for v in variants:
+            r, out = run_variant(v, argv, tools, work, "%s-%s-%d" % (
+                re.sub(r"\W+", "_", name), v, i))
+            results[v].append(r)
+            if out and r.ok and v not in events:
+                summary, _ = trace_summary(tools["dump"], out)
+                events[v] = summary and int(summary.get("events", 0))
+            remove(out)
+    base = [r.wall for r in results["base"] if r.ok]
+    if not base:
+        print("  sampling          base FAILED")
+        return
+    t_base = statistics.median(base)
+    for v in variants[1:]:
+        st = ratio_stats(results[v], t_base)
+        if st is None:
+            print("  %-17s FAILED" % ("REC_SAMPLE=" + v[6:]))
+            continue
+        verdict = ""
+        if int(v[6:]) == SAMPLE_PERIODS[-1]:
+            verdict = ", target <= %.2fx: %s" % (SAMPLE_TARGET,
+                                                  "MET" if st[1] <= SAMPLE_TARGET else "NOT MET")
+        print("  %-17s %s, %s events%s" % ("REC_SAMPLE=" + v[6:], fmt_ratio(st),
+                                            events.get(v, "?"), verdict))
 
 
 def check_target(stats, t_base):
@@ -538,6 +574,9 @@ def main():
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(REPO), "shared", "bench"),
                     help="the shared workloads folder (default ../shared/bench)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--no-sampling", action="store_true",
+                    help="skip the byte-sampling runs (REC_SAMPLE=%s)" %
+                    ",".join(str(p) for p in SAMPLE_PERIODS))
     a = ap.parse_args()
     if a.runs < 1:
         ap.error("--runs must be at least 1")
@@ -556,6 +595,8 @@ def main():
             if res is None:
                 continue
             rows.append(res["row"])
+            if not a.no_sampling:
+                bench_sampling(name, argv, tools, work, runs)
             db = bench_import(res, tools, work)
             report_ring_waits(res, db)
             if db:

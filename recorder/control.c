@@ -1,7 +1,7 @@
 /*
  * control.c - the control channel trace-ctl talks to: a unix stream socket
  * DIR/PID.sock, served by the writer thread (never by an application
- * thread), which checks it every CHECK_ROUNDS rounds (~5 ms) with a
+ * thread), which checks it every CHECK_ROUNDS rounds (5 to 40 ms) with a
  * non-blocking accept, so a request is answered well within 100 ms.
  *
  * DIR is $REC_CTL_DIR if set, else /tmp/heapreel-UID. It is created 0700
@@ -38,7 +38,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#define CHECK_ROUNDS 5          /* writer rounds (~1 ms each) between accepts */
+#define CHECK_ROUNDS 5          /* writer rounds (1 to 8 ms each) between accepts */
 #define REQUEST_MS 100          /* longest wait for a request line */
 #define REQUEST_BYTES 512       /* "mark " + a label of REC_MARK_MAX, with room */
 #define ACCEPTS_PER_CHECK 8     /* connections served per check at most */

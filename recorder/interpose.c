@@ -5,7 +5,10 @@
  *
  * Each one calls the real function, then (while recording, and not from
  * inside the recorder) stamps the time, captures the stack and publishes a
- * 32-byte event to the calling thread's ring. Ordering rule: an allocation is
+ * 32-byte event to the calling thread's ring. What is recorded follows one
+ * word of api.c, read once per call: allocations only while started, and
+ * when sampling only the sampled ones (sample.c); frees of every block, or
+ * with sampling only of the sampled blocks. Ordering rule: an allocation is
  * stamped after the real call returned, a free before the real free runs, so
  * an address handed out again by another thread always sorts after its free.
  *
@@ -51,9 +54,31 @@ static uint32_t current_stack(void)
 	return last_id;
 }
 
-/* Records one allocation the real allocator just returned. */
-static void note_alloc(void *p, size_t size, unsigned fn)
+/* Is an allocation of size bytes to be recorded now? *track: it must
+ * join the sampled set (sampling is on). */
+static inline int take_alloc(size_t size, int *track)
 {
+	uint64_t w = rec_ctl_now();
+	uint64_t period = w >> REC_M_PERIOD_SHIFT;
+	*track = period != 0;
+	return (w & REC_M_ALLOCS) && (!period || rec_sampled(period, size));
+}
+
+/* Is the free of p to be recorded? Called before the real free, so p is
+ * out of the sampled set before another thread can be handed it again. */
+static inline int take_free(const void *p)
+{
+	uint64_t w = rec_ctl_now();
+	if (w & REC_M_FREES)
+		return 1;
+	return (w & REC_M_PROBE) && rec_sampled_take((uintptr_t)p);
+}
+
+/* Records one allocation the real allocator just returned. */
+static void note_alloc(void *p, size_t size, unsigned fn, int track)
+{
+	if (track)
+		rec_sampled_add((uintptr_t)p);
 	uint64_t t = rec_now();
 	struct tf_event ev = {
 		.t = t, .addr = (uintptr_t)p, .size = size,
@@ -77,12 +102,13 @@ REC_EXPORT void *malloc(size_t size)
 {
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(size, 16);
-	if (rec_guard || !rec_on())
+	int track;
+	if (rec_guard || !rec_on() || !take_alloc(size, &track))
 		return rec_real.malloc(size);
 	rec_guard = 1;
 	void *p = rec_real.malloc(size);
 	if (p)
-		KEEP_ERRNO(note_alloc(p, size, TF_FN_MALLOC));
+		KEEP_ERRNO(note_alloc(p, size, TF_FN_MALLOC, track));
 	rec_guard = 0;
 	return p;
 }
@@ -93,7 +119,7 @@ REC_EXPORT void free(void *p)
 		return;
 	if (REC_UNLIKELY(!ready()))
 		return; /* not ours and no real free yet: cannot happen; never crash */
-	if (rec_guard || !rec_on()) {
+	if (rec_guard || !rec_on() || !take_free(p)) {
 		rec_real.free(p);
 		return;
 	}
@@ -111,12 +137,15 @@ REC_EXPORT void *calloc(size_t n, size_t size)
 			return NULL;
 		return rec_boot_alloc(total, 16);
 	}
-	if (rec_guard || !rec_on())
+	size_t total;
+	int track;
+	if (rec_guard || !rec_on() || __builtin_mul_overflow(n, size, &total) ||
+	    !take_alloc(total, &track))
 		return rec_real.calloc(n, size);
 	rec_guard = 1;
 	void *p = rec_real.calloc(n, size);
 	if (p)
-		KEEP_ERRNO(note_alloc(p, n * size, TF_FN_CALLOC));
+		KEEP_ERRNO(note_alloc(p, total, TF_FN_CALLOC, track));
 	rec_guard = 0;
 	return p;
 }
@@ -126,30 +155,49 @@ REC_EXPORT void *calloc(size_t n, size_t size)
 static void *resize(void *old, size_t size, unsigned fn, void *(*real_call)(void *, size_t, size_t),
 		    size_t n, size_t m)
 {
+	int track;
+	int take_new = take_alloc(size, &track);
 	if (!old) {
 		void *p = real_call(NULL, n, m);
-		if (p)
-			KEEP_ERRNO(note_alloc(p, size, fn));
+		if (p && take_new)
+			KEEP_ERRNO(note_alloc(p, size, fn, track));
 		return p;
 	}
+	int take_old = take_free(old);
+	if (!take_old && !take_new)
+		return real_call(old, n, m);
 	uint64_t before = rec_now();
 	void *p = real_call(old, n, m);
+	int e = errno;
 	if (!p) {
-		if (size == 0) { /* realloc(p, 0) freed p */
+		if (size == 0 && take_old) { /* realloc(p, 0) freed p */
 			struct tf_event ev = { .t = before, .addr = (uintptr_t)old,
 					       .kind = TF_EV_FREE, .fn = (uint8_t)fn };
-			KEEP_ERRNO(rec_ring_put(&ev, 1));
+			rec_ring_put(&ev, 1);
+		} else if (size != 0 && take_old && track) {
+			rec_sampled_add((uintptr_t)old); /* failed: old lives on */
 		}
+		errno = e;
 		return p; /* failed: old is untouched, nothing to record */
 	}
-	int e = errno;
-	uint64_t after = rec_now();
-	struct tf_event ev[2] = {
-		{ .t = before, .addr = (uintptr_t)old, .kind = TF_EV_REALLOC_OLD, .fn = (uint8_t)fn },
-		{ .t = after, .addr = (uintptr_t)p, .size = size, .stack = current_stack(),
-		  .kind = TF_EV_REALLOC_NEW, .fn = (uint8_t)fn },
-	};
-	rec_ring_put(ev, 2);
+	if (take_old && take_new) {
+		if (track)
+			rec_sampled_add((uintptr_t)p);
+		uint64_t after = rec_now();
+		struct tf_event ev[2] = {
+			{ .t = before, .addr = (uintptr_t)old, .kind = TF_EV_REALLOC_OLD,
+			  .fn = (uint8_t)fn },
+			{ .t = after, .addr = (uintptr_t)p, .size = size, .stack = current_stack(),
+			  .kind = TF_EV_REALLOC_NEW, .fn = (uint8_t)fn },
+		};
+		rec_ring_put(ev, 2);
+	} else if (take_old) { /* the new block goes unrecorded (stopped, unsampled) */
+		struct tf_event ev = { .t = before, .addr = (uintptr_t)old,
+				       .kind = TF_EV_FREE, .fn = (uint8_t)fn };
+		rec_ring_put(&ev, 1);
+	} else if (take_new) { /* the old block was never recorded */
+		note_alloc(p, size, fn, track);
+	}
 	errno = e;
 	return p;
 }
@@ -220,12 +268,13 @@ REC_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 		*out = p;
 		return 0;
 	}
-	if (rec_guard || !rec_on())
+	int track;
+	if (rec_guard || !rec_on() || !take_alloc(size, &track))
 		return rec_real.posix_memalign(out, align, size);
 	rec_guard = 1;
 	int r = rec_real.posix_memalign(out, align, size);
 	if (r == 0)
-		KEEP_ERRNO(note_alloc(*out, size, TF_FN_POSIX_MEMALIGN));
+		KEEP_ERRNO(note_alloc(*out, size, TF_FN_POSIX_MEMALIGN, track));
 	rec_guard = 0;
 	return r;
 }
@@ -233,12 +282,13 @@ REC_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 /* aligned_alloc, memalign: same shape. */
 static void *aligned(void *(*real_call)(size_t, size_t), size_t align, size_t size, unsigned fn)
 {
-	if (rec_guard || !rec_on())
+	int track;
+	if (rec_guard || !rec_on() || !take_alloc(size, &track))
 		return real_call(align, size);
 	rec_guard = 1;
 	void *p = real_call(align, size);
 	if (p)
-		KEEP_ERRNO(note_alloc(p, size, fn));
+		KEEP_ERRNO(note_alloc(p, size, fn, track));
 	rec_guard = 0;
 	return p;
 }
@@ -260,12 +310,13 @@ REC_EXPORT void *memalign(size_t align, size_t size)
 /* valloc, pvalloc: page-aligned. */
 static void *paged(void *(*real_call)(size_t), size_t size, unsigned fn)
 {
-	if (rec_guard || !rec_on())
+	int track;
+	if (rec_guard || !rec_on() || !take_alloc(size, &track))
 		return real_call(size);
 	rec_guard = 1;
 	void *p = real_call(size);
 	if (p)
-		KEEP_ERRNO(note_alloc(p, size, fn));
+		KEEP_ERRNO(note_alloc(p, size, fn, track));
 	rec_guard = 0;
 	return p;
 }

@@ -62,6 +62,58 @@ int rec_boot_owns(const void *p);
 void *rec_boot_alloc(size_t size, size_t align);
 size_t rec_boot_size(const void *p);
 
+/* ---- api.c: what is recorded now; rec.h and the control requests ---------
+ * rec_ctl_word: the sampling period above REC_M_PERIOD_SHIFT, flags below.
+ * The hot path reads it once per call, relaxed. */
+#define REC_M_ALLOCS 1u               /* record allocations */
+#define REC_M_FREES 2u                /* record every free */
+#define REC_M_PROBE 4u                /* record a free if its block was sampled */
+#define REC_M_PERIOD_SHIFT 24
+#define REC_PERIOD_MAX ((uint64_t)1 << 40)
+extern _Atomic uint64_t rec_ctl_word;
+static inline uint64_t rec_ctl_now(void)
+{
+	return atomic_load_explicit(&rec_ctl_word, memory_order_relaxed);
+}
+void rec_ctl_init(void);              /* REC_SAMPLE, REC_PAUSED; constructor */
+void rec_ctl_session_start(void);     /* before a trace starts */
+void rec_ctl_session_started(void);   /* after: a paused trace says so */
+void rec_ctl_overflow(void);          /* the sampled set is full (one CAS) */
+uint64_t rec_ctl_period(void);
+int rec_ctl_active(void);
+/* Requests; can_wait: the caller is not the writer. 0, or -1: no trace. */
+int rec_ctl_start(int can_wait);
+int rec_ctl_stop(int can_wait);
+int rec_ctl_mark(const char *label, int can_wait);
+/* A new period, accepted only before anything was recorded; *have: the
+ * period in force. */
+int rec_ctl_set_period(uint64_t period, uint64_t *have);
+/* Writer side: queued marks into MARK records; rec_flush requests. */
+void rec_ctl_drain_marks(void);
+int rec_ctl_flush_wanted(void);
+uint32_t rec_ctl_flush_asked(void);
+void rec_ctl_flushed(uint32_t asked);
+
+/* ---- control.c: the trace-ctl socket, served by the writer ---------------- */
+void rec_ctl_listen(void);            /* at session start */
+void rec_ctl_abandon(void);           /* forked child: close the parent's */
+void rec_ctl_round(int final);        /* each writer round; final: close */
+
+/* ---- sample.c: byte sampling ------------------------------------------------ */
+extern REC_TLS int64_t rec_sample_left;  /* bytes to this thread's next sample */
+int rec_sample_init(void);            /* maps the tables (once) */
+void rec_sample_reset(void);          /* new trace: no sampled blocks */
+uint64_t rec_sample_overflows(void);
+int rec_sample_slow(uint64_t period, size_t size); /* countdown crossed zero */
+/* Is an allocation of size bytes sampled? (Hot path: a subtraction.) */
+static inline int rec_sampled(uint64_t period, size_t size)
+{
+	rec_sample_left -= (int64_t)size;
+	return REC_UNLIKELY(rec_sample_left <= 0) && rec_sample_slow(period, size);
+}
+void rec_sampled_add(uint64_t addr);  /* a sampled block is live */
+int rec_sampled_take(uint64_t addr);  /* a free: was addr sampled? (removes it) */
+
 /* ---- session.c: one trace being written ----------------------------------- */
 enum rec_state { REC_OFF = 0, REC_ON = 1, REC_CLOSED = 2 };
 
@@ -200,6 +252,10 @@ int rec_writer_start(struct tf_writer *w);
 void rec_writer_stop(void);           /* final drain, END; joins the thread */
 void rec_writer_abandon(void);        /* forked child: forget the parent's writer */
 void rec_writer_kick(void);           /* wake the writer early (a syscall) */
+/* Writer thread only: a MARK record; a full round written to the file. */
+void rec_writer_mark(uint64_t t, const char *label);
+int rec_writer_sync(void);            /* 0, or -1: writing failed */
+int rec_writer_failed(void);
 
 /* ---- modules.c: the module map -------------------------------------------- */
 struct rec_module {

@@ -302,13 +302,14 @@ static void start(int single_thread)
 	}
 	rec_ring_reset();
 	rec_modules_reset();
+	rec_ctl_session_start();
 	read_exe();
 	read_cmdline();
 	struct tf_header h = {
 		.version = TF_VERSION, .pid = (uint32_t)rec_s.pid, .ppid = (uint32_t)getppid(),
 		.pointer_size = sizeof(void *), .t0_mono_ns = rec_s.t0,
 		.t0_real_ns = (uint64_t)real.tv_sec * 1000000000u + (uint64_t)real.tv_nsec,
-		.exe = rec_s.exe, .cmdline = cmdline,
+		.exe = rec_s.exe, .cmdline = cmdline, .sample_period = rec_ctl_period(),
 	};
 	struct tf_error terr;
 	if (tf_writer_open(&writer, rec_s.trace_fd, &h, &terr) != TF_OK) {
@@ -320,13 +321,16 @@ static void start(int single_thread)
 	}
 	rec_modules_snapshot();
 	atomic_fetch_add(&rec_s.gen, 1);
+	rec_ctl_listen();
 	if (rec_writer_start(writer) < 0) {
+		rec_ctl_round(1);
 		tf_writer_abandon(writer);
 		fail(rec_s.trace_path, ": cannot start the writer thread; not recording");
 		give_up();
 		goto out;
 	}
 	atomic_store(&rec_s.state, REC_ON);
+	rec_ctl_session_started();
 out:
 	rec_guard = g;
 }
@@ -377,6 +381,7 @@ static void fork_child(void)
 	if (rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino))
 		close(rec_s.ring_fd);
 	rec_writer_abandon();
+	rec_ctl_abandon();
 	rec_cfi_fork_child();
 	start(1);
 	rec_guard = g;
@@ -403,6 +408,7 @@ __attribute__((constructor)) static void rec_init(void)
 	rec_guard = 1;
 	rec_real_resolve();
 	rec_s.depth = parse_depth();
+	rec_ctl_init();
 	if (rec_stack_init() < 0) {
 		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");
 	} else if (rec_ring_init() < 0 || pthread_atfork(NULL, NULL, fork_child) != 0) {

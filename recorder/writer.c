@@ -1,7 +1,7 @@
 /*
  * writer.c - the writer thread: drains the staging rings into the trace.
  *
- * Every round (1 ms, or sooner when a thread's ring crossed half full and
+ * Every round (1 to 8 ms, or sooner when a thread's ring crossed half full and
  * woke it through the futex word `kick`) it appends, in this order:
  *   - MODULE records for objects loaded since the last round (it polls
  *     dl_iterate_phdr's load counter; dlclose snapshots before unloading),
@@ -16,8 +16,13 @@
  * the two events of a realloc (which the thread publishes together), so a
  * pair that wraps around the ring's end still goes out in one call.
  *
+ * After each round it serves the control socket, writes the marks queued
+ * by rec_mark, trace-ctl, start and stop, and answers rec_flush with a
+ * round that drains every ring (control.c, api.c).
+ *
  * On stop it does a last round, writes a "heapreel.stats" MARK (ring waits,
- * lost events, unknown stacks, nodes), and tf_writer_close writes END.
+ * lost events, unknown stacks, nodes, sampled-set overflows), and
+ * tf_writer_close writes END.
  *
  * The thread runs with the re-entrancy guard set (its allocations are not
  * recorded) and all signals blocked (the program's handlers never run on it).
@@ -37,10 +42,16 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define ROUND_NS 1000000L              /* writer period when nobody wakes it */
-#define META_FLUSH_ROUNDS 100          /* meta segment at most every ~100 ms */
+/* Writer period when nobody wakes it: 1 ms while rounds write events,
+ * doubling up to 8 ms while they write none, so an idle or sampled
+ * recording does not wake a CPU (and preempt the program on a busy
+ * machine) a thousand times a second. A ring crossing half full still
+ * wakes it at once. */
+#define ROUND_MIN_NS 1000000L
+#define ROUND_MAX_NS 8000000L
+#define META_FLUSH_ROUNDS 100          /* meta segment at most every 100 rounds */
 /* Segments compress better when big (trace_format.h): a ring is drained
- * once it holds DRAIN_MIN events, or after DRAIN_AGE_ROUNDS (~200 ms) so the
+ * once it holds DRAIN_MIN events, or after DRAIN_AGE_ROUNDS (0.2-1.6 s) so the
  * trace stays fresh, or when its thread exited, or at the end; each call
  * gets at most TF_SEGMENT_EVENTS, so a thread waiting for room gets some
  * before the whole ring is written. */
@@ -60,6 +71,7 @@ struct announced {                     /* per ring, writer's own notes */
 	uint64_t drained;              /* round of the last drain */
 };
 static uint64_t round_no;
+static int round_wrote;                /* this round wrote events */
 static struct announced *announced;
 static struct tf_event *scratch;       /* DRAIN_CHUNK + 1 events */
 static int meta_dirty;
@@ -170,7 +182,12 @@ static void read_comm(struct tf_ring *r)
 	memcpy(r->name, name, sizeof name);
 }
 
-static void drain(uint32_t i, int final)
+/* How much a round writes: NORMAL leaves rings that hold little for a
+ * later round; SYNC writes everything (rec_flush, trace-ctl flush); FINAL
+ * also skips trie nodes whose writer died and notes thread names. */
+enum round_mode { NORMAL, SYNC, FINAL };
+
+static void drain(uint32_t i, enum round_mode mode)
 {
 	struct tf_ring *r = rec_session_ring(i);
 	uint32_t state = atomic_load_explicit(&r->state, memory_order_acquire);
@@ -184,10 +201,11 @@ static void drain(uint32_t i, int final)
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
 	uint32_t cap = rec_s.rf->ring_events;
 	const struct tf_event *ev = (const struct tf_event *)(r + 1);
-	if (!final && state != TF_RING_CLOSED && head - tail < DRAIN_MIN &&
+	if (mode == NORMAL && state != TF_RING_CLOSED && head - tail < DRAIN_MIN &&
 	    round_no - announced[i].drained < DRAIN_AGE_ROUNDS)
 		return;
 	announced[i].drained = round_no;
+	round_wrote |= tail != head;
 	while (tail != head) {
 		/* in chunks, so a thread waiting for room gets some soon */
 		size_t n = head - tail < DRAIN_CHUNK ? head - tail : DRAIN_CHUNK;
@@ -212,20 +230,20 @@ static void drain(uint32_t i, int final)
 		atomic_store_explicit(&r->tail, 0, memory_order_relaxed);
 		atomic_store_explicit(&r->state, TF_RING_FREE, memory_order_release);
 		rec_ring_release(i);
-	} else if (final) {
+	} else if (mode == FINAL) {
 		read_comm(r);
 		thread_record(i, r);
 	}
 }
 
-static void round_all(int final)
+static void round_all(enum round_mode mode)
 {
 	emit_modules();
-	emit_nodes(final);
+	emit_nodes(mode == FINAL);
 	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
 	for (uint32_t i = 0; i < used; i++)
-		drain(i, final);
-	emit_nodes(final); /* nodes of the events just written */
+		drain(i, mode);
+	emit_nodes(mode == FINAL); /* nodes of the events just written */
 }
 
 static void stats(void)
@@ -238,7 +256,9 @@ static void stats(void)
 	p = rec_cat(p, e, " stacks_unknown=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.stacks_unknown));
 	p = rec_cat(p, e, " nodes=");
-	rec_utoa(p, e, atomic_load(&rec_s.rf->nodes_next) - 1);
+	p = rec_utoa(p, e, atomic_load(&rec_s.rf->nodes_next) - 1);
+	p = rec_cat(p, e, " sample_overflows=");
+	rec_utoa(p, e, rec_sample_overflows());
 	struct tf_record r = { .kind = TF_MARK, .t = rec_now(), .str = label };
 	meta(&r);
 }
@@ -253,24 +273,48 @@ static void check_fd(void)
 		"; recording stopped");
 }
 
+void rec_writer_mark(uint64_t t, const char *label)
+{
+	struct tf_record r = { .kind = TF_MARK, .t = t, .str = label };
+	meta(&r);
+}
+
+int rec_writer_sync(void)
+{
+	check_fd();
+	round_all(SYNC);
+	flush_meta();
+	return failed ? -1 : 0;
+}
+
+int rec_writer_failed(void)
+{
+	return failed;
+}
+
 static void *writer_main(void *arg)
 {
 	(void)arg;
 	rec_guard = 1;
 	prctl(PR_SET_NAME, "heapreel-writer");
+	long period = ROUND_MIN_NS;
 	for (round_no = 1;; round_no++) {
 		uint32_t k = atomic_load_explicit(&kick, memory_order_acquire);
 		if (atomic_load(&stopping))
 			break;
 		check_fd();
-		round_all(0);
+		round_wrote = 0;
+		round_all(NORMAL);
+		rec_ctl_round(0);
+		period = round_wrote ? ROUND_MIN_NS : period * 2 > ROUND_MAX_NS ? ROUND_MAX_NS : period * 2;
 		if (meta_dirty && round_no % META_FLUSH_ROUNDS == 0)
 			flush_meta();
-		struct timespec ts = { 0, ROUND_NS };
+		struct timespec ts = { 0, period };
 		syscall(SYS_futex, &kick, FUTEX_WAIT_PRIVATE, k, &ts, NULL, 0);
 	}
 	check_fd();
-	round_all(1);
+	round_all(FINAL);
+	rec_ctl_round(1);
 	stats();
 	struct tf_error err;
 	if (!failed)

@@ -12,15 +12,11 @@ import hrtest  # noqa: E402
 TRACE_RECORD = os.path.join(hrtest.REC_BUILD, "recorder", "trace-record")
 TRACE_CTL = os.path.join(hrtest.REC_BUILD, "recorder", "trace-ctl")
 
+need = hrtest.need
+
 
 def prog(name):
     return os.path.join(hrtest.REC_BUILD, "tests", "control", name)
-
-
-def need(*paths):
-    for p in paths:
-        if not os.path.exists(p):
-            hrtest.skip("%s not built" % p)
 
 
 def parse(line):

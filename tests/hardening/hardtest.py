@@ -9,16 +9,14 @@ import subprocess
 
 import hrtest
 
+need = hrtest.need
+meta = hrtest.meta
+one = hrtest.one
+
 
 def prog(name):
     """A program built in tests/hardening."""
     return os.path.join(hrtest.REC_BUILD, "tests", "hardening", name)
-
-
-def need(*paths):
-    for p in paths:
-        if not os.path.exists(p):
-            hrtest.skip("%s not built" % p)
 
 
 def rec_env(trace, **kw):
@@ -46,15 +44,6 @@ def trace_import(inputs, db, ok=(0,)):
                        capture_output=True, text=True)
     assert p.returncode in ok, "trace-import %s: exit %d\n%s" % (inputs, p.returncode, p.stderr)
     return p
-
-
-def meta(c, key):
-    r = c.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-    return r[0] if r else None
-
-
-def one(c, sql, *args):
-    return c.execute(sql, args).fetchone()[0]
 
 
 def connect(db):

@@ -9,6 +9,9 @@ import sys
 
 import hrtest
 
+meta = hrtest.meta
+one = hrtest.one
+
 MKTRACE = os.path.join(hrtest.BUILD, "tests", "importer", "mktrace")
 
 
@@ -33,15 +36,6 @@ def connect(db):
     c = sqlite3.connect(db)
     assert meta(c, "complete") == 1, "database not marked complete"
     return c
-
-
-def meta(c, key):
-    r = c.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-    return r[0] if r else None
-
-
-def one(c, sql, *args):
-    return c.execute(sql, args).fetchone()[0]
 
 
 def check_invariants(c):

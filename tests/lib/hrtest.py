@@ -34,6 +34,24 @@ def skip(reason):
     sys.exit(SKIP)
 
 
+def need(*paths):
+    """Skips the test (exit 77) unless every path exists."""
+    for p in paths:
+        if not os.path.exists(p):
+            skip("%s not built" % p)
+
+
+def meta(c, key):
+    """A value of the meta table of an imported database, or None."""
+    r = c.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+    return r[0] if r else None
+
+
+def one(c, sql, *args):
+    """The single value a query returns (parameters bound)."""
+    return c.execute(sql, args).fetchone()[0]
+
+
 def tmpdir(tag):
     return tempfile.mkdtemp(prefix="hr-%s-" % tag)
 

@@ -32,7 +32,8 @@ RING_MAGIC = 0x31474e4952524845
 EXPORTS = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
            "aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size",
            "dlclose", "_exit", "_Exit", "execve", "execv", "execvp", "execvpe",
-           "execl", "execle", "execlp", "fexecve"}
+           "execl", "execle", "execlp", "fexecve",
+           "rec_start", "rec_stop", "rec_mark", "rec_flush"}  # rec.h
 
 
 def env_with(**kw):
@@ -171,7 +172,7 @@ def case_exports(d):
     assert syms == EXPORTS, "extra %s, missing %s" % (sorted(syms - EXPORTS), sorted(EXPORTS - syms))
     needed = hrtest.run(["readelf", "-d", hrtest.LIBREC]).stdout if shutil.which("readelf") else ""
     assert "libunwind" not in needed, "librec.so must not link libunwind (it is dlopen'ed RTLD_LOCAL)"
-    print("exports: exactly the %d interposed functions: ok" % len(EXPORTS))
+    print("exports: exactly the %d interposed functions and rec.h: ok" % len(EXPORTS))
 
 
 def case_unwind(d):
