@@ -37,7 +37,6 @@
 #include "rec_internal.h"
 #include "rec.h"
 
-#include <errno.h>
 #include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,11 +44,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#define REC_EXPORT __attribute__((visibility("default")))
-
 /* Flags of rec_ctl_word besides the REC_M_* the hot path reads. */
 #define F_EVER 8u          /* this trace has recorded allocations */
 #define F_OVERFLOW 16u     /* the sampled set overflowed: record every free */
+#define FLAGS_MASK (((uint64_t)1 << REC_M_PERIOD_SHIFT) - 1)  /* below the period */
 
 #define MARK_SLOTS 64      /* marks queued between two writer rounds */
 #define WAIT_NS 100000     /* a caller's sleep step while waiting for the writer */
@@ -70,12 +68,9 @@ static uint64_t derive(uint64_t w)
 {
 	uint64_t flags = w & (REC_M_ALLOCS | F_EVER | F_OVERFLOW);
 	int sampling = (w >> REC_M_PERIOD_SHIFT) != 0;
-	int seen = (flags & (REC_M_ALLOCS | F_EVER)) != 0;
-	if (sampling ? (flags & F_OVERFLOW) && seen : seen)
-		flags |= REC_M_FREES;
-	if (sampling && !(flags & F_OVERFLOW) && seen)
-		flags |= REC_M_PROBE;
-	return (w & ~(((uint64_t)1 << REC_M_PERIOD_SHIFT) - 1)) | flags;
+	if (flags & (REC_M_ALLOCS | F_EVER))  /* blocks may have been recorded */
+		flags |= sampling && !(flags & F_OVERFLOW) ? REC_M_PROBE : REC_M_FREES;
+	return (w & ~FLAGS_MASK) | flags;
 }
 
 /* Applies set/clear to the flags; returns the word before. */
@@ -140,20 +135,14 @@ void rec_ctl_drain_marks(void)
 	}
 }
 
-int rec_ctl_flush_wanted(void)
+void rec_ctl_serve_flush(void)
 {
-	return atomic_load(&flush_asked) != atomic_load(&flush_done);
-}
-
-void rec_ctl_flushed(uint32_t asked)
-{
+	uint32_t asked = atomic_load(&flush_asked);
+	if (asked == atomic_load(&flush_done))
+		return;
+	rec_writer_sync();
 	atomic_store(&flush_done, asked);
 	syscall(SYS_futex, &flush_done, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
-}
-
-uint32_t rec_ctl_flush_asked(void)
-{
-	return atomic_load(&flush_asked);
 }
 
 int rec_ctl_start(int can_wait)
@@ -193,8 +182,7 @@ int rec_ctl_set_period(uint64_t period, uint64_t *have)
 			return 0;
 		if (old & (REC_M_ALLOCS | F_EVER))
 			return -1;
-		now = derive((old & (((uint64_t)1 << REC_M_PERIOD_SHIFT) - 1)) |
-			     period << REC_M_PERIOD_SHIFT);
+		now = derive((old & FLAGS_MASK) | period << REC_M_PERIOD_SHIFT);
 	} while (!atomic_compare_exchange_weak(&rec_ctl_word, &old, now));
 	char label[48], *e = label + sizeof label;
 	rec_utoa(rec_cat(label, e, "heapreel.sample="), e, period);
@@ -202,24 +190,12 @@ int rec_ctl_set_period(uint64_t period, uint64_t *have)
 	return 0;
 }
 
-/* Parses a decimal number from 1 to max; 0 if s is not one. */
-static uint64_t number(const char *s, uint64_t max)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || *s == '-' || v < 1 || v > max)
-		return 0;
-	return v;
-}
-
 void rec_ctl_init(void)
 {
 	uint64_t period = 0;
 	const char *s = getenv("REC_SAMPLE");
 	if (s && *s && strcmp(s, "0")) {
-		period = number(s, REC_PERIOD_MAX);
-		if (!period)
+		if (rec_parse_u64(s, 1, REC_PERIOD_MAX, &period) < 0)
 			rec_say("REC_SAMPLE=", s, " is not a number of bytes from 1 to 2^40;"
 				" recording every allocation");
 		else if (rec_sample_init() < 0) {

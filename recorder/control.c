@@ -5,9 +5,9 @@
  * non-blocking accept, so a request is answered well within 100 ms.
  *
  * DIR is $REC_CTL_DIR if set, else /tmp/heapreel-UID. It is created 0700
- * and then verified through a descriptor opened O_NOFOLLOW: a directory
- * (not a symlink), owned by our effective uid, mode exactly 0700; anything
- * else and the process runs without a control channel (one stderr line).
+ * and then verified as trace-ctl verifies it (ctl_dir.c): a directory (not
+ * a symlink), owned by our effective uid, mode exactly 0700; anything else
+ * and the process runs without a control channel (one stderr line).
  * The socket is bound through /proc/self/fd/DIRFD/PID.sock, so it lands in
  * the directory just verified even if the path were swapped meanwhile.
  * Every connection is then checked with SO_PEERCRED: a peer whose uid is
@@ -31,7 +31,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -43,7 +42,6 @@
 #define REQUEST_BYTES 512       /* "mark " + a label of REC_MARK_MAX, with room */
 #define ACCEPTS_PER_CHECK 8     /* connections served per check at most */
 #define BACKLOG 8
-#define CTL_FD_BASE 600         /* as session.c: away from the program's low fds */
 
 static int lfd = -1, dfd = -1;
 static dev_t l_dev, d_dev;
@@ -51,48 +49,20 @@ static ino_t l_ino, d_ino;
 static char name[32];           /* PID.sock */
 static unsigned rounds;
 
-static int move_high(int fd)
-{
-	int high = fcntl(fd, F_DUPFD_CLOEXEC, CTL_FD_BASE);
-	if (high < 0)
-		return fd;
-	close(fd);
-	return high;
-}
-
-static void remember(int fd, dev_t *dev, ino_t *ino)
-{
-	struct stat st;
-	if (fstat(fd, &st) == 0) {
-		*dev = st.st_dev;
-		*ino = st.st_ino;
-	}
-}
-
 /* The control directory, made and verified; a descriptor or -1 (said why). */
 static int open_dir(void)
 {
-	char dir[4096], *e = dir + sizeof dir;
-	const char *env = getenv("REC_CTL_DIR");
-	if (env && *env)
-		rec_cat(dir, e, env);
-	else
-		rec_utoa(rec_cat(dir, e, "/tmp/heapreel-"), e, geteuid());
+	char dir[4096];
+	rec_ctl_dir_path(dir, sizeof dir);
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
 		rec_say("cannot create the control directory ", dir, "; no control channel");
 		return -1;
 	}
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	struct stat st;
-	if (fd < 0 || fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
-	    (st.st_mode & 07777) != 0700) {
-		if (fd >= 0)
-			close(fd);
+	int fd = rec_ctl_dir_open(dir);
+	if (fd < 0)
 		rec_say("control directory ", dir,
 			" is not private (it must be a directory, not a symlink, owned by this"
 			" user, mode 0700); no control channel");
-		return -1;
-	}
 	return fd;
 }
 
@@ -105,9 +75,7 @@ void rec_ctl_listen(void)
 	char *e = name + sizeof name;
 	rec_cat(rec_utoa(name, e, (uint64_t)rec_s.pid), e, ".sock");
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	e = sa.sun_path + sizeof sa.sun_path;
-	char *p = rec_utoa(rec_cat(sa.sun_path, e, "/proc/self/fd/"), e, (uint64_t)dfd);
-	rec_cat(rec_cat(p, e, "/"), e, name);
+	rec_ctl_sock_path(sa.sun_path, sizeof sa.sun_path, dfd, (uint64_t)rec_s.pid);
 	/* A socket left by a killed process with our pid; the directory is
 	 * private, so whatever is there is ours. */
 	struct stat st;
@@ -125,10 +93,10 @@ void rec_ctl_listen(void)
 		lfd = dfd = -1;
 		return;
 	}
-	lfd = move_high(lfd);
-	dfd = move_high(dfd);
-	remember(lfd, &l_dev, &l_ino);
-	remember(dfd, &d_dev, &d_ino);
+	lfd = rec_fd_high(lfd);
+	dfd = rec_fd_high(dfd);
+	rec_fd_remember(lfd, &l_dev, &l_ino);
+	rec_fd_remember(dfd, &d_dev, &d_ino);
 }
 
 void rec_ctl_abandon(void)
@@ -140,7 +108,7 @@ void rec_ctl_abandon(void)
 	lfd = dfd = -1;
 }
 
-static void close_channel(void)
+void rec_ctl_close(void)
 {
 	if (dfd >= 0 && rec_fd_ok(dfd, d_dev, d_ino))
 		unlinkat(dfd, name, 0);
@@ -218,11 +186,8 @@ static void serve(int c)
 		return;
 	}
 	if (!strncmp(req, "sample ", 7)) {
-		char *end;
-		errno = 0;
-		unsigned long long v = strtoull(req + 7, &end, 10);
-		uint64_t have;
-		if (errno || *end || end == req + 7 || req[7] == '-' || v > REC_PERIOD_MAX) {
+		uint64_t v, have;
+		if (rec_parse_u64(req + 7, 0, REC_PERIOD_MAX, &v) < 0) {
 			answer(c, "error the sampling period must be a number of bytes up to 2^40", "");
 		} else if (rec_ctl_set_period(v, &have) < 0) {
 			rec_utoa(num, ne, have);
@@ -236,30 +201,26 @@ static void serve(int c)
 	answer(c, "error unknown request: ", req);
 }
 
-void rec_ctl_round(int final)
+/* Serves the connections waiting, unless the program closed our socket. */
+static void accept_requests(void)
 {
-	if (final) {
-		rec_ctl_drain_marks();
-		close_channel();
+	if (!rec_fd_ok(lfd, l_dev, l_ino)) {
+		lfd = -1; /* no channel any more */
 		return;
 	}
-	if (lfd >= 0 && ++rounds % CHECK_ROUNDS == 0) {
-		if (!rec_fd_ok(lfd, l_dev, l_ino)) {
-			lfd = -1; /* the program closed it: no channel any more */
-		} else {
-			for (unsigned k = 0; k < ACCEPTS_PER_CHECK; k++) {
-				int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-				if (c < 0)
-					break;
-				serve(c);
-				close(c);
-			}
-		}
+	for (unsigned k = 0; k < ACCEPTS_PER_CHECK; k++) {
+		int c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+		if (c < 0)
+			break;
+		serve(c);
+		close(c);
 	}
+}
+
+void rec_ctl_round(void)
+{
+	if (lfd >= 0 && ++rounds % CHECK_ROUNDS == 0)
+		accept_requests();
 	rec_ctl_drain_marks();
-	if (rec_ctl_flush_wanted()) {
-		uint32_t asked = rec_ctl_flush_asked();
-		rec_writer_sync();
-		rec_ctl_flushed(asked);
-	}
+	rec_ctl_serve_flush();
 }

@@ -23,8 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define REC_EXPORT __attribute__((visibility("default")))
-
 /* The real pointers are resolved in the constructor; a call that comes
  * earlier resolves them itself, or gets bootstrap memory while dlsym runs. */
 static inline int ready(void)
@@ -87,11 +85,10 @@ static void note_alloc(void *p, size_t size, unsigned fn, int track)
 	rec_ring_put(&ev, 1);
 }
 
-static void note_free(void *p, unsigned fn)
+/* Records the free of p, stamped t (before the real call ran). */
+static void note_free(void *p, uint64_t t, unsigned fn)
 {
-	struct tf_event ev = {
-		.t = rec_now(), .addr = (uintptr_t)p, .kind = TF_EV_FREE, .fn = (uint8_t)fn,
-	};
+	struct tf_event ev = { .t = t, .addr = (uintptr_t)p, .kind = TF_EV_FREE, .fn = (uint8_t)fn };
 	rec_ring_put(&ev, 1);
 }
 
@@ -124,7 +121,7 @@ REC_EXPORT void free(void *p)
 		return;
 	}
 	rec_guard = 1;
-	KEEP_ERRNO(note_free(p, TF_FN_FREE));
+	KEEP_ERRNO(note_free(p, rec_now(), TF_FN_FREE));
 	rec_real.free(p);
 	rec_guard = 0;
 }
@@ -170,15 +167,12 @@ static void *resize(void *old, size_t size, unsigned fn, void *(*real_call)(void
 	void *p = real_call(old, n, m);
 	int e = errno;
 	if (!p) {
-		if (size == 0 && take_old) { /* realloc(p, 0) freed p */
-			struct tf_event ev = { .t = before, .addr = (uintptr_t)old,
-					       .kind = TF_EV_FREE, .fn = (uint8_t)fn };
-			rec_ring_put(&ev, 1);
-		} else if (size != 0 && take_old && track) {
-			rec_sampled_add((uintptr_t)old); /* failed: old lives on */
-		}
+		if (take_old && size == 0)      /* realloc(p, 0) freed p */
+			note_free(old, before, fn);
+		else if (take_old && track)     /* failed: old lives on, still sampled */
+			rec_sampled_add((uintptr_t)old);
 		errno = e;
-		return p; /* failed: old is untouched, nothing to record */
+		return p;
 	}
 	if (take_old && take_new) {
 		if (track)
@@ -192,10 +186,8 @@ static void *resize(void *old, size_t size, unsigned fn, void *(*real_call)(void
 		};
 		rec_ring_put(ev, 2);
 	} else if (take_old) { /* the new block goes unrecorded (stopped, unsampled) */
-		struct tf_event ev = { .t = before, .addr = (uintptr_t)old,
-				       .kind = TF_EV_FREE, .fn = (uint8_t)fn };
-		rec_ring_put(&ev, 1);
-	} else if (take_new) { /* the old block was never recorded */
+		note_free(old, before, fn);
+	} else { /* only the new block: the old one was never recorded */
 		note_alloc(p, size, fn, track);
 	}
 	errno = e;

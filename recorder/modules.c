@@ -45,8 +45,6 @@ static _Atomic uint32_t count;
 static atomic_flag lock = ATOMIC_FLAG_INIT;
 static _Atomic unsigned long long seen_adds; /* dlpi_adds at the last snapshot */
 
-#define REC_EXPORT __attribute__((visibility("default")))
-
 void rec_modules_reset(void)
 {
 	atomic_store(&count, 0);

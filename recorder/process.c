@@ -24,8 +24,6 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#define REC_EXPORT __attribute__((visibility("default")))
-
 extern char **environ;
 
 static _Noreturn void leave(int status)

@@ -11,6 +11,7 @@
 #ifndef HEAPREEL_REC_INTERNAL_H
 #define HEAPREEL_REC_INTERNAL_H
 
+#include "rec_common.h"
 #include "trace_format.h"
 
 #include <pthread.h>
@@ -24,9 +25,11 @@
 /* initial-exec: a TLS access is one %fs-relative load, no __tls_get_addr
  * (which may allocate and take loader locks). */
 #define REC_TLS __thread __attribute__((tls_model("initial-exec")))
-
-#define REC_DEPTH_DEFAULT 64
-#define REC_DEPTH_MAX 256
+/* The few symbols librec.so exports (librec.map lists them). */
+#define REC_EXPORT __attribute__((visibility("default")))
+/* Our descriptors live at or above this number, away from the low numbers
+ * programs and shells pick for themselves (`exec 3>log`). */
+#define REC_FD_BASE 600
 
 /* ---- real.c: the real allocator and the re-entrancy guard --------------- */
 struct rec_real {
@@ -68,8 +71,7 @@ size_t rec_boot_size(const void *p);
 #define REC_M_ALLOCS 1u               /* record allocations */
 #define REC_M_FREES 2u                /* record every free */
 #define REC_M_PROBE 4u                /* record a free if its block was sampled */
-#define REC_M_PERIOD_SHIFT 24
-#define REC_PERIOD_MAX ((uint64_t)1 << 40)
+#define REC_M_PERIOD_SHIFT 24          /* REC_PERIOD_MAX fits above it */
 extern _Atomic uint64_t rec_ctl_word;
 static inline uint64_t rec_ctl_now(void)
 {
@@ -88,16 +90,16 @@ int rec_ctl_mark(const char *label, int can_wait);
 /* A new period, accepted only before anything was recorded; *have: the
  * period in force. */
 int rec_ctl_set_period(uint64_t period, uint64_t *have);
-/* Writer side: queued marks into MARK records; rec_flush requests. */
+/* Writer side: queued marks into MARK records; a full round for the
+ * rec_flush calls waiting, if any. */
 void rec_ctl_drain_marks(void);
-int rec_ctl_flush_wanted(void);
-uint32_t rec_ctl_flush_asked(void);
-void rec_ctl_flushed(uint32_t asked);
+void rec_ctl_serve_flush(void);
 
 /* ---- control.c: the trace-ctl socket, served by the writer ---------------- */
 void rec_ctl_listen(void);            /* at session start */
 void rec_ctl_abandon(void);           /* forked child: close the parent's */
-void rec_ctl_round(int final);        /* each writer round; final: close */
+void rec_ctl_round(void);             /* each writer round: requests, marks, flush */
+void rec_ctl_close(void);             /* the session ends: close and unlink */
 
 /* ---- sample.c: byte sampling ------------------------------------------------ */
 extern REC_TLS int64_t rec_sample_left;  /* bytes to this thread's next sample */
@@ -148,6 +150,8 @@ uint64_t rec_now(void);               /* ns since rec_s.t0 */
 /* 1 if fd still is the file we opened (a program may close our descriptors
  * and reuse the numbers for its own files, which we must never write). */
 int rec_fd_ok(int fd, dev_t dev, ino_t ino);
+int rec_fd_high(int fd);              /* fd moved to REC_FD_BASE or above (or kept) */
+void rec_fd_remember(int fd, dev_t *dev, ino_t *ino); /* for rec_fd_ok */
 void rec_session_stop(void);          /* flush, END, unlink .ring; idempotent */
 void rec_session_restart(void);       /* after a failed exec */
 int rec_session_mine(void);           /* recording, and this is the traced process */
@@ -157,12 +161,6 @@ int rec_session_reserve_nodes(uint64_t id);
 int rec_session_reserve_ring(uint32_t i);
 struct tf_ring *rec_session_ring(uint32_t i);
 void rec_say(const char *a, const char *b, const char *c); /* one stderr line */
-
-/* ---- text.c: building strings without stdio (which may allocate) -------- */
-/* Both append at dst, never past end - 1, keep the result NUL-terminated and
- * return the new end of the string. */
-char *rec_cat(char *dst, char *end, const char *s);
-char *rec_utoa(char *dst, char *end, uint64_t v);
 
 /* ---- stack.c: capture --------------------------------------------------- */
 /* Room for REC_DEPTH_MAX frames plus the recorder's own frames. */

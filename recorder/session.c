@@ -41,9 +41,6 @@
 #define HEADER_BYTES 4096
 #define PAGE 4096u
 #define NAME_TRIES 100                 /* <name>, <name>.1 ... <name>.99 */
-/* Our descriptors live at or above this number, away from the low numbers
- * programs and shells pick for themselves (`exec 3>log`). */
-#define REC_FD_BASE 600
 
 struct rec_session rec_s;
 static struct tf_writer *writer;
@@ -126,16 +123,19 @@ static void base_name(char *out, size_t size)
 	rec_cat(p, e, ".trc");
 }
 
-static int open_new(const char *path)
+int rec_fd_high(int fd)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return fd;
 	int high = fcntl(fd, F_DUPFD_CLOEXEC, REC_FD_BASE);
 	if (high < 0)
 		return fd; /* a low descriptor limit: keep the number we got */
 	close(fd);
 	return high;
+}
+
+static int open_new(const char *path)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	return fd < 0 ? fd : rec_fd_high(fd);
 }
 
 int rec_fd_ok(int fd, dev_t dev, ino_t ino)
@@ -144,7 +144,7 @@ int rec_fd_ok(int fd, dev_t dev, ino_t ino)
 	return fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
-static void remember(int fd, dev_t *dev, ino_t *ino)
+void rec_fd_remember(int fd, dev_t *dev, ino_t *ino)
 {
 	struct stat st;
 	if (fstat(fd, &st) == 0) {
@@ -175,8 +175,8 @@ static int create_files(void)
 		}
 		rec_s.ring_fd = open_new(rec_s.ring_path);
 		if (rec_s.ring_fd >= 0) {
-			remember(rec_s.trace_fd, &rec_s.trace_dev, &rec_s.trace_ino);
-			remember(rec_s.ring_fd, &rec_s.ring_dev, &rec_s.ring_ino);
+			rec_fd_remember(rec_s.trace_fd, &rec_s.trace_dev, &rec_s.trace_ino);
+			rec_fd_remember(rec_s.ring_fd, &rec_s.ring_dev, &rec_s.ring_ino);
 			return 0;
 		}
 		int err = errno;
@@ -323,7 +323,7 @@ static void start(int single_thread)
 	atomic_fetch_add(&rec_s.gen, 1);
 	rec_ctl_listen();
 	if (rec_writer_start(writer) < 0) {
-		rec_ctl_round(1);
+		rec_ctl_close();
 		tf_writer_abandon(writer);
 		fail(rec_s.trace_path, ": cannot start the writer thread; not recording");
 		give_up();
@@ -392,10 +392,8 @@ static unsigned parse_depth(void)
 	const char *s = getenv("REC_DEPTH");
 	if (!s || !*s)
 		return REC_DEPTH_DEFAULT;
-	char *end;
-	errno = 0;
-	unsigned long v = strtoul(s, &end, 10);
-	if (errno || *end || v < 1 || v > REC_DEPTH_MAX) {
+	uint64_t v;
+	if (rec_parse_u64(s, 1, REC_DEPTH_MAX, &v) < 0) {
 		rec_say("REC_DEPTH=", s, " is not a number from 1 to 256; using 64");
 		return REC_DEPTH_DEFAULT;
 	}

@@ -145,7 +145,7 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 		ip = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_ra_off(rule));
 		sp = cfa;
 	}
-	*same = hits == n && n == memo_n && n <= MEMO_FRAMES;
+	*same = hits == n && n == memo_n;  /* hits only count below MEMO_FRAMES */
 	memo_n = n;
 	return (int)n;
 }

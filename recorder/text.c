@@ -1,11 +1,16 @@
 /*
  * text.c - building short strings (paths, the stats label, the one stderr
- * line) without stdio: snprintf may allocate and take locks, and the
- * recorder runs inside the program's allocator.
+ * line) and reading numbers (REC_DEPTH, REC_SAMPLE, control requests)
+ * without stdio: snprintf may allocate and take locks, and the recorder
+ * runs inside the program's allocator. trace-record and trace-ctl use the
+ * same parser, so they accept exactly what the recorder does.
  *
  * Must never: write past `end`, or leave a string unterminated.
  */
-#include "rec_internal.h"
+#include "rec_common.h"
+
+#include <errno.h>
+#include <stdlib.h>
 
 char *rec_cat(char *dst, char *end, const char *s)
 {
@@ -29,4 +34,15 @@ char *rec_utoa(char *dst, char *end, uint64_t v)
 		rev[i] = digits[n - 1 - i];
 	rev[n] = 0;
 	return rec_cat(dst, end, rev);
+}
+
+int rec_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *v)
+{
+	char *end;
+	errno = 0;
+	unsigned long long n = strtoull(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || n < lo || n > hi)
+		return -1;
+	*v = n;
+	return 0;
 }

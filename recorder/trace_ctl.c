@@ -9,10 +9,10 @@
  * during the wait ends it early (still stopping the recording).
  *
  * The socket is DIR/PID.sock, DIR = $REC_CTL_DIR or /tmp/heapreel-UID. The
- * directory is verified as the recorder does (a directory, not a symlink,
- * owned by us, mode 0700) and reached through its descriptor; the peer's
- * credentials (SO_PEERCRED) must be PID and our uid. The recorder checks
- * ours on its side.
+ * directory passes the recorder's own check (ctl_dir.c: a directory, not a
+ * symlink, owned by us, mode 0700) and is reached through its descriptor;
+ * the peer's credentials (SO_PEERCRED) must be PID and our uid. The
+ * recorder checks ours on its side.
  *
  * status prints the recorder's answer: ok state=active|stopped sample=P trace=PATH.
  * Exit status: 0 done; 1 the process is not recorded, refused, or said
@@ -21,7 +21,6 @@
  * Must never: talk to a socket in a directory that is not private.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -29,16 +28,16 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "rec.h"
+#include "rec_common.h"
+
 #define EXIT_USAGE 2
 #define ANSWER_MS 2000            /* the recorder answers within ~5 ms; allow a loaded machine */
 #define LINE_BYTES 8192
-#define PERIOD_MAX (1ull << 40)   /* as the recorder's */
-#define MARK_MAX 255              /* rec.h's REC_MARK_MAX */
 
 static const char usage_text[] =
 	"usage: trace-ctl PID start | stop | mark LABEL | flush | status\n"
@@ -92,28 +91,21 @@ static long long duration(const char *s)
 static int connect_to(long pid)
 {
 	char dir[4096];
-	const char *env = getenv("REC_CTL_DIR");
-	if (env && *env)
-		snprintf(dir, sizeof dir, "%s", env);
-	else
-		snprintf(dir, sizeof dir, "/tmp/heapreel-%u", (unsigned)geteuid());
+	rec_ctl_dir_path(dir, sizeof dir);
 	int alive = kill((pid_t)pid, 0) == 0 || errno == EPERM;
-	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int dfd = rec_ctl_dir_open(dir);
 	if (dfd < 0) {
 		if (errno == ENOENT)
 			return alive ? fail(-1, "process %ld is not being recorded (no %s)", pid, dir)
 				     : fail(-1, "no process %ld", pid);
+		if (errno == EPERM)
+			return fail(-1, "%s is not private (it must be owned by uid %u with mode 0700);"
+				    " refusing", dir, (unsigned)geteuid());
 		return fail(-1, "%s: %s (not a private control directory; refusing)", dir,
 			    strerror(errno));
 	}
-	struct stat st;
-	if (fstat(dfd, &st) < 0 || st.st_uid != geteuid() || (st.st_mode & 07777) != 0700) {
-		close(dfd);
-		return fail(-1, "%s is not private (it must be owned by uid %u with mode 0700);"
-			    " refusing", dir, (unsigned)geteuid());
-	}
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(sa.sun_path, sizeof sa.sun_path, "/proc/self/fd/%d/%ld.sock", dfd, pid);
+	rec_ctl_sock_path(sa.sun_path, sizeof sa.sun_path, dfd, (uint64_t)pid);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		close(dfd);
@@ -191,10 +183,8 @@ static int record(long pid, int argc, char **argv)
 					    argv[i]);
 		} else if (!strcmp(argv[i], "--sample") && i + 1 < argc) {
 			sample = argv[++i];
-			char *end;
-			errno = 0;
-			unsigned long long v = strtoull(sample, &end, 10);
-			if (errno || end == sample || *end || *sample == '-' || v > PERIOD_MAX)
+			uint64_t v;
+			if (rec_parse_u64(sample, 0, REC_PERIOD_MAX, &v) < 0)
 				return fail(EXIT_USAGE, "--sample %s: expected a number of bytes up to 2^40",
 					    sample);
 		} else {
@@ -244,9 +234,9 @@ int main(int argc, char **argv)
 	if (!strcmp(cmd, "mark")) {
 		if (argc != 4 || !argv[3][0])
 			return fail(EXIT_USAGE, "mark needs one LABEL (quote it if it has spaces)");
-		if (strlen(argv[3]) > MARK_MAX || strchr(argv[3], '\n'))
+		if (strlen(argv[3]) > REC_MARK_MAX || strchr(argv[3], '\n'))
 			return fail(EXIT_USAGE, "mark: the label must be one line of at most %d bytes",
-				    MARK_MAX);
+				    REC_MARK_MAX);
 		snprintf(req, sizeof req, "mark %s", argv[3]);
 		return ask(pid, req, line, sizeof line);
 	}

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -33,6 +34,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rec_common.h"
+
 #ifndef REC_LIBDIR
 #define REC_LIBDIR "/usr/local/lib"
 #endif
@@ -41,8 +44,6 @@
 #define EXIT_USAGE 2
 #define EXIT_NOEXEC 127
 #define SIGNAL_BASE 128            /* shells' convention: killed by N -> 128 + N */
-#define PERIOD_MAX (1ull << 40)    /* as the recorder's REC_SAMPLE bound */
-#define DEPTH_MAX 256              /* as the recorder's REC_DEPTH bound */
 
 static const char usage_text[] =
 	"usage: trace-record [options] -- PROGRAM [ARGS...]\n"
@@ -78,18 +79,14 @@ static int fail(int code, const char *fmt, ...)
 	return code;
 }
 
-/* A decimal number from lo to hi, or 0 after saying what is wrong. */
-static unsigned long long number(const char *opt, const char *s, unsigned long long lo,
-				 unsigned long long hi)
+/* Checks an option's decimal value, from lo to hi: 0, or -1 after saying
+ * what is wrong. */
+static int number(const char *opt, const char *s, uint64_t lo, uint64_t hi)
 {
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || *s == '-' || v < lo || v > hi) {
-		fail(EXIT_USAGE, "%s %s: expected a number from %llu to %llu", opt, s, lo, hi);
+	uint64_t v;
+	if (rec_parse_u64(s, lo, hi, &v) == 0)
 		return 0;
-	}
-	return v;
+	return fail(-1, "%s %s: expected a number from %" PRIu64 " to %" PRIu64, opt, s, lo, hi);
 }
 
 /* librec.so next to /proc/self/exe, else in REC_LIBDIR; 0 or -1. */
@@ -193,7 +190,7 @@ int main(int argc, char **argv)
 			out = optarg;
 			break;
 		case OPT_SAMPLE:
-			if (!number("--sample", optarg, 0, PERIOD_MAX) && strcmp(optarg, "0"))
+			if (number("--sample", optarg, 0, REC_PERIOD_MAX) < 0)
 				return EXIT_USAGE;
 			sample = optarg;
 			break;
@@ -201,7 +198,7 @@ int main(int argc, char **argv)
 			paused = 1;
 			break;
 		case OPT_DEPTH:
-			if (!number("--depth", optarg, 1, DEPTH_MAX))
+			if (number("--depth", optarg, 1, REC_DEPTH_MAX) < 0)
 				return EXIT_USAGE;
 			depth = optarg;
 			break;
@@ -281,14 +278,13 @@ int main(int argc, char **argv)
 		if (errno != EINTR)
 			return fail(1, "waiting for %s: %s", prog[0], strerror(errno));
 	int code = WIFSIGNALED(status) ? SIGNAL_BASE + WTERMSIG(status) : WEXITSTATUS(status);
+	if (failed > 0)
+		return code; /* the program never ran: the child said why */
 	expand(tmpl, child, path, sizeof path);
 	struct stat st;
-	if (failed > 0)
-		return code;
 	if (stat(path, &st) == 0)
 		fprintf(stderr, "trace-record: trace written to %s\n", path);
 	else
-		fprintf(stderr, "trace-record: no trace was written to %s\n",
-			path);
+		fprintf(stderr, "trace-record: no trace was written to %s\n", path);
 	return code;
 }

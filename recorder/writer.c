@@ -71,7 +71,6 @@ struct announced {                     /* per ring, writer's own notes */
 	uint64_t drained;              /* round of the last drain */
 };
 static uint64_t round_no;
-static int round_wrote;                /* this round wrote events */
 static struct announced *announced;
 static struct tf_event *scratch;       /* DRAIN_CHUNK + 1 events */
 static int meta_dirty;
@@ -98,6 +97,12 @@ static void meta(const struct tf_record *r)
 	if (!failed)
 		check(tf_write_meta(w, r, &err), &err);
 	meta_dirty = 1;
+}
+
+void rec_writer_mark(uint64_t t, const char *label)
+{
+	struct tf_record r = { .kind = TF_MARK, .t = t, .str = label };
+	meta(&r);
 }
 
 static void flush_meta(void)
@@ -187,12 +192,13 @@ static void read_comm(struct tf_ring *r)
  * also skips trie nodes whose writer died and notes thread names. */
 enum round_mode { NORMAL, SYNC, FINAL };
 
-static void drain(uint32_t i, enum round_mode mode)
+/* Drains ring i; 1 if it wrote events. */
+static int drain(uint32_t i, enum round_mode mode)
 {
 	struct tf_ring *r = rec_session_ring(i);
 	uint32_t state = atomic_load_explicit(&r->state, memory_order_acquire);
 	if (state == TF_RING_FREE)
-		return;
+		return 0;
 	if (announced[i].stream != r->stream) {
 		read_comm(r);
 		thread_record(i, r);
@@ -203,9 +209,9 @@ static void drain(uint32_t i, enum round_mode mode)
 	const struct tf_event *ev = (const struct tf_event *)(r + 1);
 	if (mode == NORMAL && state != TF_RING_CLOSED && head - tail < DRAIN_MIN &&
 	    round_no - announced[i].drained < DRAIN_AGE_ROUNDS)
-		return;
+		return 0;
 	announced[i].drained = round_no;
-	round_wrote |= tail != head;
+	int wrote = tail != head;
 	while (tail != head) {
 		/* in chunks, so a thread waiting for room gets some soon */
 		size_t n = head - tail < DRAIN_CHUNK ? head - tail : DRAIN_CHUNK;
@@ -234,16 +240,20 @@ static void drain(uint32_t i, enum round_mode mode)
 		read_comm(r);
 		thread_record(i, r);
 	}
+	return wrote;
 }
 
-static void round_all(enum round_mode mode)
+/* One round; 1 if it wrote events. */
+static int round_all(enum round_mode mode)
 {
 	emit_modules();
 	emit_nodes(mode == FINAL);
 	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
+	int wrote = 0;
 	for (uint32_t i = 0; i < used; i++)
-		drain(i, mode);
+		wrote |= drain(i, mode);
 	emit_nodes(mode == FINAL); /* nodes of the events just written */
+	return wrote;
 }
 
 static void stats(void)
@@ -259,8 +269,7 @@ static void stats(void)
 	p = rec_utoa(p, e, atomic_load(&rec_s.rf->nodes_next) - 1);
 	p = rec_cat(p, e, " sample_overflows=");
 	rec_utoa(p, e, rec_sample_overflows());
-	struct tf_record r = { .kind = TF_MARK, .t = rec_now(), .str = label };
-	meta(&r);
+	rec_writer_mark(rec_now(), label);
 }
 
 /* Before writing a round: is the trace's descriptor still ours? */
@@ -271,12 +280,6 @@ static void check_fd(void)
 	failed = 1;
 	rec_say("the program closed or replaced the descriptor of ", rec_s.trace_path,
 		"; recording stopped");
-}
-
-void rec_writer_mark(uint64_t t, const char *label)
-{
-	struct tf_record r = { .kind = TF_MARK, .t = t, .str = label };
-	meta(&r);
 }
 
 int rec_writer_sync(void)
@@ -303,10 +306,9 @@ static void *writer_main(void *arg)
 		if (atomic_load(&stopping))
 			break;
 		check_fd();
-		round_wrote = 0;
-		round_all(NORMAL);
-		rec_ctl_round(0);
-		period = round_wrote ? ROUND_MIN_NS : period * 2 > ROUND_MAX_NS ? ROUND_MAX_NS : period * 2;
+		int wrote = round_all(NORMAL);
+		rec_ctl_round();
+		period = wrote ? ROUND_MIN_NS : period * 2 > ROUND_MAX_NS ? ROUND_MAX_NS : period * 2;
 		if (meta_dirty && round_no % META_FLUSH_ROUNDS == 0)
 			flush_meta();
 		struct timespec ts = { 0, period };
@@ -314,7 +316,8 @@ static void *writer_main(void *arg)
 	}
 	check_fd();
 	round_all(FINAL);
-	rec_ctl_round(1);
+	rec_ctl_drain_marks();
+	rec_ctl_close();
 	stats();
 	struct tf_error err;
 	if (!failed)

@@ -22,7 +22,7 @@ CASE:
                  third user (directly or through the owner's control
                  directory) and root (trace-ctl, or a raw request on the
                  socket) are refused; a control directory planted by another
-                 user is not used (skipped until recorder/trace-ctl is built)
+                 user is not used
 """
 import os
 import random
@@ -315,12 +315,10 @@ def refused(p, who):
 
 
 def case_ctl(d):
-    if not os.path.exists(TRACE_CTL):
-        hrtest.skip("trace-ctl not built yet (%s)" % TRACE_CTL)
     if os.geteuid() != 0:
         hrtest.skip("ctl: not root, cannot run processes as other users")
     prog = hardtest.prog("hr_kill")
-    hardtest.need(prog)
+    hardtest.need(prog, TRACE_CTL)
     other = NOBODY - 1                 # a third user: neither root nor the owner
     os.chmod(d, 0o755)
     wd = os.path.join(d, "owner")

@@ -1,0 +1,39 @@
+/*
+ * rec_common.h - what librec.so shares with trace-record and trace-ctl:
+ * the bounds of the recorder's options, stdio-free string helpers, and
+ * where the control sockets live.
+ *
+ * Everything here is safe inside an allocation hook (no stdio, no
+ * allocation, no locks), since librec.so uses it there too.
+ */
+#ifndef HEAPREEL_REC_COMMON_H
+#define HEAPREEL_REC_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REC_DEPTH_DEFAULT 64                  /* REC_DEPTH, --depth */
+#define REC_DEPTH_MAX 256
+#define REC_PERIOD_MAX ((uint64_t)1 << 40)    /* REC_SAMPLE, --sample: bytes */
+
+/* ---- text.c ------------------------------------------------------------ */
+/* Both append at dst, never past end - 1, keep the result NUL-terminated and
+ * return the new end of the string. */
+char *rec_cat(char *dst, char *end, const char *s);
+char *rec_utoa(char *dst, char *end, uint64_t v);
+/* A whole decimal number from lo to hi into *v: 0, or -1 if s is not one. */
+int rec_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *v);
+
+/* ---- ctl_dir.c: the control directory -----------------------------------
+ * DIR is $REC_CTL_DIR if set, else /tmp/heapreel-EUID; a recorded process
+ * listens on DIR/PID.sock. */
+void rec_ctl_dir_path(char *dir, size_t size);
+/* DIR opened O_NOFOLLOW and verified private: a directory owned by our
+ * effective uid, mode exactly 0700. The descriptor, or -1 with errno
+ * (EPERM: it exists but is not private). */
+int rec_ctl_dir_open(const char *dir);
+/* The socket address of PID through the verified directory's descriptor,
+ * /proc/self/fd/DFD/PID.sock, so a path swapped meanwhile cannot redirect it. */
+void rec_ctl_sock_path(char *out, size_t size, int dfd, uint64_t pid);
+
+#endif
