@@ -354,7 +354,8 @@ def bench_sampling(name, argv, tools, work, runs):
             results[v].append(r)
             if out and r.ok and v not in events:
                 summary, _ = trace_summary(tools["dump"], out)
-                events[v] = summary and int(summary.get("events", 0))
+                if summary:
+                    events[v] = int(summary.get("events", 0))
             remove(out)
     base = [r.wall for r in results["base"] if r.ok]
     if not base:
