@@ -161,17 +161,18 @@ def heaptrack_output(prefix):
     return found[0] if found else None
 
 
-def run_variant(variant, argv, tools, work, tag):
-    """One run of one variant; returns (Run, output file or None)."""
+def run_variant(variant, argv, tools, work, tag, sample=None):
+    """One run of one variant; returns (Run, output file or None). sample:
+    for "rec", the REC_SAMPLE period in bytes."""
     env = clean_env()
     # The preload is set by env(1) after GNU time, so that only the workload
     # is recorded; the baseline goes through env(1) too, for the same cost.
     if variant == "base":
         return timed(["env"] + argv, env=env, cwd=work), None
-    if variant == "rec" or variant.startswith("sample"):
+    if variant == "rec":
         trc = os.path.join(work, tag + ".trc")
-        sample = ["REC_SAMPLE=" + variant[len("sample"):]] if variant != "rec" else []
-        r = timed(["env", "LD_PRELOAD=" + tools["librec"], "REC_OUT=" + trc] + sample + argv,
+        period = ["REC_SAMPLE=%d" % sample] if sample else []
+        r = timed(["env", "LD_PRELOAD=" + tools["librec"], "REC_OUT=" + trc] + period + argv,
                   env=env, cwd=work)
         if r.ok and not os.path.exists(trc):
             r.rc, r.err = -1, "no trace written to %s" % trc
@@ -186,6 +187,17 @@ def run_variant(variant, argv, tools, work, tag):
                  or any(s in r.err for s in HEAPTRACK_FAILURE_SIGNS)):
         r.rc = r.rc or -1
     return r, out
+
+
+def tag_of(name, variant, i):
+    """The file name stem of run i of a variant of workload `name`."""
+    return "%s-%s-%d" % (re.sub(r"\W+", "_", name), variant, i)
+
+
+def why_failed(runs):
+    """Why the first failed run of `runs` failed, in a few words."""
+    bad = next(r for r in runs if not r.ok)
+    return "timed out" if bad.timed_out else "exit %d: %s" % (bad.rc, last_line(bad.err))
 
 
 def remove(path):
@@ -278,8 +290,7 @@ def bench_recording(name, argv, tools, work, runs):
         for v in VARIANTS:
             if v in ("ht", "htr") and not tools["heaptrack"]:
                 continue
-            tag = "%s-%s-%d" % (re.sub(r"\W+", "_", name), v, i)
-            r, out = run_variant(v, argv, tools, work, tag)
+            r, out = run_variant(v, argv, tools, work, tag_of(name, v, i))
             results[v].append(r)
             if r.ok and out:
                 remove(keep.get(v))
@@ -306,8 +317,7 @@ def bench_recording(name, argv, tools, work, runs):
         st = ratio_stats(rs, t_base)
         stats[v] = st
         if st is None:
-            bad = next(r for r in rs if not r.ok)
-            why = "timed out" if bad.timed_out else "exit %d: %s" % (bad.rc, last_line(bad.err))
+            why = why_failed(rs)
             cap = " under prlimit --as=%d GiB" % (HEAPTRACK_AS_LIMIT >> 30) if v != "rec" else ""
             print("  %-17s FAILED %d/%d%s (%s)" % (LABELS[v], nfail, len(rs), cap, why))
             row[v] = "failed"
@@ -342,37 +352,36 @@ def bench_recording(name, argv, tools, work, runs):
 
 
 def bench_sampling(name, argv, tools, work, runs):
-    """Byte sampling: base alternated with each period of SAMPLE_PERIODS;
-    the median ratio per period and the trace's events."""
-    variants = ["base"] + ["sample%d" % p for p in SAMPLE_PERIODS]
-    results = {v: [] for v in variants}
-    events = {}
+    """Byte sampling: base alternated with a recording at each period of
+    SAMPLE_PERIODS; the median ratio per period and the trace's events."""
+    base, sampled, events = [], {p: [] for p in SAMPLE_PERIODS}, {}
     for i in range(runs):
-        for v in variants:
-            r, out = run_variant(v, argv, tools, work, "%s-%s-%d" % (
-                re.sub(r"\W+", "_", name), v, i))
-            results[v].append(r)
-            if out and r.ok and v not in events:
+        base.append(run_variant("base", argv, tools, work, None)[0])
+        for p in SAMPLE_PERIODS:
+            r, out = run_variant("rec", argv, tools, work, tag_of(name, "sample%d" % p, i),
+                                 sample=p)
+            sampled[p].append(r)
+            if r.ok and p not in events:
                 summary, _ = trace_summary(tools["dump"], out)
                 if summary:
-                    events[v] = int(summary.get("events", 0))
+                    events[p] = int(summary.get("events", 0))
             remove(out)
-    base = [r.wall for r in results["base"] if r.ok]
-    if not base:
-        print("  sampling          base FAILED")
+    walls = [r.wall for r in base if r.ok]
+    if not walls:
+        print("  sampling          base FAILED (%s)" % why_failed(base))
         return
-    t_base = statistics.median(base)
-    for v in variants[1:]:
-        st = ratio_stats(results[v], t_base)
+    t_base = statistics.median(walls)
+    for p in SAMPLE_PERIODS:
+        label = "REC_SAMPLE=%d" % p
+        st = ratio_stats(sampled[p], t_base)
         if st is None:
-            print("  %-17s FAILED" % ("REC_SAMPLE=" + v[6:]))
+            print("  %-17s FAILED (%s)" % (label, why_failed(sampled[p])))
             continue
         verdict = ""
-        if int(v[6:]) == SAMPLE_PERIODS[-1]:
+        if p == SAMPLE_PERIODS[-1]:
             verdict = ", target <= %.2fx: %s" % (SAMPLE_TARGET,
                                                   "MET" if st[1] <= SAMPLE_TARGET else "NOT MET")
-        print("  %-17s %s, %s events%s" % ("REC_SAMPLE=" + v[6:], fmt_ratio(st),
-                                            events.get(v, "?"), verdict))
+        print("  %-17s %s, %s events%s" % (label, fmt_ratio(st), events.get(p, "?"), verdict))
 
 
 def check_target(stats, t_base):
