@@ -327,16 +327,14 @@ struct imp_run {
 	size_t ninputs;
 	const char *out;
 	bool force;                   /* replace an existing out */
-	uint64_t ckpt_interval;
-	imp_progress_fn *progress;    /* may be NULL */
-	void *progress_ctx;
+	struct imp_replay_opts o;     /* the caller sets ckpt_interval and progress
+				         (may be NULL); imp_run the rest */
 	/* results, valid until imp_run_free (also after a failure) */
 	struct imp_trace *tr;
 	struct imp_proc_stats *ps;
 	size_t ntr, first;            /* traces opened; the earliest one */
 	struct imp_totals tot;
 	struct imp_symstats sst;
-	struct imp_replay_opts o;
 	uint64_t nodes, nthreads;     /* stack nodes defined; event streams */
 	bool damaged;                 /* a trace had a damaged tail */
 	char **listed;                /* a directory's traces */

@@ -10,15 +10,12 @@
  * before the damage is in the database, meta.damaged=1); 64 usage error.
  *
  * This is the only file that prints; the import itself is imp_run (run.c).
- * It must never leave OUT looking complete after a failure (db.c writes a
- * temporary file and renames it).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -117,10 +114,9 @@ int main(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	bool quiet = false;
-	struct imp_run r = { .ckpt_interval = CKPT_INTERVAL_DEFAULT };
+	struct imp_run r = { .o.ckpt_interval = CKPT_INTERVAL_DEFAULT };
 	struct progress pg = { .phase = -1 };
 	struct imp_err e = {{0}};
-	const char *out;
 	uint64_t started = now_ns();
 	int c, rc = EXIT_UNUSABLE;
 
@@ -136,8 +132,8 @@ int main(int argc, char **argv)
 			char *end;
 
 			errno = 0;
-			r.ckpt_interval = strtoull(optarg, &end, 10);
-			if (errno || *end || !r.ckpt_interval || optarg[0] == '-') {
+			r.o.ckpt_interval = strtoull(optarg, &end, 10);
+			if (errno || *end || !r.o.ckpt_interval || optarg[0] == '-') {
 				fprintf(stderr, "trace-import: --checkpoint-interval: "
 					"not a positive number: %s\n", optarg);
 				return EXIT_USAGE;
@@ -156,18 +152,18 @@ int main(int argc, char **argv)
 		fputs(usage_text, stderr);
 		return EXIT_USAGE;
 	}
-	out = r.out = argv[argc - 1];
+	r.out = argv[argc - 1];
 	r.inputs = &argv[optind];
 	r.ninputs = (size_t)(argc - 1 - optind);
 
-	if (!r.force && access(out, F_OK) == 0) {
+	if (!r.force && access(r.out, F_OK) == 0) {
 		fprintf(stderr, "trace-import: %s: exists (use --force to overwrite)\n",
-			out);
+			r.out);
 		return EXIT_UNUSABLE;
 	}
 	pg.on = !quiet && isatty(2);
-	r.progress = progress;
-	r.progress_ctx = &pg;
+	r.o.progress = progress;
+	r.o.progress_ctx = &pg;
 	if (imp_run(&r, &e))
 		goto fail;
 	if (pg.on)
@@ -183,7 +179,7 @@ int main(int argc, char **argv)
 		human_bytes(peak, sizeof peak, r.ps[r.first].peak_bytes);
 		fprintf(stderr, "trace-import: %s: %" PRIu64 " events, %" PRIu64
 			" allocations, %" PRIu64 " stack nodes, %" PRIu64
-			" threads, %zu process%s, %.3f s recorded\n", out,
+			" threads, %zu process%s, %.3f s recorded\n", r.out,
 			r.tot.events, r.tot.allocations, r.nodes, r.nthreads, r.ntr,
 			r.ntr == 1 ? "" : "es", (double)r.o.duration / 1e9);
 		fprintf(stderr, "trace-import: peak %s (%" PRIu64 " bytes, %" PRIu64

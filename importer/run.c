@@ -153,12 +153,12 @@ static int write_threads(struct imp_db *db, const struct imp_trace *tr)
 
 /* The sampling period of a trace: the header's, unless the recorder set
  * one at run time before recording anything (trace-ctl record --sample),
- * which it notes as a mark "heapreel.sample=N" (the last one counts; the
+ * which it notes as a mark TF_MARK_SAMPLE "N" (the last one counts; the
  * recorder refuses a change once allocations are recorded, so one period
  * holds for every event of a trace). */
 static uint64_t sample_period(const struct imp_trace *tr)
 {
-	static const char prefix[] = "heapreel.sample=";
+	static const char prefix[] = TF_MARK_SAMPLE;
 	uint64_t period = tr->hdr->sample_period;
 
 	for (size_t i = 0; i < tr->nmarks; i++) {
@@ -206,17 +206,18 @@ struct meta_kv {
 	uint64_t value;
 };
 
-static int write_meta(struct imp_db *db, const struct imp_trace *tr, size_t ntr,
-		      size_t first, const struct imp_proc_stats *ps,
-		      const struct imp_totals *tot, const struct imp_replay_opts *o)
+static int write_meta(struct imp_db *db, const struct imp_run *r)
 {
+	const struct imp_trace *tr = r->tr;
+	const struct imp_proc_stats *ps = r->ps;
+	const struct imp_totals *tot = &r->tot;
+	const struct imp_replay_opts *o = &r->o;
+	size_t first = r->first;
 	uint64_t lost = 0, recovered = 0;
-	bool damaged = false;
 
-	for (size_t i = 0; i < ntr; i++) {
+	for (size_t i = 0; i < r->ntr; i++) {
 		lost += tr[i].lost;
 		recovered += tr[i].recovered;
-		damaged |= tr[i].damaged;
 	}
 	const struct meta_kv kv[] = {
 		{ "schema_version", 1 },
@@ -235,7 +236,7 @@ static int write_meta(struct imp_db *db, const struct imp_trace *tr, size_t ntr,
 		{ "lost_events", lost },
 		{ "recovered_events", recovered },
 		{ "clamped_times", tot->clamped },
-		{ "damaged", damaged },
+		{ "damaged", r->damaged },
 		{ "checkpoint_interval", o->ckpt_interval },
 		{ "timeline_bucket_ns", o->bucket_ns },
 	};
@@ -279,28 +280,24 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 
 	/* Pass 1: every trace is opened and indexed before anything is
 	 * written, so unusable input leaves no output at all. */
-	for (r->ntr = 0; r->ntr < ninputs; r->ntr++) {
-		struct imp_trace *t = &tr[r->ntr];
+	while (r->ntr < ninputs) {
+		/* counted before it is opened: imp_run_free closes it either way */
+		struct imp_trace *t = &tr[r->ntr++];
+		const char *path = inputs[r->ntr - 1];
 
-		if (check_input(inputs[r->ntr], e) ||
-		    imp_trace_open(t, inputs[r->ntr], e)) {
-			r->ntr++;
+		if (check_input(path, e) || imp_trace_open(t, path, e))
 			return -1;
-		}
-		for (size_t k = 0; k < r->ntr; k++)
+		for (size_t k = 0; k < r->ntr - 1; k++)
 			if (tr[k].hdr->pid == t->hdr->pid) {
 				imp_errf(e, "%s: pid %u was already imported from %s",
 					 t->path, t->hdr->pid, tr[k].path);
-				r->ntr++;
 				return -1;
 			}
-		if (imp_trace_scan(t, e) || imp_ring_recover(t, e)) {
-			r->ntr++;
+		if (imp_trace_scan(t, e) || imp_ring_recover(t, e))
 			return -1;
-		}
 		if (t->hdr->t0_mono_ns < t0) {
 			t0 = t->hdr->t0_mono_ns;
-			r->first = r->ntr;
+			r->first = r->ntr - 1;
 		}
 	}
 	for (size_t i = 0; i < r->ntr; i++) {
@@ -316,9 +313,6 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 	o->duration = tmax == UINT64_MAX ? tmax : tmax + 1;
 	o->bucket_ns = o->duration / TIMELINE_BUCKETS +
 		       (o->duration % TIMELINE_BUCKETS != 0);
-	o->ckpt_interval = r->ckpt_interval;
-	o->progress = r->progress;
-	o->progress_ctx = r->progress_ctx;
 
 	if (imp_db_create(&db, r->out, r->force, e))
 		return -1;
@@ -333,7 +327,7 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 		r->damaged |= tr[i].damaged;
 		r->nthreads += tr[i].nstreams;
 	}
-	if (write_meta(db, tr, r->ntr, r->first, r->ps, &r->tot, o))
+	if (write_meta(db, r))
 		goto dbfail;
 	if (imp_db_finish(db, e))
 		goto fail;         /* imp_db_abort below deletes the file */

@@ -152,7 +152,7 @@ int rec_ctl_start(int can_wait)
 	uint64_t t = rec_now(); /* before: every allocation recorded comes after */
 	uint64_t old = change(REC_M_ALLOCS | F_EVER, 0);
 	if (!(old & REC_M_ALLOCS))
-		return queue_mark(t, "heapreel.start", can_wait);
+		return queue_mark(t, TF_MARK_RESERVED "start", can_wait);
 	return 0;
 }
 
@@ -162,7 +162,7 @@ int rec_ctl_stop(int can_wait)
 		return -1;
 	uint64_t old = change(0, REC_M_ALLOCS);
 	if (old & REC_M_ALLOCS)
-		return queue_mark(rec_now(), "heapreel.stop", can_wait);
+		return queue_mark(rec_now(), TF_MARK_RESERVED "stop", can_wait);
 	return 0;
 }
 
@@ -186,7 +186,7 @@ int rec_ctl_set_period(uint64_t period, uint64_t *have)
 		now = derive((old & FLAGS_MASK) | period << REC_M_PERIOD_SHIFT);
 	} while (!atomic_compare_exchange_weak(&rec_ctl_word, &old, now));
 	char label[48], *e = label + sizeof label;
-	rec_utoa(rec_cat(label, e, "heapreel.sample="), e, period);
+	rec_utoa(rec_cat(label, e, TF_MARK_SAMPLE), e, period);
 	queue_mark(rec_now(), label, 0);
 	return 0;
 }
@@ -232,7 +232,7 @@ void rec_ctl_session_start(void)
 void rec_ctl_session_started(void)
 {
 	if (!(atomic_load(&rec_ctl_word) & REC_M_ALLOCS))
-		queue_mark(rec_now(), "heapreel.stop", 0);
+		queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0);
 }
 
 /* ---- rec.h ------------------------------------------------------------ */

@@ -259,7 +259,7 @@ static int round_all(enum round_mode mode)
 static void stats(void)
 {
 	char label[200], *e = label + sizeof label;
-	char *p = rec_cat(label, e, "heapreel.stats ring_waits=");
+	char *p = rec_cat(label, e, TF_MARK_RESERVED "stats ring_waits=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.ring_waits));
 	p = rec_cat(p, e, " lost=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.lost));

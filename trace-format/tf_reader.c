@@ -293,6 +293,24 @@ static int inflate(struct tf_decoder *d, const struct tf_segment_info *si,
 	return TF_OK;
 }
 
+/* Readers plan with an event segment's header time range (merges key on
+ * t_first, timelines span up to t_last): a record outside it is corrupt. */
+static int check_times(const struct tf_segment_info *si, const struct tf_record *recs,
+		       struct tf_error *err)
+{
+	for (uint32_t i = 0; i < si->count; i++) {
+		const struct tf_record *x = &recs[i];
+		uint64_t t2 = x->kind == TF_REALLOC ? x->t2 : x->t;
+		if (x->t < si->t_first || x->t > si->t_last ||
+		    t2 < si->t_first || t2 > si->t_last)
+			return tf_fail(err, TF_E_CORRUPT, si->offset,
+				       "segment of stream %u: record %u: time "
+				       "outside the segment's range",
+				       (uint64_t)si->stream, (uint64_t)i);
+	}
+	return TF_OK;
+}
+
 int tf_decode_segment(struct tf_reader *r, struct tf_decoder *d,
 		      const struct tf_segment_info *si,
 		      const struct tf_record **recs, struct tf_error *err)
@@ -323,22 +341,10 @@ int tf_decode_segment(struct tf_reader *r, struct tf_decoder *d,
 		return rc;
 	if (si->stream == 0)
 		rc = tf_meta_decode(si, d->raw, raw, d->recs, d->str, err);
-	else
-		rc = tf_coldec_decode(d->cols, si, d->raw, raw, d->recs, err);
+	else if (!(rc = tf_coldec_decode(d->cols, si, d->raw, raw, d->recs, err)))
+		rc = check_times(si, d->recs, err);
 	if (rc)
 		return rc;
-	/* Readers plan with the header's time range (merges key on t_first,
-	 * timelines span up to t_last): a record outside it is corrupt. */
-	for (uint32_t i = 0; si->stream != 0 && i < si->count; i++) {
-		const struct tf_record *x = &d->recs[i];
-		uint64_t t2 = x->kind == TF_REALLOC ? x->t2 : x->t;
-		if (x->t < si->t_first || x->t > si->t_last ||
-		    t2 < si->t_first || t2 > si->t_last)
-			return tf_fail(err, TF_E_CORRUPT, si->offset,
-				       "segment of stream %u: record %u: time "
-				       "outside the segment's range",
-				       (uint64_t)si->stream, (uint64_t)i);
-	}
 	*recs = d->recs;
 	return TF_OK;
 }

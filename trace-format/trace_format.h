@@ -66,6 +66,13 @@ enum tf_kind {
 	TF_PAUSE = 11,         /* reserved: recording stopped / started */
 };
 
+/* MARK labels the recorder writes for itself start with TF_MARK_RESERVED
+ * (heapreel.stats, heapreel.start, heapreel.stop); TF_MARK_SAMPLE followed by
+ * a number is the sampling period set at run time, before anything was
+ * recorded, which readers prefer over the header's. */
+#define TF_MARK_RESERVED "heapreel."
+#define TF_MARK_SAMPLE TF_MARK_RESERVED "sample="
+
 /* Which allocator entry point produced an ALLOC / REALLOC (for tests and
  * debugging; the importer keeps only "came from realloc"). */
 enum tf_fn {

@@ -11,14 +11,13 @@
  * print; take over the terminal.
  */
 #include "tui.h"
+#include "trace_format.h"   /* TF_MARK_RESERVED only */
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-/* Label prefix of the marks the recorder writes for itself. */
-#define TUI_RESERVED_MARKS "heapreel."
 
 struct tui_data {
 	struct q_db *db;
@@ -90,7 +89,7 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t 
 		goto fail;
 	}
 	for (size_t i = 0; i < nall; i++)
-		if (strncmp(all[i].label, TUI_RESERVED_MARKS, sizeof TUI_RESERVED_MARKS - 1))
+		if (strncmp(all[i].label, TF_MARK_RESERVED, sizeof TF_MARK_RESERVED - 1))
 			d->marks[d->nmarks++] = all[i];
 	int64_t allocs = 0;
 	for (size_t i = 0; i < d->npts; i++)

@@ -55,7 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *inputs[] = { trc };
 	struct imp_run r = {
 		.inputs = inputs, .ninputs = 1, .out = db,
-		.ckpt_interval = FZ_CKPT_INTERVAL,
+		.o.ckpt_interval = FZ_CKPT_INTERVAL,
 	};
 	struct imp_err e;
 	uint8_t *file;
