@@ -4,13 +4,12 @@ program driven step by step through its stdin (ctl_steps)."""
 import os
 import re
 import subprocess
-import sys
+import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
-import hrtest  # noqa: E402
+import hrtest
 
-TRACE_RECORD = os.path.join(hrtest.REC_BUILD, "recorder", "trace-record")
-TRACE_CTL = os.path.join(hrtest.REC_BUILD, "recorder", "trace-ctl")
+TRACE_RECORD = hrtest.TRACE_RECORD
+TRACE_CTL = hrtest.TRACE_CTL
 
 need = hrtest.need
 
@@ -58,6 +57,14 @@ def ctl(pid, *args, check=True, env=None):
         raise AssertionError("trace-ctl %s %s exited %d: %s" % (pid, " ".join(args),
                                                                 p.returncode, p.stderr))
     return p
+
+
+def wait_active(pid, timeout=30.0):
+    """Returns once the recorder of pid says it is recording (trace-ctl
+    record has started it); fails if it does not within timeout."""
+    deadline = time.monotonic() + timeout
+    while not ctl(pid, "status").stdout.startswith("ok state=active"):
+        assert time.monotonic() < deadline, "process %d never started recording" % pid
 
 
 class Steps:

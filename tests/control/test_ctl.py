@@ -42,8 +42,7 @@ assert p.returncode == 1 and "sample period 0" in p.stderr, p.stderr
 # record --for: started, then ended by SIGINT once step 4 is done.
 rec = subprocess.Popen([ctltest.TRACE_CTL, str(pid), "record", "--for", "600s"],
                        stderr=subprocess.PIPE, text=True)
-while not ctltest.ctl(pid, "status").stdout.startswith("ok state=active"):
-    pass
+ctltest.wait_active(pid)
 s.step()                                    # 4: 40 x 444, recorded
 rec.send_signal(signal.SIGINT)
 assert rec.wait(timeout=30) == 0, rec.stderr.read()
@@ -93,8 +92,7 @@ s = ctltest.Steps(t2, extra=["--paused"])
 s.step()                                    # 1: unrecorded (paused)
 rec = subprocess.Popen([ctltest.TRACE_CTL, str(s.pid), "record", "--for", "600s",
                         "--sample", "4096"], stderr=subprocess.PIPE, text=True)
-while not ctltest.ctl(s.pid, "status").stdout.startswith("ok state=active"):
-    pass
+ctltest.wait_active(s.pid)
 st = ctltest.ctl(s.pid, "status").stdout.split()
 assert st[:3] == ["ok", "state=active", "sample=4096"], st
 s.step()                                    # 2: 20 x 222 = 4440 bytes, sampled

@@ -16,7 +16,7 @@ import hrtest
 
 ctltest.need(ctltest.TRACE_RECORD, ctltest.TRACE_CTL, ctltest.prog("ctl_steps"))
 d = hrtest.tmpdir("sec")
-NOBODY = 65534
+NOBODY = hrtest.NOBODY
 
 
 def tampered(name, make):

@@ -32,12 +32,10 @@ done
 # shellcheck disable=SC2086
 $cc $flags -o "$out/fuzz_reader" $tf "$src/tests/fuzz/fz_input.c" \
 	"$src/tests/fuzz/fuzz_reader.c" -llz4
-if [ -f "$src/tests/fuzz/fuzz_importer.c" ]; then
-	# shellcheck disable=SC2086
-	$cc $flags -o "$out/fuzz_importer" $tf $imp "$out/schema.c" \
-		"$src/tests/fuzz/fz_input.c" "$src/tests/fuzz/fuzz_importer.c" \
-		-llz4 -lsqlite3 -ldw -lelf -lstdc++ -lpthread
-fi
+# shellcheck disable=SC2086
+$cc $flags -o "$out/fuzz_importer" $tf $imp "$out/schema.c" \
+	"$src/tests/fuzz/fz_input.c" "$src/tests/fuzz/fuzz_importer.c" \
+	-llz4 -lsqlite3 -ldw -lelf -lstdc++ -lpthread
 # The corpus packer: a plain program (no fuzzer runtime).
 # shellcheck disable=SC2086
 $cc -std=c17 -D_GNU_SOURCE -g -O1 -Wall -Wextra -Werror -I$src/trace-format \

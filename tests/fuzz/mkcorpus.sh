@@ -58,9 +58,8 @@ for t in "$tmp"/*.trc; do
 	{ printf '\000'; cat "$t"; } > "$rdr/$n.raw"
 	rm -f "$rdr/$n.packed"
 	"$pack" "$t" "$rdr/$n.packed"
-	cp "$rdr/$n.raw" "$rdr/$n.packed" "$imp/" 2>/dev/null || true
-	mv "$imp/$n.raw" "$imp/$n.trc.raw"
-	mv "$imp/$n.packed" "$imp/$n.trc.packed"
+	cp "$rdr/$n.raw" "$imp/$n.trc.raw"
+	cp "$rdr/$n.packed" "$imp/$n.trc.packed"
 	if [ -f "$t.ring" ]; then   # a killed run's: cut to a few KiB
 		python3 "$src/tests/fuzz/ring_compact.py" "$t.ring" "$tmp/small.ring"
 		{ cat "$rdr/$n.packed"; printf 'HRFZRING'; cat "$tmp/small.ring"; } \

@@ -2,16 +2,18 @@
 importing a trace, and the checks every imported database of a real or a
 killed program must pass (pairing, no negative live bytes, what the
 importer counted as lost or unmatched). Every check fails by raising
-AssertionError that says what was wrong."""
+AssertionError that says what was wrong. Also the layout of hr_kill.c's
+counters file, which test_kill, test_real and test_security read."""
 import os
-import sqlite3
-import subprocess
+import struct
+import sys
 
 import hrtest
 
 need = hrtest.need
 meta = hrtest.meta
 one = hrtest.one
+connect = hrtest.connect
 
 
 def prog(name):
@@ -40,16 +42,7 @@ def plain_env(**kw):
 def trace_import(inputs, db, ok=(0,)):
     """trace-import -q INPUTS DB; returns the CompletedProcess. `ok`: the
     exit codes accepted (2 = a damaged tail, everything before it in)."""
-    p = subprocess.run([hrtest.TRACE_IMPORT, "-q"] + list(inputs) + [db],
-                       capture_output=True, text=True)
-    assert p.returncode in ok, "trace-import %s: exit %d\n%s" % (inputs, p.returncode, p.stderr)
-    return p
-
-
-def connect(db):
-    c = sqlite3.connect(db)
-    assert meta(c, "complete") == 1, "%s not marked complete" % db
-    return c
+    return hrtest.trace_import(["-q"] + list(inputs) + [db], ok)
 
 
 def consistency(c, max_unmatched=0):
@@ -82,3 +75,95 @@ def consistency(c, max_unmatched=0):
             mx = one(c, "SELECT MAX(max_bytes) FROM timeline WHERE pid=?", pid)
             assert (mx or 0) == (pb or 0), "pid %d: peak %s, timeline max %s" % (pid, pb, mx)
     return f
+
+
+# ---- hr_kill.c's counters file: what the program says it has done ------
+# Mirrors hr_kill.c.
+MAX_WORKERS = 8
+SPAN = 512
+SLOT = 64
+FILE_BYTES = SLOT * (MAX_WORKERS + 2)
+SHORT = MAX_WORKERS                    # slot of the short-lived threads
+SHORT_CALLS = 40                       # blocks per short-lived thread
+PROCS = 2                              # counter regions: parent, forked child
+GROW_BYTES = 256 * 1024
+
+
+def size_class(w):
+    return 1024 * (w + 1)
+
+
+SHORT_MIN = size_class(MAX_WORKERS)
+
+
+def counters_file(path):
+    with open(path, "wb") as f:
+        f.write(b"\0" * FILE_BYTES * PROCS)
+
+
+def read_counters(path, proc=0):
+    """[(tid, allocs, reallocs, frees)] for slots 0..MAX_WORKERS, and the
+    header (ready, grow allocs), of the parent (proc 0) or the child."""
+    with open(path, "rb") as f:
+        f.seek(FILE_BYTES * proc)
+        b = f.read(FILE_BYTES)
+    slots = [struct.unpack_from("<4Q", b, SLOT * (k + 1)) for k in range(MAX_WORKERS + 1)]
+    ready, grown = struct.unpack_from("<2Q", b, 0)
+    return slots, ready, grown
+
+
+def imported(c, lo, tid=None, exclude=()):
+    """(allocs, reallocs, closed) of blocks with sizes in [lo, lo + SPAN)
+    allocated by thread tid (or by any thread not in exclude)."""
+    where = "size >= ? AND size < ?"
+    args = [lo, lo + SPAN]
+    if tid is not None:
+        where += " AND tid = ?"
+        args.append(tid)
+    if exclude:
+        where += " AND tid NOT IN (%s)" % ",".join("?" * len(exclude))
+        args += list(exclude)
+    return c.execute("SELECT COALESCE(SUM(from_realloc = 0), 0), COALESCE(SUM(from_realloc), 0), "
+                     "COALESCE(SUM(t_free IS NOT NULL), 0) FROM allocations WHERE " + where,
+                     args).fetchone()
+
+
+def compare(c, slots, nworkers, exact):
+    """Per thread, published calls vs imported events. Returns (lost,
+    in_flight, problems): lost = published calls missing from the
+    database; in_flight = calls in the database the program had not
+    published (at most one per thread)."""
+    lost = in_flight = 0
+    problems = []
+    tids = [slots[w][0] for w in range(nworkers) if slots[w][0]]
+    groups = [("worker %d" % w, size_class(w), slots[w], slots[w][0], ())
+              for w in range(nworkers) if slots[w][0]]
+    groups.append(("short-lived threads", SHORT_MIN, slots[SHORT], None, tids))
+    for name, lo, (tid, a, r, f), t, excl in groups:
+        A, R, F = imported(c, lo, t, excl)
+        d = (A - a, R - r, (F - R) - f)   # allocs, reallocs, frees beyond the published
+        lost += sum(-x for x in d if x < 0)
+        in_flight += sum(x for x in d if x > 0)
+        bad = any(x < 0 for x in d) or (exact and any(d)) or sum(x for x in d if x > 0) > 1
+        if bad:
+            problems.append("%s (tid %s): published allocs %d reallocs %d frees %d, "
+                            "imported allocs %d reallocs %d frees %d" % (
+                                name, tid or "-", a, r, f, A, R, F - R))
+    return lost, in_flight, problems
+
+
+# ---- running programs as another user, and a python to record ---------------
+
+def as_user(uid):
+    """A preexec_fn that drops root for uid (as its own group, no others)."""
+    def drop():
+        os.setgroups([])
+        os.setgid(uid)
+        os.setuid(uid)
+    return drop
+
+
+def system_python():
+    """Debian's python3 when there is one: a python built with full debug
+    info (pyenv's) takes many seconds to symbolize at import."""
+    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable

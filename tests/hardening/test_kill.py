@@ -27,7 +27,6 @@ import os
 import random
 import shutil
 import signal
-import struct
 import subprocess
 import sys
 import time
@@ -35,22 +34,8 @@ import time
 import hardtest
 import hrtest
 
-# Mirrors hr_kill.c.
-MAX_WORKERS = 8
-SPAN = 512
-SLOT = 64
-FILE_BYTES = SLOT * (MAX_WORKERS + 2)
-SHORT = MAX_WORKERS                    # slot of the short-lived threads
-SHORT_CALLS = 40                       # blocks per short-lived thread
-PROCS = 2                              # counter regions: parent, forked child
-GROW_BYTES = 256 * 1024
-
-
-def size_class(w):
-    return 1024 * (w + 1)
-
-
-SHORT_MIN = size_class(MAX_WORKERS)
+# hr_kill.c's counters file
+from hardtest import GROW_BYTES, SPAN, compare, counters_file, read_counters, size_class
 
 MAX_DELAY = 0.12                       # kill within 120 ms of the start
 FORK_ONE_IN = 3                        # runs where hr_kill forks (2 processes killed)
@@ -58,62 +43,6 @@ OOM_LIMIT = 96 << 20                   # the cgroup's memory limit
 OOM_WAIT = 120                         # seconds the OOM run may take at most
 CRASH_ITERS = 20000                    # window steps per worker before abort/segv/grow
 CRASH_WORKERS = 3
-
-
-def counters_file(path):
-    with open(path, "wb") as f:
-        f.write(b"\0" * FILE_BYTES * PROCS)
-
-
-def read_counters(path, proc=0):
-    """[(tid, allocs, reallocs, frees)] for slots 0..MAX_WORKERS, and the
-    header (ready, grow allocs), of the parent (proc 0) or the child."""
-    with open(path, "rb") as f:
-        f.seek(FILE_BYTES * proc)
-        b = f.read(FILE_BYTES)
-    slots = [struct.unpack_from("<4Q", b, SLOT * (k + 1)) for k in range(MAX_WORKERS + 1)]
-    ready, grown = struct.unpack_from("<2Q", b, 0)
-    return slots, ready, grown
-
-
-def imported(c, lo, tid=None, exclude=()):
-    """(allocs, reallocs, closed) of blocks with sizes in [lo, lo + SPAN)
-    allocated by thread tid (or by any thread not in exclude)."""
-    where = "size >= ? AND size < ?"
-    args = [lo, lo + SPAN]
-    if tid is not None:
-        where += " AND tid = ?"
-        args.append(tid)
-    if exclude:
-        where += " AND tid NOT IN (%s)" % ",".join("?" * len(exclude))
-        args += list(exclude)
-    return c.execute("SELECT COALESCE(SUM(from_realloc = 0), 0), COALESCE(SUM(from_realloc), 0), "
-                     "COALESCE(SUM(t_free IS NOT NULL), 0) FROM allocations WHERE " + where,
-                     args).fetchone()
-
-
-def compare(c, slots, nworkers, exact):
-    """Per thread, published calls vs imported events. Returns (lost,
-    in_flight, problems): lost = published calls missing from the
-    database; in_flight = calls in the database the program had not
-    published (at most one per thread)."""
-    lost = in_flight = 0
-    problems = []
-    tids = [slots[w][0] for w in range(nworkers) if slots[w][0]]
-    groups = [("worker %d" % w, size_class(w), slots[w], slots[w][0], ())
-              for w in range(nworkers) if slots[w][0]]
-    groups.append(("short-lived threads", SHORT_MIN, slots[SHORT], None, tids))
-    for name, lo, (tid, a, r, f), t, excl in groups:
-        A, R, F = imported(c, lo, t, excl)
-        d = (A - a, R - r, (F - R) - f)   # allocs, reallocs, frees beyond the published
-        lost += sum(-x for x in d if x < 0)
-        in_flight += sum(x for x in d if x > 0)
-        bad = any(x < 0 for x in d) or (exact and any(d)) or sum(x for x in d if x > 0) > 1
-        if bad:
-            problems.append("%s (tid %s): published allocs %d reallocs %d frees %d, "
-                            "imported allocs %d reallocs %d frees %d" % (
-                                name, tid or "-", a, r, f, A, R, F - R))
-    return lost, in_flight, problems
 
 
 def gone(pid):
@@ -249,7 +178,7 @@ def case_python_sigkill(d, n):
     hardtest.need(hrtest.LIBREC, hrtest.TRACE_IMPORT)
     # Debian's python3 when there is one: a python built with full debug
     # info (pyenv's) takes seconds per import to symbolize
-    py = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    py = hardtest.system_python()
     seed = int(os.environ.get("HR_SEED", random.randrange(1 << 31)))
     print("seed %d (rerun with HR_SEED=%d), %s" % (seed, seed, py))
     rng = random.Random(seed)

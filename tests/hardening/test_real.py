@@ -20,7 +20,7 @@ CASE:
   bash       a script with pipes, subshells, fork and exec
   exec_dir   a shell's traces, exec'd images included, in one database
   cxx        tests/programs/cxx_mix (threads, std::map, exceptions)
-  dlopen     hr_dlloop: the same library dlopen'ed / dlclose'd 200 times
+  dlopen     dlopener: the same library dlopen'ed / dlclose'd 200 times
   threads    hr_kill run to completion: threads exiting while others allocate
   signal     hr_signal: allocations inside SIGALRM/SIGUSR1 handlers (its
              counts depend on timing: exit codes compared, output not; the
@@ -40,7 +40,7 @@ import hrtest
 
 UNMATCHED_PER_PROCESS = 16
 RUN_TIMEOUT = 300                      # seconds, per program run
-NOBODY = 65534                         # uid/gid the setuid case runs as
+NOBODY = hrtest.NOBODY                 # uid/gid the setuid case runs as
 MiB = 1 << 20
 
 # git's identity and dates, the same in both runs, and no user or system
@@ -239,14 +239,8 @@ with open(sys.argv[1], "w") as f:
 """
 
 
-def python3():
-    """Debian's python3 when there is one: a python built with full debug
-    info (pyenv's) takes many seconds to symbolize at import."""
-    return "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
-
-
 def case_python3(d):
-    exe = python3()
+    exe = hardtest.system_python()
     script = os.path.join(d, "w.py")
     with open(script, "w") as f:
         f.write(PY)
@@ -288,7 +282,7 @@ def case_many_threads(d):
     with open(script, "w") as f:
         f.write(MANY % 300)
     s = Session(d, "many", {"PYTHONMALLOC": "malloc"})
-    s.pair([python3(), script])
+    s.pair([hardtest.system_python(), script])
     imp, f = s.check()
     assert f["unmatched_frees"] == 0, f
 
@@ -431,14 +425,14 @@ def case_cxx(d):
 
 
 def case_dlopen(d):
-    prog = hardtest.prog("hr_dlloop")
+    prog = hrtest.prog("dlopener")
     lib = hrtest.prog("libhrdltest.so")
     hardtest.need(prog, lib)
     rounds, n = 200, 5
     s = Session(d, "dlopen")
-    base, rec = s.pair([prog, lib, str(rounds), str(n)])
-    assert base.stdout.decode() == "rounds %d ctor allocs %d work allocs %d\n" % (
-        rounds, 2 * rounds, n * rounds), base.stdout
+    base, rec = s.pair([prog, lib, str(n), str(rounds)])
+    assert base.stdout.decode() == "ctor allocs %d size 4001\nwork allocs %d size 4002\n" % (
+        2 * rounds, n * rounds), base.stdout
     imp, f = s.check()
     c = imp.only()
     assert f["unmatched_frees"] == 0, f
@@ -456,23 +450,22 @@ def case_dlopen(d):
 def case_threads(d):
     prog = hardtest.prog("hr_kill")
     hardtest.need(prog)
-    import test_kill                   # its counters file layout
     s = Session(d, "threads")
     cnt = os.path.join(d, "cnt")
-    test_kill.counters_file(cnt)
+    hardtest.counters_file(cnt)
     workers = 4
     s.pair([prog, cnt, str(workers), "60000", "exit"],
-           between=lambda: test_kill.counters_file(cnt))
-    slots, ready, _ = test_kill.read_counters(cnt)   # the recorded run's
+           between=lambda: hardtest.counters_file(cnt))
+    slots, ready, _ = hardtest.read_counters(cnt)   # the recorded run's
     assert ready == workers, ready
     imp, f = s.check()
     c = imp.only()
-    lost, in_flight, problems = test_kill.compare(c, slots, workers, exact=True)
+    lost, in_flight, problems = hardtest.compare(c, slots, workers, exact=True)
     assert not problems, "\n".join(problems)
     assert f["unmatched_frees"] == 0, f
-    shorts = slots[test_kill.SHORT][1] // test_kill.SHORT_CALLS
+    shorts = slots[hardtest.SHORT][1] // hardtest.SHORT_CALLS
     tids = hardtest.one(c, "SELECT COUNT(DISTINCT tid) FROM allocations WHERE size >= ?",
-                        test_kill.SHORT_MIN)
+                        hardtest.SHORT_MIN)
     assert shorts >= 1 and tids == shorts, \
         "%d short-lived threads ran, %d distinct threads in the trace" % (shorts, tids)
     print("threads: %d workers + %d short-lived threads, %d calls, all in the trace exactly" % (
@@ -516,24 +509,19 @@ def case_setuid(d):
              and os.stat(p).st_mode & 0o4000]
     if not progs:
         hrtest.skip("setuid: no setuid passwd or su installed")
-
-    def drop():
-        os.setgroups([])
-        os.setgid(NOBODY)
-        os.setuid(NOBODY)
     s = Session(d, "setuid", {"LC_ALL": "C", "HOME": "/"})
     seen = set()
     for p in progs:
         if os.path.realpath(p) in seen:
             continue
         seen.add(os.path.realpath(p))
-        base, rec = s.pair([p, "--help"], preexec=drop)
+        base, rec = s.pair([p, "--help"], preexec=hardtest.as_user(NOBODY))
         assert base.stdout or base.stderr, "%s --help printed nothing" % p
     assert not os.listdir(s.traces), "a setuid program was recorded: %s" % os.listdir(s.traces)
     # a recorded shell running them: its own trace is complete, theirs absent
     bash = tool("bash")
     s.pair([bash, "-c", "for p in %s; do $p --help >/dev/null 2>&1; echo \"$p $?\"; done"
-            % " ".join(sorted(seen))], preexec=drop)
+            % " ".join(sorted(seen))], preexec=hardtest.as_user(NOBODY))
     imp, f = s.check()
     exes = imp.exes()
     assert exes == {"bash"}, exes

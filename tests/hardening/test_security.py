@@ -36,10 +36,9 @@ import time
 import hardtest
 import hrtest
 
-NOBODY = 65534
+NOBODY = hrtest.NOBODY
 PRECIOUS = b"precious, must stay as it is\n"
-MKTRACE = os.path.join(hrtest.BUILD, "tests", "importer", "mktrace")
-TRACE_CTL = os.path.join(hrtest.REC_BUILD, "recorder", "trace-ctl")
+TRACE_CTL = hrtest.TRACE_CTL
 HOSTILE = "x'\");DROP/**/TABLE/**/allocations;--"       # no spaces: mktrace words
 HOSTILE_SPACED = "x'); DROP TABLE processes; --"
 TABLES = {"meta", "processes", "threads", "modules", "frames", "stacks", "allocations",
@@ -98,14 +97,12 @@ def case_modes(d):
     exe = hardtest.prog("hr_kill")
     hardtest.need(exe, hrtest.TRACE_IMPORT, hrtest.TRACE_SNAP)
     cnt = os.path.join(d, "cnt")
-    with open(cnt, "wb") as f:
-        f.write(b"\0" * 4096)         # hr_kill's counters: all zero
+    hardtest.counters_file(cnt)
     trace = os.path.join(d, "m.trc")
     p = subprocess.Popen([exe, cnt, "2", "0", "exit"], env=hardtest.rec_env(trace),
                          preexec_fn=umask0)
-    import test_kill                   # its counters file layout
     deadline = time.time() + 30
-    while not test_kill.read_counters(cnt)[0][0][1] and time.time() < deadline:
+    while not hardtest.read_counters(cnt)[0][0][1] and time.time() < deadline:
         time.sleep(0.01)               # until the program allocates
     modes = {"trace": mode_of(trace), "ring": mode_of(trace + ".ring")}
     p.send_signal(signal.SIGKILL)
@@ -244,14 +241,12 @@ def tables(c):
 
 
 def case_sql(d):
-    hardtest.need(MKTRACE, hrtest.TRACE_IMPORT, hrtest.TRACE_SNAP)
+    hardtest.need(hrtest.MKTRACE, hrtest.TRACE_IMPORT, hrtest.TRACE_SNAP)
     # a crafted trace whose strings are SQL
     hostile_dir = os.path.join(d, HOSTILE_SPACED.replace("/", "_"))
     os.mkdir(hostile_dir)
     trace = os.path.join(hostile_dir, "t'; DROP TABLE meta; --.trc")
-    p = subprocess.run([MKTRACE, trace], input=CRAFTED % {"word": HOSTILE, "spaced": HOSTILE_SPACED},
-                       text=True, capture_output=True)
-    assert p.returncode == 0, p.stderr
+    hrtest.mktrace(trace, CRAFTED % {"word": HOSTILE, "spaced": HOSTILE_SPACED})
     db = os.path.join(hostile_dir, "o'; DROP TABLE frames; --.db")
     hardtest.trace_import([trace], db)
     c = hardtest.connect(db)
@@ -295,18 +290,10 @@ def case_sql(d):
           "stored verbatim or refused in one line; every table intact: ok")
 
 
-def as_user(uid):
-    def drop():
-        os.setgroups([])
-        os.setgid(uid)
-        os.setuid(uid)
-    return drop
-
-
 def ctl(pid, uid=None, **env):
     e = hardtest.plain_env(**env)
     return subprocess.run([TRACE_CTL, str(pid), "status"], env=e, capture_output=True, text=True,
-                          preexec_fn=as_user(uid) if uid is not None else None, timeout=30)
+                          preexec_fn=hardtest.as_user(uid) if uid is not None else None, timeout=30)
 
 
 def refused(p, who):
@@ -325,11 +312,10 @@ def case_ctl(d):
     os.mkdir(wd)
     os.chown(wd, NOBODY, NOBODY)
     cnt = os.path.join(wd, "cnt")
-    with open(cnt, "wb") as f:
-        f.write(b"\0" * 4096)
+    hardtest.counters_file(cnt)
     os.chown(cnt, NOBODY, NOBODY)
     ctl_dir = "/tmp/heapreel-%d" % NOBODY
-    p = subprocess.Popen([prog, cnt, "1", "0", "exit"], cwd=wd, preexec_fn=as_user(NOBODY),
+    p = subprocess.Popen([prog, cnt, "1", "0", "exit"], cwd=wd, preexec_fn=hardtest.as_user(NOBODY),
                          env=hardtest.rec_env(os.path.join(wd, "o.trc")))
     try:
         sock = os.path.join(ctl_dir, "%d.sock" % p.pid)

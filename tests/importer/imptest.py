@@ -2,40 +2,20 @@
 database, and check the invariants every imported database must satisfy
 (the ones queries/ relies on: ordering of allocations and frees, pairing,
 checkpoints equal to a replay of the rows, timeline consistent)."""
-import os
-import sqlite3
-import subprocess
 import sys
 
 import hrtest
 
 meta = hrtest.meta
 one = hrtest.one
+connect = hrtest.connect
 
-MKTRACE = os.path.join(hrtest.BUILD, "tests", "importer", "mktrace")
-
-
-def mktrace(path, script):
-    p = subprocess.run([MKTRACE, path], input=script, text=True,
-                       capture_output=True)
-    assert p.returncode == 0, "mktrace failed: %s" % p.stderr
-    return path
+MKTRACE = hrtest.MKTRACE
+mktrace = hrtest.mktrace
 
 
 def trace_import(args, expect=0):
-    p = subprocess.run([hrtest.TRACE_IMPORT] + list(args), capture_output=True,
-                       text=True)
-    assert expect is None or p.returncode == expect, \
-        "trace-import %s: exit %d, expected %d\n%s" % (args, p.returncode, expect, p.stderr)
-    assert "ERROR: AddressSanitizer" not in p.stderr, p.stderr
-    assert "runtime error" not in p.stderr, p.stderr
-    return p
-
-
-def connect(db):
-    c = sqlite3.connect(db)
-    assert meta(c, "complete") == 1, "database not marked complete"
-    return c
+    return hrtest.trace_import(args, None if expect is None else (expect,))
 
 
 def check_invariants(c):

@@ -8,6 +8,7 @@ Paths come from the environment set by tests/meson.build:
 A test fails by raising (assert) or exiting non-zero; it skips by exiting 77.
 """
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -21,6 +22,10 @@ TRACE_DUMP = os.path.join(BUILD, "trace-format", "trace-dump")
 TRACE_IMPORT = os.path.join(BUILD, "importer", "trace-import")
 TRACE_SNAP = os.path.join(BUILD, "queries", "trace-snap")
 TRACE_TUI = os.path.join(BUILD, "viewer-tui", "trace-tui")
+TRACE_RECORD = os.path.join(REC_BUILD, "recorder", "trace-record")
+TRACE_CTL = os.path.join(REC_BUILD, "recorder", "trace-ctl")
+MKTRACE = os.path.join(BUILD, "tests", "importer", "mktrace")  # a trace from a text script
+NOBODY = 65534                # uid and gid of nobody: tests that drop root use it
 SKIP = 77
 
 
@@ -50,6 +55,31 @@ def meta(c, key):
 def one(c, sql, *args):
     """The single value a query returns (parameters bound)."""
     return c.execute(sql, args).fetchone()[0]
+
+
+def mktrace(path, script):
+    """Writes the trace `script` describes (tests/importer/mktrace.c) to path."""
+    p = subprocess.run([MKTRACE, path], input=script, text=True, capture_output=True)
+    assert p.returncode == 0, "mktrace failed: %s" % p.stderr
+    return path
+
+
+def trace_import(args, ok=(0,)):
+    """trace-import ARGS; asserts its exit code is in `ok` (None: any) and
+    that no sanitizer spoke; returns the CompletedProcess."""
+    p = subprocess.run([TRACE_IMPORT] + list(args), capture_output=True, text=True)
+    assert ok is None or p.returncode in ok, \
+        "trace-import %s: exit %d, expected %s\n%s" % (args, p.returncode, ok, p.stderr)
+    assert "ERROR: AddressSanitizer" not in p.stderr, p.stderr
+    assert "runtime error" not in p.stderr, p.stderr
+    return p
+
+
+def connect(db):
+    """An imported database, which must be marked complete."""
+    c = sqlite3.connect(db)
+    assert meta(c, "complete") == 1, "%s not marked complete" % db
+    return c
 
 
 def tmpdir(tag):

@@ -19,14 +19,6 @@ def names(t, sid):
     return [rectest.symbolize(t, ip) for ip in t.stack(sid)]
 
 
-def one_stack(t, size, count):
-    got = t.allocs(size=size)
-    assert len(got) == count, "size %d: %d allocations, expected %d" % (size, len(got), count)
-    ids = {r["stack"] for r in got}
-    assert len(ids) == 1 and 0 not in ids, "size %d: stack ids %s (expected one)" % (size, ids)
-    return ids.pop()
-
-
 def main():
     rectest.need_tools()
     prog = os.path.join(hrtest.REC_BUILD, "tests", "recorder", "cfi_walk")
@@ -37,12 +29,17 @@ def main():
     trace = os.path.join(d, "walk.trc")
     rectest.record([prog], trace)
     t = Trace(trace)
-    deep = names(t, one_stack(t, 777, REPEAT))
+    counts = {777: REPEAT, 779: REPEAT, 778: 1}   # recursion, VLA, signal handler
+    for size, n in counts.items():
+        got = len(t.allocs(size=size))
+        assert got == n, "size %d: %d allocations, expected %d" % (size, got, n)
+    ids = rectest.one_stack_per_site(t, counts)
+    deep = names(t, ids[777])
     want = ["leaf_alloc"] + ["descend"] * (DEPTH + 1) + ["main"]
     assert deep[:len(want)] == want, "recursive stack: %s" % deep
-    vla = names(t, one_stack(t, 779, REPEAT))
+    vla = names(t, ids[779])
     assert vla[:2] == ["with_vla", "main"], "VLA stack: %s" % vla
-    sig = names(t, one_stack(t, 778, 1))
+    sig = names(t, ids[778])
     assert sig[0] == "on_signal" and "main" in sig, "signal stack: %s" % sig
     st = t.stats()
     assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
