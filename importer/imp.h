@@ -68,6 +68,9 @@ struct imp_stream {                   /* one thread's event stream */
 	size_t nsegs, capsegs;
 	struct tf_record *ring;       /* events recovered from the .ring, after segs */
 	size_t nring, capring;
+	struct tf_record *pre;        /* a bounded trace's keyframe events, before segs */
+	size_t npre, cappre;
+	uint64_t cut;                 /* records before this seq are in the keyframe */
 	uint64_t last_alloc;          /* replay: id of this thread's last allocation */
 	uint64_t t_first, t_last;     /* replay: times seen (common axis) */
 	uint32_t gidx;                /* replay: index over all traces' streams */
@@ -95,6 +98,10 @@ struct imp_trace {
 	uint64_t t_end;               /* END record's time, or IMP_NO_TIME */
 	bool damaged;
 	char damage[IMP_ERR_MAX];     /* first damage found, printable */
+	bool wrapped;                 /* bounded trace whose oldest part is gone */
+	uint32_t key_id;              /* keyframe being read (wrapped), 0 = none */
+	bool keyed;                   /* key_id was read whole: replay starts there */
+	uint64_t window;              /* keyed: replay is exact from here (trace axis) */
 	uint32_t *node_db;            /* node id -> stacks.id (0 = none) */
 	uint32_t unknown_stack;       /* stacks.id of "[unknown]": stack 0, bad ids */
 	uint32_t db_first, db_count;  /* this trace's stacks.id range */

@@ -104,9 +104,66 @@ int imp_trace_thread(struct imp_trace *tr, uint32_t tid, const char *name)
 	return 0;
 }
 
+/* Keyframes repeat the module map: keep each mapping once. */
+static bool known_module(const struct imp_trace *tr, const struct tf_record *r)
+{
+	for (size_t i = 0; i < tr->nmods; i++) {
+		const struct imp_module *m = &tr->mods[i];
+
+		if (m->start == r->addr && m->end == r->addr + r->size &&
+		    m->file_offset == r->file_offset && !strcmp(m->path, r->str ? r->str : ""))
+			return true;
+	}
+	return false;
+}
+
+/* A wrapped trace replays from its oldest keyframe read whole: the first
+ * whose BEGIN survived (everything after a surviving record survived) and
+ * whose END was reached. Its events go to their streams' pre lists; its
+ * cuts say where each stream's own records take over. */
+static int add_key(struct imp_trace *tr, const struct tf_record *r)
+{
+	if (!tr->wrapped || tr->keyed)
+		return 0;
+	if (r->kind == TF_KEYFRAME && r->sub == TF_KEY_BEGIN) {
+		for (size_t i = 0; i < tr->nstreams; i++) {
+			tr->streams[i].npre = 0;   /* an earlier, torn keyframe */
+			tr->streams[i].cut = 0;
+		}
+		tr->key_id = r->id;
+		return 0;
+	}
+	if (!tr->key_id || r->id != tr->key_id)
+		return 0;
+	if (r->kind == TF_KEYFRAME && r->sub == TF_KEY_END) {
+		tr->keyed = true;
+		tr->window = r->t;
+		return 0;
+	}
+	struct imp_stream *s = imp_trace_stream(tr, r->stream, r->tid);
+
+	if (!s)
+		return -1;
+	if (r->kind == TF_KEYFRAME) {
+		s->cut = r->count;
+		return 0;
+	}
+	if (imp_grow(&s->pre, &s->cappre, s->npre, sizeof *s->pre))
+		return -1;
+	s->pre[s->npre++] = (struct tf_record){
+		.kind = r->sub == TF_ALLOC ? TF_ALLOC : TF_FREE, .fn = r->fn,
+		.stream = r->stream, .tid = r->tid, .t = r->t, .addr = r->addr,
+		.size = r->size, .stack = r->stack,
+	};
+	return 0;
+}
+
 static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 {
 	switch (r->kind) {
+	case TF_KEYFRAME:
+	case TF_KEYEVENT:
+		return add_key(tr, r);
 	case TF_STACK:
 		return imp_trace_node(tr, r->id, r->parent, r->ip);
 	case TF_THREAD:
@@ -114,6 +171,8 @@ static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 	case TF_MODULE: {
 		struct imp_module *m;
 
+		if (known_module(tr, r))
+			return 0;
 		if (imp_grow(&tr->mods, &tr->capmods, tr->nmods, sizeof *tr->mods))
 			return -1;
 		m = &tr->mods[tr->nmods];
@@ -188,6 +247,28 @@ static int by_seq(const void *a, const void *b)
 	return (x->first_seq > y->first_seq) - (x->first_seq < y->first_seq);
 }
 
+static int by_time(const void *a, const void *b)
+{
+	const struct tf_record *x = a, *y = b;
+
+	if (x->t != y->t)
+		return (x->t > y->t) - (x->t < y->t);
+	return (x->kind == TF_ALLOC) - (y->kind == TF_ALLOC); /* frees first */
+}
+
+/* A keyed stream: keyframe events in time order; segments wholly before
+ * the cut are dropped (the merge skips the rest of the records before it). */
+static void start_at_key(struct imp_stream *s)
+{
+	size_t i = 0;
+
+	qsort(s->pre, s->npre, sizeof *s->pre, by_time);
+	while (i + 1 < s->nsegs && s->segs[i + 1].first_seq <= s->cut)
+		i++;
+	memmove(s->segs, s->segs + i, (s->nsegs - i) * sizeof *s->segs);
+	s->nsegs -= i;
+}
+
 int imp_trace_scan(struct imp_trace *tr, struct imp_err *e)
 {
 	struct tf_decoder *dec = NULL;
@@ -198,6 +279,7 @@ int imp_trace_scan(struct imp_trace *tr, struct imp_err *e)
 
 	if (tf_decoder_new(&dec, &te) != TF_OK)
 		goto nomem;
+	tr->wrapped = tf_reader_wrapped(tr->rd);
 	for (;;) {
 		memset(&te, 0, sizeof te);
 		rc = tf_reader_next_segment(tr->rd, &si, &te);
@@ -240,8 +322,17 @@ int imp_trace_scan(struct imp_trace *tr, struct imp_err *e)
 		struct imp_stream *s = &tr->streams[i];
 
 		qsort(s->segs, s->nsegs, sizeof *s->segs, by_seq);
+		if (tr->keyed) {
+			start_at_key(s);
+			tr->events += s->npre;
+		}
 	}
 	tf_decoder_free(dec);
+	if (tr->wrapped && !tr->keyed) {
+		imp_errf(e, "%s: the bounded trace wrapped and no whole keyframe survived: "
+			 "record with a larger REC_MAX_SIZE", tr->path);
+		return -1;
+	}
 	return 0;
 nomem:
 	tf_decoder_free(dec);
@@ -258,6 +349,7 @@ void imp_trace_close(struct imp_trace *tr)
 	for (i = 0; i < tr->nstreams; i++) {
 		free(tr->streams[i].segs);
 		free(tr->streams[i].ring);
+		free(tr->streams[i].pre);
 	}
 	for (i = 0; i < tr->nmods; i++) {
 		free(tr->mods[i].path);

@@ -189,6 +189,13 @@ int main(int argc, char **argv)
 			(double)r.ps[r.first].peak_t / 1e9, r.tot.unmatched_frees, secs,
 			secs > 0 ? (double)r.tot.events / secs / 1e6 : 0.0);
 		for (size_t i = 0; i < r.ntr; i++)
+			if (r.tr[i].keyed)
+				fprintf(stderr, "trace-import: %s: bounded trace: its oldest "
+					"part was overwritten; exact from %.6f s to the end "
+					"(keyframe %" PRIu32 ")\n", r.tr[i].path,
+					(double)(r.tr[i].window + r.tr[i].shift) / 1e9,
+					r.tr[i].key_id);
+		for (size_t i = 0; i < r.ntr; i++)
 			if (r.tr[i].recovered || r.tr[i].lost)
 				fprintf(stderr, "trace-import: %s: %" PRIu64
 					" events recovered from %s.ring, %" PRIu64

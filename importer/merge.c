@@ -23,8 +23,10 @@ enum { RANK_UNLOADED = 0, RANK_FREE = 1, RANK_ALLOC = 2 };
 struct cursor {
 	struct imp_stream *st;
 	struct imp_trace *tr;
+	bool pre_done;                /* the keyframe's events were loaded */
 	size_t seg;                   /* next segment to load */
 	bool ring_done;               /* the .ring events were loaded */
+	uint64_t min_seq;             /* records below it are in the keyframe */
 	const struct tf_record *recs; /* loaded records, NULL if none */
 	size_t n, i;
 	uint8_t half;                 /* REALLOC: 0 free part next, 1 alloc part */
@@ -100,7 +102,7 @@ static bool head_key(struct cursor *c)
 	while (c->i < c->n) {
 		const struct tf_record *r = &c->recs[c->i];
 
-		switch (r->kind) {
+		switch (r->seq < c->min_seq ? 0 : r->kind) {
 		case TF_ALLOC:
 			c->key_t = r->t + c->tr->shift;
 			c->rank = RANK_ALLOC;
@@ -135,6 +137,11 @@ static void release(struct imp_merge *m, struct cursor *c)
 static bool next_source(struct imp_merge *m, struct cursor *c)
 {
 	release(m, c);
+	if (!c->pre_done && c->st->npre) {
+		c->key_t = c->st->pre[0].t + c->tr->shift;
+		c->rank = RANK_UNLOADED;
+		return true;
+	}
 	if (c->seg < c->st->nsegs) {
 		c->key_t = c->st->segs[c->seg].t_first + c->tr->shift;
 		c->rank = RANK_UNLOADED;
@@ -150,7 +157,13 @@ static bool next_source(struct imp_merge *m, struct cursor *c)
 
 static int load(struct imp_merge *m, struct cursor *c, struct imp_err *e)
 {
-	if (c->seg < c->st->nsegs) {
+	c->min_seq = c->st->cut;
+	if (!c->pre_done && c->st->npre) {
+		c->recs = c->st->pre;
+		c->n = c->st->npre;
+		c->pre_done = true;
+		c->min_seq = 0;
+	} else if (c->seg < c->st->nsegs) {
 		const struct tf_segment_info *si = &c->st->segs[c->seg++];
 		struct tf_error te = {0};
 		int rc;

@@ -54,6 +54,11 @@ struct proc {
 	int64_t live_bytes, live_objects;
 	bool started;
 	uint64_t bucket, b_max, b_allocs, b_frees;
+	/* A bounded trace replayed from a keyframe is exact from `window` on:
+	 * earlier events are applied at that instant, and the live set they
+	 * leave counts for the peak only once they are all in (settling). */
+	uint64_t window;
+	bool settling;
 	struct imp_proc_stats *ps;
 	uint32_t index;               /* in procs */
 };
@@ -342,6 +347,30 @@ static int close_block(struct replay *r, struct proc *p, struct imp_live *l,
 	return 0;
 }
 
+/* Live bytes at t may be the bucket's maximum and the peak. */
+static void note_high(struct proc *p, uint64_t t)
+{
+	if ((uint64_t)p->live_bytes > p->b_max)
+		p->b_max = (uint64_t)p->live_bytes;
+	if ((uint64_t)p->live_bytes > p->ps->peak_bytes) {
+		p->ps->peak_bytes = (uint64_t)p->live_bytes;
+		p->ps->peak_objects = (uint64_t)p->live_objects;
+		p->ps->peak_t = t;
+	}
+}
+
+/* Events before a keyframe's window happen at its start (see struct proc). */
+static void clamp_to_window(struct proc *p, struct imp_ev *ev)
+{
+	if (ev->t < p->window) {
+		ev->t = p->window;
+		p->settling = true;
+	} else if (p->settling) {
+		p->settling = false;
+		note_high(p, p->window);
+	}
+}
+
 static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 {
 	struct imp_stream *st = ev->st;
@@ -357,8 +386,12 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 
 	if (ev->kind == IMP_FREE) {
 		if (!l) {
-			p->ps->unmatched_frees++;
-			r->tot->unmatched_frees++;
+			/* before a keyframe's window, the block's allocation
+			 * may have been overwritten: expected, not counted */
+			if (!p->settling) {
+				p->ps->unmatched_frees++;
+				r->tot->unmatched_frees++;
+			}
 			return 0;
 		}
 		return close_block(r, p, l, ev->t, l->stream == st->gidx &&
@@ -402,13 +435,8 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 	p->live_bytes = wrap_add(p->live_bytes, ev->size);
 	p->live_objects++;
 	p->b_allocs++;
-	if ((uint64_t)p->live_bytes > p->b_max)
-		p->b_max = (uint64_t)p->live_bytes;
-	if ((uint64_t)p->live_bytes > p->ps->peak_bytes) {
-		p->ps->peak_bytes = (uint64_t)p->live_bytes;
-		p->ps->peak_objects = (uint64_t)p->live_objects;
-		p->ps->peak_t = ev->t;
-	}
+	if (!p->settling)
+		note_high(p, ev->t);
 	p->ps->allocs++;
 	r->tot->allocations++;
 	r->since_ckpt++;
@@ -650,6 +678,7 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 		slots += tr[t].events;
 		nstreams += tr[t].nstreams;
 		p->tr = &tr[t];
+		p->window = tr[t].keyed ? tr[t].window + tr[t].shift : 0;
 		p->index = (uint32_t)t;
 		p->pid = tr[t].hdr->pid;
 		p->ps = &ps[t];
@@ -755,6 +784,7 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 
 			__builtin_prefetch(&t->tab[imp_live_slot(t, naddr)]);
 		}
+		clamp_to_window(p, &ev);
 		r.now = ev.t;
 		if (apply(&r, p, &ev))
 			goto out;
@@ -775,6 +805,10 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 	for (size_t t = 0; t < ntr; t++) {
 		struct proc *p = &r.procs[t];
 
+		if (p->settling) {
+			p->settling = false;
+			note_high(p, p->window);
+		}
 		if (p->started &&
 		    bucket_row(&r, p, p->bucket, p->b_max, p->b_allocs, p->b_frees))
 			goto out;

@@ -213,11 +213,13 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 	const struct imp_totals *tot = &r->tot;
 	const struct imp_replay_opts *o = &r->o;
 	size_t first = r->first;
-	uint64_t lost = 0, recovered = 0;
+	uint64_t lost = 0, recovered = 0, window = 0;
 
 	for (size_t i = 0; i < r->ntr; i++) {
 		lost += tr[i].lost;
 		recovered += tr[i].recovered;
+		if (tr[i].keyed && tr[i].window + tr[i].shift > window)
+			window = tr[i].window + tr[i].shift;
 	}
 	const struct meta_kv kv[] = {
 		{ "schema_version", 1 },
@@ -239,6 +241,7 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 		{ "damaged", r->damaged },
 		{ "checkpoint_interval", o->ckpt_interval },
 		{ "timeline_bucket_ns", o->bucket_ns },
+		{ "window_start_ns", window },  /* bounded traces: exact from here on */
 	};
 	for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
 		if (imp_db_meta(db, kv[i].key, (int64_t)kv[i].value))

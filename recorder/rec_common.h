@@ -15,6 +15,10 @@
 #define REC_DEPTH_DEFAULT 64                  /* REC_DEPTH, --depth */
 #define REC_DEPTH_MAX 256
 #define REC_PERIOD_MAX ((uint64_t)1 << 40)    /* REC_SAMPLE, --sample: bytes */
+/* REC_MAX_SIZE, --max-size: bytes of a bounded trace. The floor keeps room
+ * for a keyframe and the segments after it (TF_BOUND_MIN is the format's). */
+#define REC_MAX_SIZE_MIN ((uint64_t)4 << 20)
+#define REC_MAX_SIZE_MAX ((uint64_t)1 << 50)
 
 /* ---- text.c ------------------------------------------------------------ */
 /* Both append at dst, never past end - 1, keep the result NUL-terminated and
@@ -23,6 +27,8 @@ char *rec_cat(char *dst, char *end, const char *s);
 char *rec_utoa(char *dst, char *end, uint64_t v);
 /* A whole decimal number from lo to hi into *v: 0, or -1 if s is not one. */
 int rec_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *v);
+/* The same with an optional binary suffix K, M or G (KiB, MiB, GiB). */
+int rec_parse_size(const char *s, uint64_t lo, uint64_t hi, uint64_t *v);
 
 /* ---- ctl_dir.c: the control directory -----------------------------------
  * DIR is $REC_CTL_DIR if set, else /tmp/heapreel-EUID; a recorded process

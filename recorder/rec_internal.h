@@ -124,6 +124,7 @@ struct rec_session {
 	_Atomic uint32_t gen;         /* bumped per session: stale thread state is reset */
 	pid_t pid;                    /* process the trace belongs to */
 	unsigned depth;               /* REC_DEPTH */
+	uint64_t max_size;            /* REC_MAX_SIZE: bounded trace; 0 = unbounded */
 	uint64_t t0;                  /* CLOCK_MONOTONIC ns at trace start */
 	struct tf_ring_file *rf;      /* the mapped <trace>.ring */
 	size_t map_size;
@@ -254,6 +255,36 @@ void rec_writer_kick(void);           /* wake the writer early (a syscall) */
 void rec_writer_mark(uint64_t t, const char *label);
 int rec_writer_sync(void);            /* 0, or -1: writing failed */
 int rec_writer_failed(void);
+void rec_writer_meta(const struct tf_record *r);
+void rec_writer_module(uint32_t i);
+int rec_writer_node(uint32_t id);     /* 0: not written yet */
+
+/* ---- keyframe.c: a bounded trace's keyframes (writer thread only) -------- */
+int rec_keyframe_init(void);          /* with the keymap; 0 or -1 */
+/* A ring drained to its end (seq events) and released. */
+void rec_keyframe_released(uint32_t stream, uint32_t tid, uint64_t seq);
+/* Writes one keyframe: trie nodes [1, nodes), modules [0, modules). */
+void rec_keyframe_write(uint32_t nodes, uint32_t modules);
+
+/* ---- keymap.c: bounded recording's live set (writer thread only) --------- */
+struct rec_key {                      /* the latest event of one address */
+	uint64_t addr, t, size;
+	uint32_t stack, stream, tid;
+	uint8_t kind;                     /* TF_ALLOC or TF_FREE */
+	uint8_t fn;
+	uint8_t epoch;                    /* of the event (rec_keymap_apply) */
+};
+int rec_keymap_init(void);            /* 0, or -1: no memory */
+/* Drained events of one stream, in any order across streams; fresh: in
+ * the current epoch, else in the one before. */
+void rec_keymap_apply(uint32_t stream, uint32_t tid, const struct tf_event *ev, size_t n,
+		      int fresh);
+void rec_keymap_new_epoch(void);
+void rec_keymap_forget_frees(void);   /* frees put before the current epoch */
+/* Iteration: start with *i = 0; NULL at the end. */
+const struct rec_key *rec_keymap_next(size_t *i);
+uint64_t rec_keymap_t_max(void);      /* latest time applied */
+int rec_keymap_broken(void);          /* ran out of memory (said so) */
 
 /* ---- modules.c: the module map -------------------------------------------- */
 struct rec_module {

@@ -312,10 +312,12 @@ static void start(int single_thread)
 		.exe = rec_s.exe, .cmdline = cmdline, .sample_period = rec_ctl_period(),
 	};
 	struct tf_error terr;
-	if (tf_writer_open(&writer, rec_s.trace_fd, &h, &terr) != TF_OK) {
+	if (tf_writer_open(&writer, rec_s.trace_fd, &h, &terr) != TF_OK ||
+	    (rec_s.max_size && tf_writer_bound(writer, rec_s.max_size, &terr) != TF_OK)) {
 		char why[200], *e = why + sizeof why;
 		rec_cat(rec_cat(rec_cat(why, e, ": "), e, terr.msg), e, "; not recording");
 		fail(rec_s.trace_path, why);
+		tf_writer_abandon(writer); /* NULL when open failed */
 		give_up();
 		goto out;
 	}
@@ -400,12 +402,28 @@ static unsigned parse_depth(void)
 	return (unsigned)v;
 }
 
+/* REC_MAX_SIZE: 0 (unbounded) when unset; a bad value is said and ignored. */
+static uint64_t parse_max_size(void)
+{
+	const char *s = getenv("REC_MAX_SIZE");
+	uint64_t v;
+	if (!s || !*s)
+		return 0;
+	if (rec_parse_size(s, REC_MAX_SIZE_MIN, REC_MAX_SIZE_MAX, &v) < 0) {
+		rec_say("REC_MAX_SIZE=", s, " is not a size of at least 4M (K, M, G suffixes);"
+			" recording unbounded");
+		return 0;
+	}
+	return v;
+}
+
 __attribute__((constructor)) static void rec_init(void)
 {
 	int g = rec_guard;
 	rec_guard = 1;
 	rec_real_resolve();
 	rec_s.depth = parse_depth();
+	rec_s.max_size = parse_max_size();
 	rec_ctl_init();
 	if (rec_stack_init() < 0) {
 		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");

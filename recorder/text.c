@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 char *rec_cat(char *dst, char *end, const char *s)
 {
@@ -44,5 +45,26 @@ int rec_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *v)
 	if (errno || end == s || *end || *s == '-' || n < lo || n > hi)
 		return -1;
 	*v = n;
+	return 0;
+}
+
+int rec_parse_size(const char *s, uint64_t lo, uint64_t hi, uint64_t *v)
+{
+	char num[32];
+	size_t n = strlen(s);
+	unsigned shift = 0;
+	if (n && (s[n - 1] == 'K' || s[n - 1] == 'M' || s[n - 1] == 'G')) {
+		shift = s[n - 1] == 'K' ? 10 : s[n - 1] == 'M' ? 20 : 30;
+		n--;
+	}
+	if (n == 0 || n >= sizeof num)
+		return -1;
+	memcpy(num, s, n);
+	num[n] = 0;
+	uint64_t x;
+	if (rec_parse_u64(num, 0, UINT64_MAX >> shift, &x) < 0 || (x << shift) < lo ||
+	    (x << shift) > hi)
+		return -1;
+	*v = x << shift;
 	return 0;
 }

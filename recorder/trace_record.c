@@ -51,7 +51,8 @@ static const char usage_text[] =
 	"  --sample BYTES      record a Poisson sample, one every BYTES allocated on average\n"
 	"  --paused            start with recording stopped (trace-ctl PID start, rec_start)\n"
 	"  --depth N           stack frames kept, 1 to 256 (default 64)\n"
-	"  --max-size SIZE     bounded recording (not implemented yet)\n";
+	"  --max-size SIZE     bounded recording: the trace is a ring of SIZE bytes\n"
+	"                      (K, M, G suffixes; at least 4M) keeping the latest window\n";
 
 enum { OPT_SAMPLE = 256, OPT_PAUSED, OPT_DEPTH, OPT_MAX_SIZE, OPT_HELP };
 
@@ -181,7 +182,7 @@ static void pass_on(int sig)
 
 int main(int argc, char **argv)
 {
-	const char *out = getenv("REC_OUT"), *sample = NULL, *depth = NULL;
+	const char *out = getenv("REC_OUT"), *sample = NULL, *depth = NULL, *max_size = NULL;
 	int paused = 0, c;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "+:o:h", options, NULL)) != -1) {
@@ -202,9 +203,14 @@ int main(int argc, char **argv)
 				return EXIT_USAGE;
 			depth = optarg;
 			break;
-		case OPT_MAX_SIZE:
-			return fail(EXIT_USAGE, "--max-size: bounded recording is not implemented yet;"
-				    " record without it");
+		case OPT_MAX_SIZE: {
+			uint64_t v;
+			if (rec_parse_size(optarg, REC_MAX_SIZE_MIN, REC_MAX_SIZE_MAX, &v) < 0)
+				return fail(EXIT_USAGE, "--max-size %s: expected a size of at least 4M"
+					    " (bytes, or a number with K, M or G)", optarg);
+			max_size = optarg;
+			break;
+		}
 		case 'h':
 		case OPT_HELP:
 			fputs(usage_text, stdout);
@@ -229,7 +235,8 @@ int main(int argc, char **argv)
 	char *preload = preload_with(lib);
 	if (!preload || setenv("LD_PRELOAD", preload, 1) || setenv("REC_OUT", tmpl, 1) ||
 	    (sample && setenv("REC_SAMPLE", sample, 1)) ||
-	    (paused && setenv("REC_PAUSED", "1", 1)) || (depth && setenv("REC_DEPTH", depth, 1)))
+	    (paused && setenv("REC_PAUSED", "1", 1)) || (depth && setenv("REC_DEPTH", depth, 1)) ||
+	    (max_size && setenv("REC_MAX_SIZE", max_size, 1)))
 		return fail(1, "out of memory");
 	free(preload);
 

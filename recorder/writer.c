@@ -69,11 +69,21 @@ struct announced {                     /* per ring, writer's own notes */
 	uint32_t stream;               /* what THREAD said last */
 	char name[16];
 	uint64_t drained;              /* round of the last drain */
+	/* bounded recording, while a keyframe is pending: two snapshots of
+	 * the head of this ring's stream (see keyframe_step) */
+	uint32_t key_stream;
+	uint64_t key_a, key_b;
 };
 static uint64_t round_no;
 static struct announced *announced;
 static struct tf_event *scratch;       /* DRAIN_CHUNK + 1 events */
 static int meta_dirty;
+static int mark_dirty;                 /* a MARK is queued: on disk this round,
+					  since a kill would lose it */
+#define KEYFRAME_EVERY 4               /* keyframes per ring's worth of bytes */
+static uint64_t key_written;           /* bytes written when the last keyframe began */
+static int key_pending;                /* heads snapshot, rings drained up to it */
+static int key_warned;
 
 void rec_writer_kick(void)
 {
@@ -91,7 +101,7 @@ static void check(int status, const struct tf_error *err)
 	rec_say("cannot write ", rec_s.trace_path, why);
 }
 
-static void meta(const struct tf_record *r)
+void rec_writer_meta(const struct tf_record *r)
 {
 	struct tf_error err;
 	if (!failed)
@@ -102,7 +112,8 @@ static void meta(const struct tf_record *r)
 void rec_writer_mark(uint64_t t, const char *label)
 {
 	struct tf_record r = { .kind = TF_MARK, .t = t, .str = label };
-	meta(&r);
+	rec_writer_meta(&r);
+	mark_dirty = 1;
 }
 
 static void flush_meta(void)
@@ -111,6 +122,33 @@ static void flush_meta(void)
 	if (!failed)
 		check(tf_writer_flush(w, &err), &err);
 	meta_dirty = 0;
+	mark_dirty = 0;
+}
+
+void rec_writer_module(uint32_t i)
+{
+	const char *path;
+	const struct rec_module *m = rec_module(i, &path);
+	struct tf_record r = {
+		.kind = TF_MODULE, .t = rec_now(), .addr = m->start, .size = m->size,
+		.file_offset = m->offset, .str = path, .perms = m->perms,
+		.build_id = m->build_id_len ? m->build_id : NULL,
+		.build_id_len = m->build_id_len,
+	};
+	rec_writer_meta(&r);
+}
+
+/* 0 if node id is not written yet (its thread is inside the insert, or
+ * died there). */
+int rec_writer_node(uint32_t id)
+{
+	struct tf_ring_file *rf = rec_s.rf;
+	struct tf_node *nd = (struct tf_node *)((char *)rf + rf->nodes_offset) + id;
+	if (!atomic_load_explicit(&nd->ready, memory_order_acquire))
+		return 0;
+	struct tf_record r = { .kind = TF_STACK, .id = id, .parent = nd->parent, .ip = nd->ip };
+	rec_writer_meta(&r);
+	return 1;
 }
 
 /* Module records are not in the .ring file, so they go to disk at once:
@@ -122,36 +160,18 @@ static void emit_modules(void)
 	uint32_t n = rec_modules_count();
 	if (modules_emitted == n)
 		return;
-	for (; modules_emitted < n; modules_emitted++) {
-		const char *path;
-		const struct rec_module *m = rec_module(modules_emitted, &path);
-		struct tf_record r = {
-			.kind = TF_MODULE, .t = rec_now(), .addr = m->start, .size = m->size,
-			.file_offset = m->offset, .str = path, .perms = m->perms,
-			.build_id = m->build_id_len ? m->build_id : NULL,
-			.build_id_len = m->build_id_len,
-		};
-		meta(&r);
-	}
+	for (; modules_emitted < n; modules_emitted++)
+		rec_writer_module(modules_emitted);
 	flush_meta();
 }
 
 static void emit_nodes(int final)
 {
-	struct tf_ring_file *rf = rec_s.rf;
-	struct tf_node *nodes = (struct tf_node *)((char *)rf + rf->nodes_offset);
-	uint32_t next = atomic_load_explicit(&rf->nodes_next, memory_order_acquire);
-	for (; nodes_emitted < next; nodes_emitted++) {
-		struct tf_node *nd = &nodes[nodes_emitted];
-		if (!atomic_load_explicit(&nd->ready, memory_order_acquire)) {
-			if (!final)
-				break;  /* being written: next round */
-			continue;       /* its writer died mid-insert; nothing uses it */
-		}
-		struct tf_record r = { .kind = TF_STACK, .id = nodes_emitted,
-				       .parent = nd->parent, .ip = nd->ip };
-		meta(&r);
-	}
+	uint32_t next = atomic_load_explicit(&rec_s.rf->nodes_next, memory_order_acquire);
+	for (; nodes_emitted < next; nodes_emitted++)
+		if (!rec_writer_node(nodes_emitted) && !final)
+			break;  /* being written: next round (at the end: its writer
+				   died mid-insert; nothing uses it) */
 }
 
 /* A THREAD record when the stream is new or the thread's name changed
@@ -164,7 +184,7 @@ static void thread_record(uint32_t i, struct tf_ring *r)
 	a->stream = r->stream;
 	memcpy(a->name, r->name, sizeof a->name);
 	struct tf_record t = { .kind = TF_THREAD, .tid = r->tid, .t = rec_now(), .str = a->name };
-	meta(&t);
+	rec_writer_meta(&t);
 }
 
 /* The live thread's name into the ring header (also for recovery). */
@@ -192,8 +212,18 @@ static void read_comm(struct tf_ring *r)
  * also skips trie nodes whose writer died and notes thread names. */
 enum round_mode { NORMAL, SYNC, FINAL };
 
-/* Drains ring i; 1 if it wrote events. */
-static int drain(uint32_t i, enum round_mode mode)
+/* Bounded recording: a keyframe each time a quarter of the ring has been
+ * written since the last one began, so the ring always holds one whole
+ * keyframe and what followed it (FORMAT.md "Bounded traces"). Rounds stop
+ * early when one is due, so that it is never late by a whole round. */
+static int key_due(void)
+{
+	return rec_s.max_size && !key_pending && !failed && !rec_keymap_broken() &&
+	       tf_writer_written(w) - key_written >= rec_s.max_size / KEYFRAME_EVERY;
+}
+
+/* Drains ring i; returns how many events it wrote. */
+static uint64_t drain(uint32_t i, enum round_mode mode)
 {
 	struct tf_ring *r = rec_session_ring(i);
 	uint32_t state = atomic_load_explicit(&r->state, memory_order_acquire);
@@ -203,18 +233,24 @@ static int drain(uint32_t i, enum round_mode mode)
 		read_comm(r);
 		thread_record(i, r);
 	}
+	struct announced *a = &announced[i];
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
-	uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+	uint64_t end = atomic_load_explicit(&r->head, memory_order_acquire), head = end;
+	int held = mode == NORMAL && key_pending && a->key_stream == r->stream;
 	uint32_t cap = rec_s.rf->ring_events;
 	const struct tf_event *ev = (const struct tf_event *)(r + 1);
+	if (held && head > a->key_b)
+		head = a->key_b;        /* a pending keyframe's cut: not past it yet */
 	if (mode == NORMAL && state != TF_RING_CLOSED && head - tail < DRAIN_MIN &&
-	    round_no - announced[i].drained < DRAIN_AGE_ROUNDS)
+	    round_no - a->drained < DRAIN_AGE_ROUNDS && !held)
 		return 0;
-	announced[i].drained = round_no;
-	int wrote = tail != head;
+	a->drained = round_no;
+	uint64_t wrote = head - tail;
 	while (tail != head) {
 		/* in chunks, so a thread waiting for room gets some soon */
 		size_t n = head - tail < DRAIN_CHUNK ? head - tail : DRAIN_CHUNK;
+		if (held && tail < a->key_a && tail + n > a->key_a)
+			n = a->key_a - tail;  /* the keymap tags both sides apart */
 		size_t first = tail & (cap - 1);
 		size_t part = n < cap - first ? n : cap - first;
 		memcpy(scratch, ev + first, part * sizeof *ev);
@@ -226,11 +262,19 @@ static int drain(uint32_t i, enum round_mode mode)
 		struct tf_error err;
 		if (!failed)
 			check(tf_write_events(w, r->stream, r->tid, tail, scratch, n, &err), &err);
+		if (rec_s.max_size)
+			rec_keymap_apply(r->stream, r->tid, scratch, n, !held || tail >= a->key_a);
 		tail += n;
 		atomic_store_explicit(&r->tail, tail, memory_order_release);
+		if (mode == NORMAL && key_due())
+			return wrote;   /* time for a keyframe: the rest later */
 	}
+	if (tail != end)
+		return wrote;
 	if (state == TF_RING_CLOSED) {
 		thread_record(i, r); /* the name the thread had at exit */
+		if (rec_s.max_size)
+			rec_keyframe_released(r->stream, r->tid, tail);
 		announced[i].stream = 0;
 		atomic_store_explicit(&r->head, 0, memory_order_relaxed);
 		atomic_store_explicit(&r->tail, 0, memory_order_relaxed);
@@ -243,15 +287,15 @@ static int drain(uint32_t i, enum round_mode mode)
 	return wrote;
 }
 
-/* One round; 1 if it wrote events. */
-static int round_all(enum round_mode mode)
+/* One round; returns how many events it wrote. */
+static uint64_t round_all(enum round_mode mode)
 {
 	emit_modules();
 	emit_nodes(mode == FINAL);
 	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
-	int wrote = 0;
-	for (uint32_t i = 0; i < used; i++)
-		wrote |= drain(i, mode);
+	uint64_t wrote = 0;
+	for (uint32_t i = 0; i < used && !(mode == NORMAL && key_due()); i++)
+		wrote += drain(i, mode);
 	emit_nodes(mode == FINAL); /* nodes of the events just written */
 	return wrote;
 }
@@ -295,6 +339,73 @@ int rec_writer_failed(void)
 	return failed;
 }
 
+/* Reads the head of every live ring into a (0) or b (1). */
+static void snapshot(int second)
+{
+	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
+	for (uint32_t i = 0; i < used; i++) {
+		struct tf_ring *r = rec_session_ring(i);
+		struct announced *a = &announced[i];
+		if (atomic_load_explicit(&r->state, memory_order_acquire) == TF_RING_FREE) {
+			a->key_stream = 0;
+			continue;
+		}
+		uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
+		if (!second) {
+			a->key_stream = r->stream;
+			a->key_a = head;
+		}
+		a->key_b = a->key_stream == r->stream ? head : a->key_a;
+	}
+}
+
+/* 1 once every snapshotted stream is drained to its b (or gone). */
+static int reached(void)
+{
+	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
+	for (uint32_t i = 0; i < used; i++) {
+		struct tf_ring *r = rec_session_ring(i);
+		struct announced *a = &announced[i];
+		if (a->key_stream && a->key_stream == r->stream &&
+		    atomic_load_explicit(&r->state, memory_order_acquire) != TF_RING_FREE &&
+		    atomic_load_explicit(&r->tail, memory_order_relaxed) < a->key_b)
+			return 0;
+	}
+	return 1;
+}
+
+/* A keyframe in two steps, between rounds, without holding the program
+ * up. When one is due: two snapshots of every ring's head, a then b, and a
+ * new keymap epoch; events below a are applied in the old epoch. Rounds
+ * then drain every ring up to b and no further. Once there, the frees of
+ * the old epoch are forgotten: each was published before the first read
+ * of a, so every older event of its address was published before b was
+ * read, and has been applied. Only frees published between the two
+ * snapshots stay in the keyframe. Its cuts are the b's. */
+static void keyframe_step(void)
+{
+	if (key_due()) {
+		key_written = tf_writer_written(w);
+		snapshot(0);
+		snapshot(1);
+		rec_keymap_new_epoch();
+		key_pending = 1;
+		return;
+	}
+	if (!key_pending || !reached())
+		return;
+	key_pending = 0;
+	rec_keymap_forget_frees();
+	uint64_t before = tf_writer_written(w);
+	rec_keyframe_write(nodes_emitted, modules_emitted);
+	flush_meta();
+	if (!key_warned && tf_writer_written(w) - before > rec_s.max_size / KEYFRAME_EVERY) {
+		key_warned = 1;
+		rec_say("bounded recording: the live set takes more than a quarter of REC_MAX_SIZE",
+			"", "; a larger REC_MAX_SIZE keeps a replayable window");
+	}
+}
+
 static void *writer_main(void *arg)
 {
 	(void)arg;
@@ -306,10 +417,12 @@ static void *writer_main(void *arg)
 		if (atomic_load(&stopping))
 			break;
 		check_fd();
-		int wrote = round_all(NORMAL);
+		uint64_t wrote = round_all(NORMAL);
+		if (rec_s.max_size)
+			keyframe_step();
 		rec_ctl_round();
 		period = wrote ? ROUND_MIN_NS : period * 2 > ROUND_MAX_NS ? ROUND_MAX_NS : period * 2;
-		if (meta_dirty && round_no % META_FLUSH_ROUNDS == 0)
+		if (mark_dirty || (meta_dirty && round_no % META_FLUSH_ROUNDS == 0))
 			flush_meta();
 		struct timespec ts = { 0, period };
 		syscall(SYS_futex, &kick, FUTEX_WAIT_PRIVATE, k, &ts, NULL, 0);
@@ -344,9 +457,16 @@ int rec_writer_start(struct tf_writer *tw)
 		announced = NULL;
 		return -1;
 	}
+	if (rec_s.max_size && rec_keyframe_init() < 0) {
+		rec_say("bounded recording: no memory for the live set", "", "; not recording");
+		return -1;
+	}
 	w = tw;
 	failed = 0;
 	meta_dirty = 0;
+	key_written = 0;
+	key_pending = 0;
+	key_warned = 0;
 	nodes_emitted = 1;
 	modules_emitted = 0;
 	atomic_store(&stopping, 0);

@@ -1,6 +1,6 @@
 /*
  * tf_meta.c - the record encoding of the meta stream (stream 0): STACK,
- * THREAD, MODULE, MARK, LOST, END. Each record is a kind byte, a varint body
+ * THREAD, MODULE, MARK, LOST, END, KEYFRAME, KEYEVENT. Each record is a kind byte, a varint body
  * length and the body, so a reader skips kinds (and trailing fields) it does
  * not know. FORMAT.md "Meta segments" is the specification.
  *
@@ -9,6 +9,7 @@
 #include "tf_internal.h"
 
 #define TF_META_HEAD (1 + TF_VARINT_MAX) /* kind byte + body length */
+#define TF_META_FIELDS 9                 /* most varints of a body (KEYEVENT) */
 
 static size_t str_len(const char *s)
 {
@@ -18,7 +19,7 @@ static size_t str_len(const char *s)
 
 size_t tf_meta_bound(const struct tf_record *r)
 {
-	return TF_META_HEAD + 6 * TF_VARINT_MAX + str_len(r->str) +
+	return TF_META_HEAD + TF_META_FIELDS * TF_VARINT_MAX + str_len(r->str) +
 	       r->build_id_len;
 }
 
@@ -33,7 +34,7 @@ static uint8_t *put_bytes(uint8_t *p, const void *b, size_t n)
 int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 		   struct tf_error *err)
 {
-	uint8_t body[6 * TF_VARINT_MAX], *b = body;
+	uint8_t body[TF_META_FIELDS * TF_VARINT_MAX], *b = body;
 	const void *tail[2];     /* length-prefixed byte strings after body */
 	size_t tail_n[2];
 	int ntail = 0;
@@ -76,6 +77,25 @@ int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 	case TF_END:
 		b = tf_put_varint(b, r->t);
 		break;
+	case TF_KEYFRAME:
+		b = tf_put_varint(b, r->id);
+		b = tf_put_varint(b, r->sub);
+		b = tf_put_varint(b, r->t);
+		b = tf_put_varint(b, r->stream);
+		b = tf_put_varint(b, r->tid);
+		b = tf_put_varint(b, r->count);
+		break;
+	case TF_KEYEVENT:
+		b = tf_put_varint(b, r->id);
+		b = tf_put_varint(b, r->sub);
+		b = tf_put_varint(b, r->t);
+		b = tf_put_varint(b, r->stream);
+		b = tf_put_varint(b, r->tid);
+		b = tf_put_varint(b, r->addr);
+		b = tf_put_varint(b, r->size);
+		b = tf_put_varint(b, r->stack);
+		b = tf_put_varint(b, r->fn);
+		break;
 	default:
 		return tf_fail(err, TF_E_ARG, 0, "record kind %u is not a meta record",
 			       (uint64_t)r->kind);
@@ -114,6 +134,15 @@ static int get_u32(struct tf_mcur *c, uint32_t *v)
 	if (get_u(c, &x) < 0 || x > UINT32_MAX)
 		return -1;
 	*v = (uint32_t)x;
+	return 0;
+}
+
+static int get_u8(struct tf_mcur *c, uint8_t *v)
+{
+	uint64_t x;
+	if (get_u(c, &x) < 0 || x > UINT8_MAX)
+		return -1;
+	*v = (uint8_t)x;
 	return 0;
 }
 
@@ -161,6 +190,15 @@ static int body(struct tf_mcur *c, struct tf_record *r)
 		break;
 	case TF_END:
 		bad = get_u(c, &r->t);
+		break;
+	case TF_KEYFRAME:
+		bad = get_u32(c, &r->id) || get_u8(c, &r->sub) || get_u(c, &r->t) ||
+		      get_u32(c, &r->stream) || get_u32(c, &r->tid) || get_u(c, &r->count);
+		break;
+	case TF_KEYEVENT:
+		bad = get_u32(c, &r->id) || get_u8(c, &r->sub) || get_u(c, &r->t) ||
+		      get_u32(c, &r->stream) || get_u32(c, &r->tid) || get_u(c, &r->addr) ||
+		      get_u(c, &r->size) || get_u32(c, &r->stack) || get_u8(c, &r->fn);
 		break;
 	}           /* other kinds: of a newer version, skipped by length */
 	return bad ? -1 : 0;

@@ -24,6 +24,10 @@ struct tf_reader {
 	uint64_t pos;            /* offset of the next segment header */
 	struct tf_header h;
 	char *strings;           /* exe and cmdline, NUL-terminated */
+	uint64_t *order;         /* bounded: segment offsets, oldest first */
+	size_t norder, next;
+	uint64_t end;            /* bounded, not wrapped: where the chain broke */
+	int wrapped;
 };
 
 struct tf_decoder {
@@ -38,6 +42,8 @@ struct tf_decoder {
 	char *str;               /* copies of meta strings */
 	size_t str_cap;
 };
+
+static int index_ring(struct tf_reader *r, struct tf_error *err);
 
 /* Reads exactly n bytes at off; short reads are TF_E_TRUNCATED. */
 static int read_at(int fd, void *buf, size_t n, uint64_t off,
@@ -137,6 +143,7 @@ static int parse_header(struct tf_reader *r, struct tf_error *err)
 		.t0_mono_ns = tf_get64(h + 32),
 		.t0_real_ns = tf_get64(h + 40),
 		.sample_period = tf_get64(h + 48),
+		.flags = tf_get32(h + 28),
 		.exe = s,
 		.cmdline = s + exe_n + 1,
 	};
@@ -167,6 +174,8 @@ int tf_reader_open(struct tf_reader **rp, const char *path, struct tf_error *err
 	}
 	r->size = (uint64_t)st.st_size;
 	int rc = parse_header(r, err);
+	if (!rc && (r->h.flags & TF_HDR_BOUNDED))
+		rc = index_ring(r, err);
 	if (rc) {
 		tf_reader_close(r);
 		return rc;
@@ -192,17 +201,17 @@ void tf_reader_close(struct tf_reader *r)
 	if (r->fd >= 0)
 		close(r->fd);
 	free(r->strings);
+	free(r->order);
 	free(r);
 }
 
-int tf_reader_next_segment(struct tf_reader *r, struct tf_segment_info *si,
-			   struct tf_error *err)
+/* Reads and checks the segment header at `at` (sizes against the file and
+ * the format's limits), without touching the frame. */
+static int seg_header(struct tf_reader *r, uint64_t at, struct tf_segment_info *si,
+		      uint32_t *lap, struct tf_error *err)
 {
 	uint8_t h[TF_SEG_HEADER];
-	uint64_t at = r->pos;
 
-	if (at == r->size)
-		return TF_DONE;
 	if (r->size - at < TF_SEG_HEADER)
 		return tf_fail(err, TF_E_TRUNCATED, at,
 			       "file ends inside a segment header (%u of %u bytes)",
@@ -236,8 +245,124 @@ int tf_reader_next_segment(struct tf_reader *r, struct tf_segment_info *si,
 		.t_last = tf_get64(h + 32),
 		.stored_bytes = TF_SEG_HEADER + flen,
 	};
-	r->pos = at + TF_SEG_HEADER + flen;
+	*lap = tf_get32(h + 48);
 	return TF_OK;
+}
+
+/* Appends the chain of intact segments of one lap starting at `at`;
+ * returns where it stopped. */
+static uint64_t chain(struct tf_reader *r, uint64_t at, uint32_t lap, size_t *cap)
+{
+	struct tf_segment_info si;
+	uint32_t l;
+
+	while (at < r->size && seg_header(r, at, &si, &l, NULL) == TF_OK && l == lap) {
+		if (r->norder == *cap) {
+			size_t n = *cap ? 2 * *cap : 64;
+			uint64_t *o = realloc(r->order, n * sizeof *o);
+			if (!o)
+				return UINT64_MAX;
+			r->order = o;
+			*cap = n;
+		}
+		r->order[r->norder++] = at;
+		at += si.stored_bytes;
+	}
+	return at;
+}
+
+/* The first intact segment header of the given lap (0: any) at or after
+ * `at`, or the file size; *found gets its lap. The magic is searched a
+ * buffer at a time. */
+static uint64_t resync(struct tf_reader *r, uint64_t at, uint32_t lap, uint32_t *found)
+{
+	enum { BUF = 1 << 16 };
+	uint8_t buf[BUF];
+	struct tf_segment_info si;
+	uint32_t l;
+
+	while (at + TF_SEG_HEADER <= r->size) {
+		size_t n = r->size - at < BUF ? (size_t)(r->size - at) : BUF;
+		ssize_t got = pread(r->fd, buf, n, (off_t)at);
+		if (got < 4)
+			break;
+		for (size_t i = 0; i + 4 <= (size_t)got; i++)
+			if (tf_get32(buf + i) == TF_SEG_MAGIC &&
+			    seg_header(r, at + i, &si, &l, NULL) == TF_OK &&
+			    (l == lap || !lap)) {
+				*found = l;
+				return at + i;
+			}
+		at += (uint64_t)got - 3;
+	}
+	return r->size;
+}
+
+/* Lists a bounded trace's segments oldest first: the current lap runs from
+ * the first segment to where its chain breaks; the previous lap's survivors
+ * follow from the next intact header of that lap. A current-lap segment
+ * torn at the start of the ring (killed just after wrapping) is skipped. */
+static int index_ring(struct tf_reader *r, struct tf_error *err)
+{
+	struct tf_segment_info si;
+	uint32_t lap = 0, old_lap = 0;
+	size_t cap = 0, cur;
+	uint64_t start = r->pos, end = start, old;
+
+	if (start < r->size && seg_header(r, start, &si, &lap, NULL) != TF_OK) {
+		old = resync(r, start, 0, &old_lap);
+		lap = old_lap >= 2 ? old_lap + 1 : 0;
+	} else if (lap >= 2) {
+		end = chain(r, start, lap, &cap);
+		old = resync(r, end, lap - 1, &old_lap);
+	}
+	if (lap <= 1) {                    /* never wrapped: one chain */
+		r->end = lap ? chain(r, start, 1, &cap) : start;
+		return r->end == UINT64_MAX ? tf_fail(err, TF_E_NOMEM, 0, "out of memory") : TF_OK;
+	}
+	cur = r->norder;
+	if (end == UINT64_MAX || chain(r, old, lap - 1, &cap) == UINT64_MAX)
+		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
+	/* rotate: the previous lap first */
+	uint64_t *tmp = malloc((cur ? cur : 1) * sizeof *tmp);
+	if (!tmp)
+		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
+	memcpy(tmp, r->order, cur * sizeof *tmp);
+	memmove(r->order, r->order + cur, (r->norder - cur) * sizeof *tmp);
+	memcpy(r->order + r->norder - cur, tmp, cur * sizeof *tmp);
+	free(tmp);
+	r->wrapped = 1;
+	r->end = r->size;
+	return TF_OK;
+}
+
+int tf_reader_wrapped(const struct tf_reader *r)
+{
+	return r->wrapped;
+}
+
+int tf_reader_next_segment(struct tf_reader *r, struct tf_segment_info *si,
+			   struct tf_error *err)
+{
+	uint32_t lap;
+
+	if (r->h.flags & TF_HDR_BOUNDED) {
+		if (r->next < r->norder)
+			return seg_header(r, r->order[r->next++], si, &lap, err);
+		/* A ring that never wrapped ends like any trace: cleanly at
+		 * the end of file, or at a torn segment, reported here. */
+		if (r->end >= r->size)
+			return TF_DONE;
+		int rc = seg_header(r, r->end, si, &lap, err);
+		return rc ? rc : tf_fail(err, TF_E_CORRUPT, r->end,
+					 "segment of another lap in a ring that never wrapped");
+	}
+	if (r->pos == r->size)
+		return TF_DONE;
+	int rc = seg_header(r, r->pos, si, &lap, err);
+	if (rc == TF_OK)
+		r->pos += si->stored_bytes;
+	return rc;
 }
 
 int tf_decoder_new(struct tf_decoder **dp, struct tf_error *err)

@@ -1,7 +1,9 @@
 /*
  * tf_writer.c - appends a trace: the file header, one segment per batch of
  * events of a stream (at most TF_SEG_EVENTS events each), the queued meta
- * records of stream 0, and END.
+ * records of stream 0, and END. A bounded writer (tf_writer_bound) wraps
+ * to the start of the ring when a segment would end past the bound and
+ * stamps every segment with its lap.
  *
  * It runs on the recorder's writer thread inside the traced process, so it
  * allocates only in tf_writer_open, writes with write(2) only (no stdio),
@@ -19,7 +21,11 @@
 
 struct tf_writer {
 	int fd;
-	uint64_t off;               /* bytes of complete header + segments */
+	uint64_t off;               /* end of the last complete segment */
+	uint64_t data_start;        /* first segment's offset (header size) */
+	uint64_t bound;             /* bounded: ring size in bytes; else 0 */
+	uint32_t lap;               /* bounded: 1 + times the ring wrapped */
+	uint64_t written;           /* bytes appended, all laps */
 	LZ4F_preferences_t prefs;
 	struct tf_colenc *enc;
 	uint8_t *raw;               /* one segment's payload before LZ4 */
@@ -37,8 +43,9 @@ static int io_fail(struct tf_writer *w, struct tf_error *err, const char *what)
 {
 	int e = errno;
 	/* Cut a partly written segment off so that readers see a clean end;
-	 * best effort, the write error is what gets reported. */
-	if (ftruncate(w->fd, (off_t)w->off) == 0)
+	 * best effort, the write error is what gets reported. A ring past its
+	 * first lap keeps older segments after off: only rewind there. */
+	if (w->lap > 1 || ftruncate(w->fd, (off_t)w->off) == 0)
 		lseek(w->fd, (off_t)w->off, SEEK_SET);
 	if (err)
 		err->sys_errno = e;
@@ -63,6 +70,22 @@ static int write_all(struct tf_writer *w, const uint8_t *p, size_t n,
 		done += (size_t)k;
 	}
 	w->off += n;
+	w->written += n;
+	return TF_OK;
+}
+
+/* Bounded: a segment of n bytes that would end past the bound starts the
+ * next lap at the start of the ring. What the last lap left beyond the
+ * current end is cut off first, so the file holds two laps at most. */
+static int wrap_if_needed(struct tf_writer *w, size_t n, struct tf_error *err)
+{
+	if (!w->bound || w->off + n <= w->bound || w->off == w->data_start)
+		return TF_OK;
+	if (ftruncate(w->fd, (off_t)w->off) != 0 ||
+	    lseek(w->fd, (off_t)w->data_start, SEEK_SET) < 0)
+		return io_fail(w, err, "wrapping the trace ring");
+	w->off = w->data_start;
+	w->lap++;
 	return TF_OK;
 }
 
@@ -93,6 +116,8 @@ static int put_segment(struct tf_writer *w, uint32_t stream, uint32_t tid,
 	int rc = compress(w, len, &at, err);
 	if (rc)
 		return rc;
+	if ((rc = wrap_if_needed(w, TF_SEG_HEADER + at, err)))
+		return rc;
 	uint8_t *h = w->out;
 	tf_put32(h + 0, TF_SEG_MAGIC);
 	tf_put32(h + 4, stream);
@@ -103,7 +128,7 @@ static int put_segment(struct tf_writer *w, uint32_t stream, uint32_t tid,
 	tf_put64(h + 32, t_last);
 	tf_put32(h + 40, (uint32_t)len);
 	tf_put32(h + 44, (uint32_t)at);
-	tf_put32(h + 48, 0);
+	tf_put32(h + 48, w->lap);
 	tf_put32(h + 52, tf_crc32(h, TF_SEG_HEADER - 4));
 	return write_all(w, w->out, TF_SEG_HEADER + at, err);
 }
@@ -180,8 +205,33 @@ int tf_writer_open(struct tf_writer **wp, int fd, const struct tf_header *h,
 		writer_free(w);
 		return rc;
 	}
+	w->data_start = w->off;
 	*wp = w;
 	return TF_OK;
+}
+
+int tf_writer_bound(struct tf_writer *w, uint64_t max_bytes, struct tf_error *err)
+{
+	if (w->off != w->data_start || max_bytes < TF_BOUND_MIN)
+		return tf_fail(err, TF_E_ARG, 0, "bound below %u bytes or set too late",
+			       (uint64_t)TF_BOUND_MIN);
+	/* Set the header's flag: read it back, patch, checksum, rewrite. */
+	uint8_t *h = w->out;
+	size_t n = (size_t)w->data_start;
+	if (pread(w->fd, h, n, 0) != (ssize_t)n)
+		return io_fail(w, err, "reading the header back");
+	tf_put32(h + 28, tf_get32(h + 28) | TF_HDR_BOUNDED);
+	tf_put32(h + n - 4, tf_crc32(h, n - 4));
+	if (pwrite(w->fd, h, n, 0) != (ssize_t)n)
+		return io_fail(w, err, "rewriting the header");
+	w->bound = max_bytes;
+	w->lap = 1;
+	return TF_OK;
+}
+
+uint64_t tf_writer_written(const struct tf_writer *w)
+{
+	return w->written;
 }
 
 /* Checks a batch: known kinds, REALLOC halves in pairs, known fns. */

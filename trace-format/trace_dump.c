@@ -20,15 +20,16 @@
 
 static const char usage[] =
 	"usage: trace-dump [--summary] TRACE\n"
-	"Print a heapreel trace as text, one line per record in file order,\n"
+	"Print a heapreel trace as text, one line per record in file order\n"
+	"(a bounded trace: from its oldest surviving segment on),\n"
 	"or with --summary one \"key value\" line per figure.\n"
 	"Exit: 0 ok, 1 unusable file, 2 damaged tail (records before it\n"
 	"printed), 64 usage error.\n";
 
 struct summary {
-	uint64_t n[TF_PAUSE + 2];   /* records per kind; last slot: unknown */
-	uint64_t lost, t_max, segments;
-	int ended;
+	uint64_t n[TF_KEYEVENT + 2]; /* records per kind; last slot: unknown */
+	uint64_t lost, t_max, segments, keyframes;
+	int ended, wrapped;
 };
 
 /* Strings are printed last on their line; bytes that would break the line
@@ -101,6 +102,28 @@ static void print_record(const struct tf_record *r)
 	case TF_END:
 		printf("end t=%" PRIu64 "\n", r->t);
 		break;
+	case TF_KEYFRAME: {
+		static const char *const phase[] = { "begin", "cut", "end" };
+		printf("keyframe id=%" PRIu32 " %s", r->id,
+		       r->sub <= TF_KEY_END ? phase[r->sub] : "unknown");
+		if (r->sub == TF_KEY_CUT)
+			printf(" stream=%" PRIu32 " tid=%" PRIu32 " seq=%" PRIu64,
+			       r->stream, r->tid, r->count);
+		else if (r->sub == TF_KEY_END)
+			printf(" t=%" PRIu64, r->t);
+		putchar('\n');
+		break;
+	}
+	case TF_KEYEVENT:
+		printf("keyevent id=%" PRIu32 " %s t=%" PRIu64 " stream=%" PRIu32
+		       " tid=%" PRIu32 " addr=0x%" PRIx64, r->id,
+		       r->sub == TF_ALLOC ? "alloc" : "free", r->t, r->stream, r->tid,
+		       r->addr);
+		if (r->sub == TF_ALLOC)
+			printf(" size=%" PRIu64 " stack=%" PRIu32 " fn=%s", r->size,
+			       r->stack, tf_fn_name(r->fn));
+		putchar('\n');
+		break;
 	default:    /* reserved or newer kinds: only these fields are known */
 		printf("%s kind=%u stream=%" PRIu32 " t=%" PRIu64 "\n",
 		       tf_kind_name(r->kind), r->kind, r->stream, r->t);
@@ -110,7 +133,7 @@ static void print_record(const struct tf_record *r)
 
 static void count_record(struct summary *s, const struct tf_record *r)
 {
-	unsigned k = r->kind <= TF_PAUSE ? r->kind : TF_PAUSE + 1;
+	unsigned k = r->kind <= TF_KEYEVENT ? r->kind : TF_KEYEVENT + 1;
 	s->n[k]++;
 	uint64_t t = r->kind == TF_REALLOC ? r->t2 : r->t;
 	if (r->kind != TF_STACK && r->kind != TF_THREAD && r->kind != TF_MODULE &&
@@ -120,6 +143,8 @@ static void count_record(struct summary *s, const struct tf_record *r)
 		s->lost += r->count;
 	if (r->kind == TF_END)
 		s->ended = 1;
+	if (r->kind == TF_KEYFRAME && r->sub == TF_KEY_END)
+		s->keyframes++;
 }
 
 static void print_summary(const struct summary *s, uint64_t file_bytes)
@@ -134,13 +159,14 @@ static void print_summary(const struct summary *s, uint64_t file_bytes)
 	printf("modules %" PRIu64 "\n", s->n[TF_MODULE]);
 	printf("marks %" PRIu64 "\n", s->n[TF_MARK]);
 	printf("lost %" PRIu64 "\n", s->lost);
-	printf("unknown %" PRIu64 "\n", s->n[TF_PAUSE + 1] + s->n[TF_KEYFRAME] +
-	       s->n[TF_PAUSE]);
+	printf("keyframes %" PRIu64 "\n", s->keyframes);
+	printf("unknown %" PRIu64 "\n", s->n[TF_KEYEVENT + 1] + s->n[TF_PAUSE]);
 	printf("end %d\n", s->ended);
 	printf("duration_ns %" PRIu64 "\n", s->t_max);
 	printf("file_bytes %" PRIu64 "\n", file_bytes);
 	printf("bytes_per_event %.2f\n", ev ? (double)file_bytes / (double)ev : 0.0);
 	printf("segments %" PRIu64 "\n", s->segments);
+	printf("wrapped %d\n", s->wrapped);
 }
 
 static int damaged(const char *path, const struct tf_error *e, int code)
@@ -203,6 +229,7 @@ int main(int argc, char **argv)
 				print_record(&recs[i]);
 		}
 	}
+	s.wrapped = tf_reader_wrapped(rd);
 	if (summary_only)
 		print_summary(&s, tf_reader_file_size(rd));
 	if (rc != TF_DONE)

@@ -62,9 +62,18 @@ enum tf_kind {
 	TF_MARK = 7,           /* a labelled instant (rec_mark, trace-ctl mark) */
 	TF_LOST = 8,           /* count of events dropped (drop mode, write errors) */
 	TF_END = 9,            /* clean end of the trace: last record written */
-	TF_KEYFRAME = 10,      /* reserved: bounded recording (live set dump) */
+	TF_KEYFRAME = 10,      /* bounded recording: begin, cut or end of a keyframe */
 	TF_PAUSE = 11,         /* reserved: recording stopped / started */
+	TF_KEYEVENT = 12,      /* bounded recording: one event of a keyframe's set */
 };
+
+/* A keyframe (bounded traces, FORMAT.md "Bounded traces") is, in meta
+ * records written in this order: KEYFRAME BEGIN; the trie nodes, modules and
+ * threads again; KEYEVENT records (the latest event the writer had applied
+ * of every address: its live blocks, and frees it cannot forget yet); one
+ * KEYFRAME CUT per stream (how many of its events the set includes); and
+ * KEYFRAME END with the time from which replay is exact. */
+enum tf_key_phase { TF_KEY_BEGIN = 0, TF_KEY_CUT = 1, TF_KEY_END = 2 };
 
 /* MARK labels the recorder writes for itself start with TF_MARK_RESERVED
  * (heapreel.stats, heapreel.start, heapreel.stop); TF_MARK_SAMPLE followed by
@@ -111,22 +120,25 @@ _Static_assert(sizeof(struct tf_event) == 32, "ring slot layout");
 /* ---- a decoded record, as readers see it ------------------------------- */
 struct tf_record {
 	uint8_t kind;          /* enum tf_kind */
-	uint8_t fn;            /* ALLOC/REALLOC: enum tf_fn */
-	uint32_t stream;       /* 0 = meta stream */
+	uint8_t fn;            /* ALLOC/REALLOC/KEYEVENT: enum tf_fn */
+	uint8_t sub;           /* KEYFRAME: enum tf_key_phase; KEYEVENT: TF_ALLOC or TF_FREE */
+	uint32_t stream;       /* 0 = meta stream; KEYFRAME CUT, KEYEVENT: the event stream */
 	uint32_t tid;          /* event streams: the thread; THREAD: its tid */
 	uint64_t seq;          /* index of this record within its stream (events only) */
 	uint64_t t;            /* ALLOC: after return; FREE: before the call;
-	                          REALLOC: before (old block freed); others: when */
+	                          REALLOC: before (old block freed); KEYFRAME END:
+	                          replay is exact from here on; others: when */
 	uint64_t t2;           /* REALLOC: after return (new block allocated) */
 	uint64_t addr;         /* ALLOC/FREE: the block; REALLOC: the new block;
 	                          MODULE: start of the mapping */
 	uint64_t old_addr;     /* REALLOC: the old block */
 	uint64_t size;         /* ALLOC/REALLOC: requested size; MODULE: mapping length */
 	uint32_t stack;        /* ALLOC/REALLOC: leaf trie node id */
-	uint32_t id;           /* STACK: node id (>= 1) */
+	uint32_t id;           /* STACK: node id (>= 1); KEYFRAME, KEYEVENT: keyframe number */
 	uint32_t parent;       /* STACK: parent node id, 0 = root */
 	uint64_t ip;           /* STACK: return address */
-	uint64_t count;        /* LOST: events dropped */
+	uint64_t count;        /* LOST: events dropped; KEYFRAME CUT: stream index of
+	                          the cut (events before it are in the keyframe) */
 	uint64_t file_offset;  /* MODULE: file offset of the mapping */
 	const char *str;       /* THREAD name, MODULE path, MARK label; NUL-terminated,
 	                          valid until the next decode into the same buffer */
@@ -145,7 +157,13 @@ struct tf_header {
 	uint64_t sample_period;/* 0 = every allocation recorded; else mean bytes between samples */
 	const char *exe;       /* absolute path of the executable, as /proc/self/exe */
 	const char *cmdline;   /* arguments joined by single spaces */
+	uint32_t flags;        /* read: TF_HDR_BOUNDED; writers set it with tf_writer_bound */
 };
+
+/* The file is a ring of segments (REC_MAX_SIZE): segments carry their lap
+ * number, the oldest ones get overwritten, keyframes make what survives
+ * replayable. Readers hand out segments oldest first (FORMAT.md). */
+#define TF_HDR_BOUNDED 1u
 
 /* ---- writer ---------------------------------------------------------------
  * Used by the recorder's writer thread (never by application threads) and by
@@ -182,6 +200,15 @@ int tf_writer_flush(struct tf_writer *w, struct tf_error *err);
 /* Flush, write the END record, free the writer. Does not close fd. */
 int tf_writer_close(struct tf_writer *w, uint64_t t_end, struct tf_error *err);
 
+/* Makes the trace a ring of at most max_bytes (header included; at least
+ * TF_BOUND_MIN): a segment that would end past it goes to the start of the
+ * ring, over the oldest ones. Call right after tf_writer_open. */
+#define TF_BOUND_MIN (1u << 20)
+int tf_writer_bound(struct tf_writer *w, uint64_t max_bytes, struct tf_error *err);
+
+/* Bytes appended since the trace was opened (all laps of a bounded one). */
+uint64_t tf_writer_written(const struct tf_writer *w);
+
 /* Frees the writer without writing END (e.g. in a forked child that must not
  * touch its parent's trace). */
 void tf_writer_abandon(struct tf_writer *w);
@@ -201,6 +228,9 @@ struct tf_segment_info {
 /* Opens and checks the header (magic, version). */
 int tf_reader_open(struct tf_reader **r, const char *path, struct tf_error *err);
 const struct tf_header *tf_reader_header(const struct tf_reader *r);
+/* Bounded traces: 1 if the ring wrapped, so the oldest segments are gone
+ * and replay must start from a keyframe. Always 0 for other traces. */
+int tf_reader_wrapped(const struct tf_reader *r);
 uint64_t tf_reader_file_size(const struct tf_reader *r);
 void tf_reader_close(struct tf_reader *r);
 

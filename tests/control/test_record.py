@@ -1,6 +1,6 @@
 """trace-record: runs a program preloaded, passes its options on, says
 where the trace went, exits with the program's status (128 + N for a
-signal), appends to LD_PRELOAD, refuses --max-size (not implemented yet),
+signal), appends to LD_PRELOAD, refuses a --max-size below 4M or not a size,
 bad values and an existing trace file."""
 import os
 import re
@@ -39,17 +39,19 @@ assert p.stderr.strip() == "trace-record: trace written to %s/pid-%s.trc" % (d, 
 # Options become the recorder's environment; LD_PRELOAD is appended to.
 other = "/lib/x86_64-linux-gnu/libm.so.6"
 env = dict(os.environ, LD_PRELOAD=other)
-p = rec(["-o", "env.trc", "--sample", "4096", "--paused", "--depth", "7", "--", "sh", "-c",
-         'echo "$LD_PRELOAD|$REC_SAMPLE|$REC_PAUSED|$REC_DEPTH"'], env=env)
+p = rec(["-o", "env.trc", "--sample", "4096", "--paused", "--depth", "7", "--max-size", "8M",
+         "--", "sh", "-c", 'echo "$LD_PRELOAD|$REC_SAMPLE|$REC_PAUSED|$REC_DEPTH|$REC_MAX_SIZE"'],
+        env=env)
 assert p.returncode == 0, p.stderr
-preload, sample, paused, depth = p.stdout.strip().split("|")
+preload, sample, paused, depth, max_size = p.stdout.strip().split("|")
 assert preload.split(":") == [other, hrtest.LIBREC], preload
-assert (sample, paused, depth) == ("4096", "1", "7"), p.stdout
+assert (sample, paused, depth, max_size) == ("4096", "1", "7", "8M"), p.stdout
 
 # Refusals: one line, the program never runs.
 marker = os.path.join(d, "ran")
 for args, code, words in (
-        (["--max-size", "1G"], 2, "not implemented"),
+        (["--max-size", "1M"], 2, "--max-size 1M"),
+        (["--max-size", "lots"], 2, "--max-size lots"),
         (["--sample", "lots"], 2, "--sample lots"),
         (["--depth", "0"], 2, "--depth 0"),
         (["-o", "code0.trc"], 127, "already exists"),

@@ -1,0 +1,105 @@
+/*
+ * keyframe.c - what a keyframe of a bounded trace says, in meta records
+ * (FORMAT.md "Bounded traces"): BEGIN; every trie node, module and live
+ * thread again (their first records may be overwritten); the keymap's
+ * entries as KEYEVENTs; one CUT per stream the keymap has applied events of
+ * (live rings at their tail, and streams whose ring was released since the
+ * last keyframe at their end); END with the time from which a replay that
+ * starts here is exact.
+ *
+ * The writer calls it between rounds, right after two rounds that drained
+ * every ring, with the keymap's older frees forgotten in between. Writer
+ * thread only.
+ */
+#include "rec_internal.h"
+
+#include <sys/mman.h>
+
+struct released {                       /* a stream drained to its end */
+	uint32_t stream, tid;
+	uint64_t seq;
+};
+
+#define RELEASED_MIN (1u << 12)         /* first list: 64 KiB */
+
+static struct released *rel;            /* since the last keyframe */
+static size_t nrel, caprel;
+static uint32_t keyframes;
+
+int rec_keyframe_init(void)
+{
+	if (rel)
+		munmap(rel, caprel * sizeof *rel);
+	caprel = RELEASED_MIN;
+	nrel = 0;
+	keyframes = 0;
+	rel = mmap(NULL, caprel * sizeof *rel, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (rel == MAP_FAILED) {
+		rel = NULL;
+		return -1;
+	}
+	return rec_keymap_init();
+}
+
+void rec_keyframe_released(uint32_t stream, uint32_t tid, uint64_t seq)
+{
+	if (nrel == caprel) {
+		void *p = mremap(rel, caprel * sizeof *rel, 2 * caprel * sizeof *rel, MREMAP_MAYMOVE);
+		if (p == MAP_FAILED)
+			return; /* its surviving events would replay twice: rare, and said by the
+				   importer's missed-free count */
+		rel = p;
+		caprel *= 2;
+	}
+	rel[nrel++] = (struct released){ stream, tid, seq };
+}
+
+static void cut(uint32_t id, uint32_t stream, uint32_t tid, uint64_t seq)
+{
+	struct tf_record r = { .kind = TF_KEYFRAME, .sub = TF_KEY_CUT, .id = id,
+			       .stream = stream, .tid = tid, .count = seq };
+	rec_writer_meta(&r);
+}
+
+void rec_keyframe_write(uint32_t nodes, uint32_t modules)
+{
+	uint32_t id = ++keyframes;
+	struct tf_record r = { .kind = TF_KEYFRAME, .sub = TF_KEY_BEGIN, .id = id };
+	rec_writer_meta(&r);
+	for (uint32_t n = 1; n < nodes; n++)
+		rec_writer_node(n);
+	for (uint32_t m = 0; m < modules; m++)
+		rec_writer_module(m);
+	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
+	for (uint32_t i = 0; i < used; i++) {
+		struct tf_ring *g = rec_session_ring(i);
+		if (atomic_load_explicit(&g->state, memory_order_acquire) == TF_RING_FREE)
+			continue;
+		struct tf_record t = { .kind = TF_THREAD, .tid = g->tid, .t = rec_now(), .str = g->name };
+		rec_writer_meta(&t);
+	}
+
+	size_t it = 0;
+	for (const struct rec_key *k; (k = rec_keymap_next(&it));) {
+		struct tf_record e = {
+			.kind = TF_KEYEVENT, .sub = k->kind, .id = id, .t = k->t,
+			.stream = k->stream, .tid = k->tid, .addr = k->addr,
+			.size = k->size, .stack = k->stack, .fn = k->fn,
+		};
+		rec_writer_meta(&e);
+	}
+
+	for (uint32_t i = 0; i < used; i++) {
+		struct tf_ring *g = rec_session_ring(i);
+		if (atomic_load_explicit(&g->state, memory_order_acquire) != TF_RING_FREE)
+			cut(id, g->stream, g->tid, atomic_load_explicit(&g->tail, memory_order_relaxed));
+	}
+	for (size_t i = 0; i < nrel; i++)
+		cut(id, rel[i].stream, rel[i].tid, rel[i].seq);
+	nrel = 0;
+
+	struct tf_record end = { .kind = TF_KEYFRAME, .sub = TF_KEY_END, .id = id,
+				 .t = rec_keymap_t_max() };
+	rec_writer_meta(&end);
+}

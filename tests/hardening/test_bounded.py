@@ -1,0 +1,136 @@
+"""test_bounded CASE - bounded recording (REC_MAX_SIZE, issue 7 point 2) on
+hr_bounded.c, whose live set from its own call sites is known exactly at
+every mark "round-N".
+
+CASE:
+  exact   ROUNDS rounds (about 20 times the ring) under REC_MAX_SIZE=4M:
+          the file never exceeds the bound plus one segment; the ring
+          wrapped and holds keyframes; trace-import starts from a keyframe
+          and says from when it is exact; at every mark of that window the
+          snapshot per call site is exact (trace-snap --format folded); at
+          the end nothing of ours is live; pairing and timeline consistent.
+  killed  the same, SIGKILLed in the middle of a round once the ring has
+          wrapped: the trace with its .ring imports, and every mark in the
+          window is exact.
+"""
+import os
+import signal
+import struct
+import subprocess
+import sys
+
+import hardtest
+import hrtest
+
+MAX_SIZE = 4 << 20
+ROUNDS = 600
+WORKERS, KEEP = 3, 100
+SEG_HEADER = 56
+SITES = ("call_keep", "call_hold", "call_churn", "call_grow", "call_pass")
+
+
+def want(n):
+    """Bytes and objects live per call site at mark round-n."""
+    hold = [(n % 5 + 1 + k, 64 * (k + 1) + n) for k in range(WORKERS)]
+    w = dict.fromkeys(SITES, (0, 0))
+    w["call_keep"] = (sum(1000 + i for i in range(KEEP)), KEEP)
+    w["call_hold"] = (sum(c * s for c, s in hold), sum(c for c, _ in hold))
+    return w
+
+
+def per_site(db, at):
+    got = {}
+    for metric in ("inuse_space", "inuse_objects"):
+        out = hrtest.run([hrtest.TRACE_SNAP, db] + at + ["--format", "folded",
+                                                         "--metric", metric]).stdout
+        sums = dict.fromkeys(SITES, 0)
+        for line in out.splitlines():
+            frames, value = line.rsplit(" ", 1)
+            for name in SITES:
+                if name in frames.split(";"):
+                    sums[name] += int(value)
+        got[metric] = sums
+    return {s: (got["inuse_space"][s], got["inuse_objects"][s]) for s in SITES}
+
+
+def largest_segment(path):
+    """The largest segment (header + frame) of the trace, by walking every
+    intact segment header in the file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    best, i = 0, 0
+    while True:
+        i = data.find(struct.pack("<I", 0x47535248), i)
+        if i < 0 or i + SEG_HEADER > len(data):
+            return best
+        flen = struct.unpack_from("<I", data, i + 44)[0]
+        if flen < len(data):
+            best = max(best, SEG_HEADER + flen)
+        i += 1
+
+
+def check_window(db, min_marks):
+    c = hardtest.connect(db)
+    window = hardtest.meta(c, "window_start_ns")
+    assert window and window > 0, "no window start in meta: the import did not use a keyframe"
+    marks = [(t, l) for t, l in c.execute("SELECT t, label FROM marks WHERE label LIKE 'round-%' "
+                                         "ORDER BY t")]
+    inside = [l for t, l in marks if t >= window]
+    assert len(inside) >= min_marks, "%d marks in the window (from %d ns), want %d" % (
+        len(inside), window, min_marks)
+    for label in inside:
+        got = per_site(db, ["--at", "mark:" + label])
+        assert got == want(int(label.split("-")[1])), (label, got, want(int(label.split("-")[1])))
+    print("window from %.3f s: %d of %d marks, all exact" % (window / 1e9, len(inside), len(marks)))
+    return c
+
+
+def case_exact(d):
+    prog = hardtest.prog("hr_bounded")
+    hardtest.need(prog, hrtest.TRACE_SNAP)
+    trace, db = os.path.join(d, "b.trc"), os.path.join(d, "b.db")
+    p = subprocess.run([prog, str(ROUNDS)], env=hardtest.rec_env(trace, REC_MAX_SIZE="4M"),
+                       capture_output=True, timeout=240)
+    assert p.returncode == 0 and p.stdout == b"rounds %d\n" % ROUNDS and not p.stderr, p
+    size, seg = os.path.getsize(trace), largest_segment(trace)
+    s = hrtest.summary(trace)
+    print("trace %d bytes (bound %d, largest segment %d), %s keyframes, %s events kept" % (
+        size, MAX_SIZE, seg, s["keyframes"], s["events"]))
+    assert size <= MAX_SIZE + seg, (size, MAX_SIZE, seg)
+    assert s["wrapped"] == 1 and s["keyframes"] >= 2 and s["end"] == 1, s
+    assert not os.path.exists(trace + ".ring")
+    imp = hardtest.trace_import([trace], db)
+    c = check_window(db, 20)
+    assert per_site(db, ["--at", "end"]) == dict.fromkeys(SITES, (0, 0))
+    hardtest.consistency(c)
+
+
+def case_killed(d):
+    prog = hardtest.prog("hr_bounded")
+    hardtest.need(prog, hrtest.TRACE_SNAP)
+    trace, db = os.path.join(d, "k.trc"), os.path.join(d, "k.db")
+    p = subprocess.Popen([prog, str(ROUNDS), "progress"], stdout=subprocess.PIPE,
+                         env=hardtest.rec_env(trace, REC_MAX_SIZE="4M"))
+    try:
+        # ten ring's worth of events, then killed while the workers churn
+        for line in p.stdout:
+            if int(line.split()[1]) >= 240:
+                break
+        p.send_signal(signal.SIGKILL)
+    finally:
+        p.wait()
+    assert p.returncode == -signal.SIGKILL, p.returncode
+    assert os.path.exists(trace + ".ring"), "no staging file left by the killed run"
+    assert os.path.getsize(trace) <= MAX_SIZE + largest_segment(trace)
+    hardtest.trace_import([trace], db, ok=(0, 2))
+    c = check_window(db, 10)
+    hardtest.consistency(c)
+
+
+def main():
+    d = hrtest.tmpdir("bounded-" + sys.argv[1])
+    globals()["case_" + sys.argv[1]](d)
+
+
+if __name__ == "__main__":
+    main()
