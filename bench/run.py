@@ -40,6 +40,7 @@ QUICK_SQLITE_ROWS = 10000
 SNAP_INSTANTS = [5, 15, 25, 35, 45, 55, 65, 75, 85, 95]  # % of the trace
 SAMPLE_PERIODS = (4096, 65536, 524288)  # REC_SAMPLE bytes: overhead should fall as it grows
 SAMPLE_TARGET = 1.05          # issue 6: --sample 524288 costs at most 5 %
+BOUNDED_SIZE = "64M"          # REC_MAX_SIZE of the bounded runs (issue 7)
 TUI_STEPS = 100               # cursor steps timed by trace-tui --bench-steps
 PTY_COLS, PTY_ROWS = 120, 40  # the terminal the TUI is timed in
 KIB = 1024
@@ -161,9 +162,9 @@ def heaptrack_output(prefix):
     return found[0] if found else None
 
 
-def run_variant(variant, argv, tools, work, tag, sample=None):
-    """One run of one variant; returns (Run, output file or None). sample:
-    for "rec", the REC_SAMPLE period in bytes."""
+def run_variant(variant, argv, tools, work, tag, sample=None, max_size=None):
+    """One run of one variant; returns (Run, output file or None). sample,
+    max_size: for "rec", REC_SAMPLE and REC_MAX_SIZE."""
     env = clean_env()
     # The preload is set by env(1) after GNU time, so that only the workload
     # is recorded; the baseline goes through env(1) too, for the same cost.
@@ -172,6 +173,7 @@ def run_variant(variant, argv, tools, work, tag, sample=None):
     if variant == "rec":
         trc = os.path.join(work, tag + ".trc")
         period = ["REC_SAMPLE=%d" % sample] if sample else []
+        period += ["REC_MAX_SIZE=%s" % max_size] if max_size else []
         r = timed(["env", "LD_PRELOAD=" + tools["librec"], "REC_OUT=" + trc] + period + argv,
                   env=env, cwd=work)
         if r.ok and not os.path.exists(trc):
@@ -349,6 +351,30 @@ def bench_recording(name, argv, tools, work, runs):
             "row": row,
             "summary": summary, "ht_file": keep.get("ht"), "keep": keep,
             "rec_wall": stats.get("rec") and stats["rec"][0]}
+
+
+def bench_bounded(name, argv, tools, work, runs):
+    """Bounded recording: unbounded alternated with REC_MAX_SIZE=BOUNDED_SIZE;
+    the median ratio of the bounded wall time to the unbounded one (same
+    run), and the largest bounded trace against the bound."""
+    plain, bounded, sizes = [], [], []
+    for i in range(runs):
+        r, out = run_variant("rec", argv, tools, work, tag_of(name, "unbounded", i))
+        plain.append(r)
+        remove(out)
+        r, out = run_variant("rec", argv, tools, work, tag_of(name, "bounded", i),
+                             max_size=BOUNDED_SIZE)
+        bounded.append(r)
+        if r.ok:
+            sizes.append(os.path.getsize(out))
+        remove(out)
+    walls = [r.wall for r in plain if r.ok]
+    st = ratio_stats(bounded, statistics.median(walls)) if walls else None
+    if st is None:
+        print("  bounded           FAILED (%s)" % why_failed(plain if not walls else bounded))
+        return
+    print("  REC_MAX_SIZE=%s   %s of the unbounded recording; largest trace %d bytes" % (
+        BOUNDED_SIZE, fmt_ratio(st), max(sizes)))
 
 
 def bench_sampling(name, argv, tools, work, runs):
@@ -607,6 +633,7 @@ def main():
             rows.append(res["row"])
             if not a.no_sampling:
                 bench_sampling(name, argv, tools, work, runs)
+            bench_bounded(name, argv, tools, work, runs)
             db = bench_import(res, tools, work)
             report_ring_waits(res, db)
             if db:

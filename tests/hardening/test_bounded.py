@@ -99,7 +99,7 @@ def case_exact(d):
     assert size <= MAX_SIZE + seg, (size, MAX_SIZE, seg)
     assert s["wrapped"] == 1 and s["keyframes"] >= 2 and s["end"] == 1, s
     assert not os.path.exists(trace + ".ring")
-    imp = hardtest.trace_import([trace], db)
+    hardtest.trace_import([trace], db)
     c = check_window(db, 20)
     assert per_site(db, ["--at", "end"]) == dict.fromkeys(SITES, (0, 0))
     hardtest.consistency(c)
