@@ -20,6 +20,10 @@
  * by rec_mark, trace-ctl, start and stop, and answers rec_flush with a
  * round that drains every ring (control.c, api.c).
  *
+ * In a bounded trace (REC_MAX_SIZE) every drained event also goes to the
+ * keymap, and a keyframe is written between rounds each time a quarter of
+ * the ring has been written (keyframe_step, keyframe.c).
+ *
  * On stop it does a last round, writes a "heapreel.stats" MARK (ring waits,
  * lost events, unknown stacks, nodes, sampled-set overflows), and
  * tf_writer_close writes END.
