@@ -103,7 +103,7 @@ def clean_events(d):
 
 def same_run(ref, rc, out, err, pattern):
     """Exit code and stdout as unrecorded; stderr one heapreel line matching
-    pattern (a regex); returns the line."""
+    pattern (a regex)."""
     text = err.decode(errors="replace")
     assert rc == ref[0], "exit %d, unrecorded %d; stderr:\n%s" % (rc, ref[0], text)
     assert out == ref[1], "stdout differs from the unrecorded run:\n%s\n---\n%s" % (
@@ -114,13 +114,12 @@ def same_run(ref, rc, out, err, pattern):
     assert re.fullmatch(pattern, lines[0]), "unexpected line %r (expected %r)" % (
         lines[0], pattern)
     print("said:", lines[0])
-    return lines[0]
 
 
 def check_prefix(trace, db, clean, lost=None):
     """The trace (and its .ring) imports into a consistent prefix of the
     clean recording; lost_events exactly `lost`, or (None) at most what is
-    missing. Returns the figures."""
+    missing."""
     imp = hardtest.trace_import([trace], db, ok=(0, 2))
     c = hardtest.connect(db)
     f = hardtest.consistency(c, lost=lost)
@@ -133,11 +132,6 @@ def check_prefix(trace, db, clean, lost=None):
     assert unknown == 0, "%d allocations with the unknown stack" % unknown
     print("imported (exit %d): %d of %d events, %d lost, %d allocations, %d frees" % (
         imp.returncode, f["events"], clean, f["lost_events"], f["allocations"], f["frees"]))
-    return f
-
-
-def q(path):
-    return re.escape(path)
 
 
 # ---- file size limit --------------------------------------------------------
@@ -151,9 +145,9 @@ def case_fsize_start(d):
     def limit():
         resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_START, FSIZE_START))
     rc, out, err = run(hr_disk(), hardtest.rec_env(trace), preexec=limit)
-    assert rc != -25, "killed by SIGXFSZ"
+    assert rc != -signal.SIGXFSZ, "killed by SIGXFSZ"
     same_run(ref, rc, out, err,
-             "heapreel: cannot create %s\\.ring: File too large; not recording" % q(trace))
+             "heapreel: cannot create %s\\.ring: File too large; not recording" % re.escape(trace))
     assert os.listdir(out_dir) == [], "left behind: %s" % os.listdir(out_dir)
 
 
@@ -219,8 +213,8 @@ def case_fsize(d):
     clean = clean_events(d)
     h, trace, lim = limited(d)
     rc, out, err = h.finish()
-    assert rc != -25, "killed by SIGXFSZ"
-    same_run(ref, rc, out, err, FSIZE_LINE % q(trace))
+    assert rc != -signal.SIGXFSZ, "killed by SIGXFSZ"
+    same_run(ref, rc, out, err, FSIZE_LINE % re.escape(trace))
     assert os.path.getsize(trace) <= lim, "trace %d bytes over the limit %d" % (
         os.path.getsize(trace), lim)
     assert os.path.exists(trace + ".ring"), "no .ring left beside the stopped trace"
@@ -275,7 +269,7 @@ def case_tmpfs_start(d):
         trace = os.path.join(fs, "t.trc")
         rc, out, err = run(hr_disk(), hardtest.rec_env(trace))
         same_run(ref, rc, out, err, "heapreel: cannot create %s\\.ring: No space left on "
-                 "device; not recording" % q(trace))
+                 "device; not recording" % re.escape(trace))
         assert os.listdir(fs) == [], "left behind: %s" % os.listdir(fs)
 
 
@@ -287,7 +281,7 @@ def case_tmpfs_lost(d):
         rc, out, err = run(hr_disk(), hardtest.rec_env(trace))
         same_run(ref, rc, out, err, "heapreel: cannot grow %s\\.ring: No space left on "
                  "device; events of new threads are counted as lost, new stacks "
-                 "recorded as unknown" % q(trace))
+                 "recorded as unknown" % re.escape(trace))
         assert os.listdir(fs) == ["t.trc"], "expected only the trace: %s" % os.listdir(fs)
         s = hrtest.summary(trace)
         assert s["end"] == 1, "the trace did not end cleanly: %s" % s
@@ -305,7 +299,7 @@ def case_tmpfs(d):
         same_run(ref, rc, out, err, "heapreel: (cannot write %s: write failed "
                         "\\(ENOSPC\\); recording stopped|cannot grow %s\\.ring: No space left "
                         "on device; events of new threads are counted as lost, new stacks "
-                        "recorded as unknown)" % (q(trace), q(trace)))
+                        "recorded as unknown)" % (re.escape(trace), re.escape(trace)))
         assert sorted(os.listdir(fs)) == ["t.trc", "t.trc.ring"], os.listdir(fs)
         check_prefix(trace, os.path.join(d, "t.db"), clean)
 
@@ -350,7 +344,7 @@ def case_rmdir(d):
         hrtest.run(["cp", "--sparse=always", "/proc/%d/fd/%s" % (h.p.pid, fds[path]),
                     copy + suffix])
     rc, out, err = h.finish()
-    same_run(ref, rc, out, err, "heapreel: %s was removed; recording stopped" % q(trace))
+    same_run(ref, rc, out, err, "heapreel: %s was removed; recording stopped" % re.escape(trace))
     assert not os.path.exists(out_dir), "%s was made again" % out_dir
     check_prefix(copy, os.path.join(d, "r.db"), clean)
 
