@@ -2,8 +2,9 @@
  * ring.c - recovery of the events a killed process left in TRACE.ring, the
  * memory-mapped staging file its threads wrote into (layout at the bottom of
  * trace_format.h): for every ring ever used, the events the writer had not
- * yet appended to the trace ([max(tail, last seq in the trace + 1), head)),
- * and every ready stack node the trace does not define.
+ * yet appended to the trace ([last seq in the trace + 1, head), see
+ * FORMAT.md for a tail past it), and every ready stack node the trace does
+ * not define.
  *
  * The file belongs to a dead process and may be stale or torn: every offset
  * and count is checked against the file size before use, and the file is
@@ -93,8 +94,16 @@ static int take_ring(struct imp_trace *tr, const struct tf_ring *rg,
 		return -1;
 	if (trace_next_seq(tr, s, dec, &from))
 		return -1;
-	if (tail > from)
-		from = tail;
+	/* tail > from: the recorder took [from, tail) out of the ring, yet
+	 * the trace lacks them (its writes failed: disk full; or the trace is
+	 * damaged). Their slots still hold them unless the thread wrapped
+	 * around (the two after head may be torn by a write in flight). If
+	 * not, events after the gap would free blocks whose allocation is
+	 * missing: none is recovered, all count as lost. */
+	if (tail > from && head - from + 2 > nslots) {
+		*lost += head - from;
+		from = head;
+	}
 	if (head > from && head - from > nslots) {
 		*lost += head - from - nslots;   /* overwritten before we came */
 		from = head - nslots;

@@ -132,6 +132,8 @@ struct rec_session {
 	dev_t ring_dev, trace_dev;
 	ino_t ring_ino, trace_ino;
 	uint64_t nodes_reserved;      /* node ids below this are fallocated */
+	_Atomic int reserve_failed;   /* a fallocate failed: no more are tried */
+	_Atomic int said_trouble;     /* rec_say_trouble spoke this session */
 	/* figures reported in the trace's closing stats MARK */
 	_Atomic uint64_t ring_waits;  /* times a thread found its ring full and waited */
 	_Atomic uint64_t lost;        /* events not recorded (no ring, ring closing) */
@@ -158,10 +160,12 @@ void rec_session_restart(void);       /* after a failed exec */
 int rec_session_mine(void);           /* recording, and this is the traced process */
 /* Makes node ids below `id` safe to write (fallocated); 0 if the disk is full. */
 int rec_session_reserve_nodes(uint64_t id);
-/* Makes ring i's file range safe to write; 0 on failure. */
+/* Makes ring i's file range safe to write (ring 0: done at start); 0 on failure. */
 int rec_session_reserve_ring(uint32_t i);
 struct tf_ring *rec_session_ring(uint32_t i);
 void rec_say(const char *a, const char *b, const char *c); /* one stderr line */
+/* The trace cannot be written in full: one stderr line, the session's first. */
+void rec_say_trouble(const char *a, const char *b, const char *c);
 
 /* ---- stack.c: capture --------------------------------------------------- */
 /* Room for REC_DEPTH_MAX frames plus the recorder's own frames. */

@@ -8,6 +8,9 @@
  * release: a realloc's two events are published by one store, so the writer
  * never sees half a pair. No lock, no syscall on this path.
  *
+ * A thread that gets no ring (all in use, or no disk space for one) records
+ * nothing for the rest of the session; its events are counted as lost.
+ *
  * When a ring is full the thread waits for the writer (lossless): it counts
  * one wait, wakes the writer and sleeps in short steps until there is room
  * or the trace is closing (then the event is counted as lost instead).
@@ -36,7 +39,7 @@ struct rec_thread {
 	uint32_t mask;
 	uint32_t index;
 	uint32_t gen;                   /* session the fields above belong to */
-	int done;                       /* thread is exiting: record nothing more */
+	int done;                       /* exiting, or got no ring: record nothing more */
 };
 
 static REC_TLS struct rec_thread me;
@@ -119,7 +122,7 @@ static int claim(void)
 	}
 	if (!atomic_exchange(&said_no_ring, 1))
 		rec_say("no staging ring left in ", rec_s.ring_path,
-			" (all in use, or the disk is full); events of further threads are counted as lost");
+			" (all in use); events of further threads are counted as lost");
 	return -1;
 }
 
@@ -147,6 +150,9 @@ void rec_ring_put(const struct tf_event *ev, unsigned n)
 		me.gen = gen;
 	}
 	if (REC_UNLIKELY(!me.ring) && (me.done || claim() < 0)) {
+		/* no ring now: none later either, or the thread's frees of
+		 * blocks it allocated unrecorded would show as unmatched */
+		me.done = 1;
 		atomic_fetch_add_explicit(&rec_s.lost, n, memory_order_relaxed);
 		return;
 	}

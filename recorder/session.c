@@ -13,11 +13,22 @@
  * MAP_SHARED; the header page, node ids as they are handed out and each
  * ring when first claimed are fallocated before use, so a full disk is an
  * error we see (that thread or stack goes unrecorded) instead of SIGBUS.
+ * The start reserves the header, the first chunk of nodes and ring 0 (the
+ * first thread's): a disk too small for those refuses the trace. The file's
+ * size must be under RLIMIT_FSIZE, or ftruncate would raise SIGXFSZ in the
+ * program's thread. A reservation that failed is not retried (the disk is
+ * full; retrying on every event would crawl).
+ *
+ * Trouble writing the trace (disk full, file size limit, trace removed) is
+ * said once per session, whichever part of the recorder meets it first.
  *
  * A clean stop (exit, _exit, exec) stops the writer (which writes END),
  * marks the ring file finished and unlinks it: a .ring file left on disk
  * means the process died before a clean close. The mapping itself stays:
- * other threads may still be inside an allocation hook.
+ * other threads may still be inside an allocation hook. If the writer
+ * failed, the .ring is left as after a kill: events already in the trace
+ * name stacks that were still queued in memory, and the importer recovers
+ * them from the .ring's node array.
  *
  * Must never: print anything but the one line, or stop a process that is
  * not ours (a vfork child shares our memory: everything checks the pid).
@@ -29,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +73,12 @@ void rec_say(const char *a, const char *b, const char *c)
 	*p++ = '\n';
 	ssize_t r = write(2, line, (size_t)(p - line));
 	(void)r;
+}
+
+void rec_say_trouble(const char *a, const char *b, const char *c)
+{
+	if (!atomic_exchange(&rec_s.said_trouble, 1))
+		rec_say(a, b, c);
 }
 
 static void read_exe(void)
@@ -197,9 +215,16 @@ static int map_ring(void)
 	uint64_t nodes_off = HEADER_BYTES;
 	uint64_t rings_off = nodes_off + (uint64_t)MAX_NODES * sizeof(struct tf_node);
 	uint64_t size = rings_off + MAX_RINGS * stride;
+	struct rlimit fsize;
+	if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
+	    fsize.rlim_cur < size)
+		return EFBIG;
 	if (ftruncate(rec_s.ring_fd, (off_t)size) < 0)
 		return errno;
-	int err = posix_fallocate(rec_s.ring_fd, 0, (off_t)nodes_off);
+	uint64_t nodes_bytes = (uint64_t)NODE_CHUNK * sizeof(struct tf_node);
+	int err = posix_fallocate(rec_s.ring_fd, 0, (off_t)(nodes_off + nodes_bytes));
+	if (!err)
+		err = posix_fallocate(rec_s.ring_fd, (off_t)rings_off, (off_t)stride);
 	if (err)
 		return err;
 	void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, rec_s.ring_fd, 0);
@@ -219,7 +244,24 @@ static int map_ring(void)
 	atomic_store(&rf->nodes_next, 1);
 	rec_s.rf = rf;
 	rec_s.map_size = size;
-	rec_s.nodes_reserved = 0;
+	rec_s.nodes_reserved = NODE_CHUNK;
+	return 0;
+}
+
+/* fallocates [off, off + len) of the ring file; 1, or 0 once one failed. */
+static int reserve(uint64_t off, uint64_t len)
+{
+	if (atomic_load(&rec_s.reserve_failed) ||
+	    !rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino))
+		return 0;
+	int err = posix_fallocate(rec_s.ring_fd, (off_t)off, (off_t)len);
+	if (!err)
+		return 1;
+	atomic_store(&rec_s.reserve_failed, 1);
+	char why[200], *e = why + sizeof why;
+	rec_cat(rec_cat(rec_cat(why, e, ": "), e, strerrordesc_np(err)),
+		e, "; events of new threads are counted as lost, new stacks recorded as unknown");
+	rec_say_trouble("cannot grow ", rec_s.ring_path, why);
 	return 0;
 }
 
@@ -229,10 +271,8 @@ int rec_session_reserve_nodes(uint64_t id)
 		return 1;
 	uint64_t upto = (id + NODE_CHUNK - 1) / NODE_CHUNK * NODE_CHUNK;
 	const struct tf_ring_file *rf = rec_s.rf;
-	if (!rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino) ||
-	    posix_fallocate(rec_s.ring_fd,
-			    (off_t)(rf->nodes_offset + rec_s.nodes_reserved * sizeof(struct tf_node)),
-			    (off_t)((upto - rec_s.nodes_reserved) * sizeof(struct tf_node))))
+	if (!reserve(rf->nodes_offset + rec_s.nodes_reserved * sizeof(struct tf_node),
+		     (upto - rec_s.nodes_reserved) * sizeof(struct tf_node)))
 		return 0;
 	rec_s.nodes_reserved = upto;
 	return 1;
@@ -241,9 +281,7 @@ int rec_session_reserve_nodes(uint64_t id)
 int rec_session_reserve_ring(uint32_t i)
 {
 	const struct tf_ring_file *rf = rec_s.rf;
-	return rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino) &&
-	       posix_fallocate(rec_s.ring_fd, (off_t)(rf->rings_offset + i * rf->ring_stride),
-			       (off_t)rf->ring_stride) == 0;
+	return i == 0 || reserve(rf->rings_offset + i * rf->ring_stride, rf->ring_stride);
 }
 
 struct tf_ring *rec_session_ring(uint32_t i)
@@ -279,6 +317,8 @@ static void start(int single_thread)
 	atomic_store(&rec_s.ring_waits, 0);
 	atomic_store(&rec_s.lost, 0);
 	atomic_store(&rec_s.stacks_unknown, 0);
+	atomic_store(&rec_s.reserve_failed, 0);
+	atomic_store(&rec_s.said_trouble, 0);
 	struct timespec mono, real;
 	clock_gettime(CLOCK_MONOTONIC, &mono);
 	clock_gettime(CLOCK_REALTIME, &real);
@@ -349,8 +389,10 @@ void rec_session_stop(void)
 	rec_writer_stop();
 	if (rec_fd_ok(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino))
 		close(rec_s.trace_fd);
-	atomic_store(&rec_s.rf->finished, 1);
-	unlink(rec_s.ring_path);
+	if (!rec_writer_failed()) {
+		atomic_store(&rec_s.rf->finished, 1);
+		unlink(rec_s.ring_path);
+	}
 	if (rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino))
 		close(rec_s.ring_fd);
 	rec_guard = g;

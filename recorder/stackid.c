@@ -197,9 +197,10 @@ static int ntab_grow(void)
 	return 0;
 }
 
+/* Not when a reservation failed: that said stacks go unknown already. */
 static void say_full(void)
 {
-	if (!said_full) {
+	if (!said_full && !atomic_load(&rec_s.reserve_failed)) {
 		said_full = 1;
 		rec_say("stack trie of ", rec_s.trace_path,
 			" is full; new stacks are recorded as unknown (stack 0)");

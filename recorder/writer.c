@@ -7,6 +7,8 @@
  *     dl_iterate_phdr's load counter; dlclose snapshots before unloading),
  *   - STACK records for trie nodes [emitted, nodes_next) whose ready flag is
  *     set,
+ *   - a LOST record counting the events dropped since the last one (a
+ *     thread that got no staging ring: all in use, or no disk space),
  *   - for every ring in use: a THREAD record when it first sees the stream
  *     (name read from /proc/self/task/TID/comm), then, once enough are
  *     pending (DRAIN_MIN), the events [tail, head) through tf_write_events,
@@ -30,8 +32,10 @@
  *
  * The thread runs with the re-entrancy guard set (its allocations are not
  * recorded) and all signals blocked (the program's handlers never run on it).
- * If writing fails (disk full) it says so once, and keeps draining without
- * writing so that no application thread waits forever.
+ * If writing fails (disk full, file size limit) or the trace was removed,
+ * it says so (once per session: rec_say_trouble), and keeps draining
+ * without writing so that no application thread waits forever. Any signal
+ * a failed write raises (SIGXFSZ) stays pending on this thread, unseen.
  *
  * Must never: take a lock an application thread may hold while allocating.
  */
@@ -43,6 +47,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -69,6 +74,7 @@ static _Atomic uint32_t kick;
 static _Atomic int stopping;
 static int failed;                     /* a write failed: drain without writing */
 static uint32_t nodes_emitted, modules_emitted;
+static uint64_t lost_emitted;          /* events counted in LOST records */
 struct announced {                     /* per ring, writer's own notes */
 	uint32_t stream;               /* what THREAD said last */
 	char name[16];
@@ -102,7 +108,7 @@ static void check(int status, const struct tf_error *err)
 	failed = 1;
 	char why[200], *e = why + sizeof why;
 	rec_cat(rec_cat(rec_cat(why, e, ": "), e, err->msg), e, "; recording stopped");
-	rec_say("cannot write ", rec_s.trace_path, why);
+	rec_say_trouble("cannot write ", rec_s.trace_path, why);
 }
 
 void rec_writer_meta(const struct tf_record *r)
@@ -176,6 +182,17 @@ static void emit_nodes(int final)
 		if (!rec_writer_node(nodes_emitted) && !final)
 			break;  /* being written: next round (at the end: its writer
 				   died mid-insert; nothing uses it) */
+}
+
+/* Events dropped since the last round (threads without a ring). */
+static void emit_lost(void)
+{
+	uint64_t n = atomic_load(&rec_s.lost);
+	if (n == lost_emitted)
+		return;
+	struct tf_record r = { .kind = TF_LOST, .t = rec_now(), .count = n - lost_emitted };
+	lost_emitted = n;
+	rec_writer_meta(&r);
 }
 
 /* A THREAD record when the stream is new or the thread's name changed
@@ -296,6 +313,7 @@ static uint64_t round_all(enum round_mode mode)
 {
 	emit_modules();
 	emit_nodes(mode == FINAL);
+	emit_lost();
 	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
 	uint64_t wrote = 0;
 	for (uint32_t i = 0; i < used && !(mode == NORMAL && key_due()); i++)
@@ -320,14 +338,23 @@ static void stats(void)
 	rec_writer_mark(rec_now(), label);
 }
 
-/* Before writing a round: is the trace's descriptor still ours? */
+/* Before writing a round: is the trace's descriptor still ours, and the
+ * trace still in a directory? */
 static void check_fd(void)
 {
-	if (failed || rec_fd_ok(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino))
+	struct stat st;
+	if (failed)
 		return;
-	failed = 1;
-	rec_say("the program closed or replaced the descriptor of ", rec_s.trace_path,
-		"; recording stopped");
+	if (!rec_fd_ok(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino)) {
+		failed = 1;
+		rec_say_trouble("the program closed or replaced the descriptor of ",
+				rec_s.trace_path, "; recording stopped");
+	} else if (fstat(rec_s.trace_fd, &st) == 0 && st.st_nlink == 0) {
+		/* removed (its directory too, maybe): writing on would only
+		 * take disk space nobody can see until the program exits */
+		failed = 1;
+		rec_say_trouble("", rec_s.trace_path, " was removed; recording stopped");
+	}
 }
 
 int rec_writer_sync(void)
@@ -473,6 +500,7 @@ int rec_writer_start(struct tf_writer *tw)
 	key_warned = 0;
 	nodes_emitted = 1;
 	modules_emitted = 0;
+	lost_emitted = 0;
 	atomic_store(&stopping, 0);
 	/* The module map goes to disk before any event can: a process killed
 	 * before the first round still has a trace that symbolizes. */

@@ -45,12 +45,12 @@ def trace_import(inputs, db, ok=(0,)):
     return hrtest.trace_import(["-q"] + list(inputs) + [db], ok)
 
 
-def consistency(c, max_unmatched=0):
+def consistency(c, max_unmatched=0, lost=0):
     """What any imported run must satisfy. Returns a dict of figures.
     - every free pairs an allocation: frees rows <-> allocations.t_free one
       to one; meta unmatched_frees (a free of an address never allocated in
       the trace) at most max_unmatched; missed_frees (an address allocated
-      again while live) 0; lost_events 0;
+      again while live) 0; lost_events `lost` (None: any);
     - live bytes and objects never negative in the timeline, each bucket's
       max at least its end value, and the peak equal to the timeline's max."""
     f = {k: meta(c, k) or 0 for k in ("allocations", "frees", "unmatched_frees",
@@ -66,7 +66,8 @@ def consistency(c, max_unmatched=0):
     assert f["unmatched_frees"] <= max_unmatched, \
         "%d unmatched frees (bound %d)" % (f["unmatched_frees"], max_unmatched)
     assert f["missed_frees"] == 0, "%d missed frees (address reused while live)" % f["missed_frees"]
-    assert f["lost_events"] == 0, "%d events lost" % f["lost_events"]
+    assert lost is None or f["lost_events"] == lost, \
+        "%d events lost (expected %d)" % (f["lost_events"], lost)
     neg = one(c, "SELECT COUNT(*) FROM timeline WHERE live_bytes < 0 OR live_objects < 0 "
                  "OR max_bytes < live_bytes")
     assert neg == 0, "%d timeline rows with negative live bytes/objects or max < live" % neg

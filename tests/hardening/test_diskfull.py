@@ -1,0 +1,359 @@
+"""test_diskfull CASE - the trace cannot be written (issue 7 point 3): the
+disk fills, a file size limit is reached, the output directory is removed.
+hr_disk (a deterministic workload printing a checksum of its own work) runs
+once unrecorded and, per case, recorded where writing fails. Every case
+asserts: exit code and stdout identical to the unrecorded run; stderr
+exactly one line, "heapreel: ...", saying what happened (the wording
+checked); and, where a trace is left, that it imports (exit 0, or 2 for a
+damaged tail) into a consistent prefix: events > 0 and fewer than a clean
+recording of the same run, every free paired, no unmatched or missed frees
+(hr_disk frees only what its own thread allocated), live bytes never
+negative, no allocation with the unknown stack (stacks still queued in the
+writer's memory come back from the .ring left beside the trace), and
+lost_events at most the events missing, exactly them where the recorder
+could write its LOST records (tmpfs_lost).
+
+CASE:
+  fsize_start  RLIMIT_FSIZE of 1 MiB set before exec (preexec_fn): below the
+               size of the sparse .ring staging file (about 1.1 GiB), so
+               the recorder refuses to record at start ("File too large")
+               rather than die of SIGXFSZ in ftruncate; no file left.
+  fsize        RLIMIT_FSIZE lowered (prlimit) while hr_disk waits after
+               its first phase, to the trace's size + FSIZE_MARGIN: the
+               writer hits it mid-run (EFBIG; the SIGXFSZ it raises stays
+               pending on the writer thread, which blocks every signal).
+               A limit set before exec cannot do this: any limit under
+               the .ring's size refuses the trace at start.
+  fsize_kill   as fsize, then SIGKILLed after its second phase: rings may
+               hold events past a gap the failed writer left (taken out,
+               never written); the import must not pair across it.
+  tmpfs_start  a TMPFS_START tmpfs: too small for what the recorder
+               reserves at start (header, first node chunk, the first
+               thread's ring); it refuses, nothing is left on the tmpfs.
+  tmpfs_lost   a TMPFS_LOST tmpfs: room for what the start reserves and
+               the trace, none for a second staging ring: every thread
+               but the first gets none; the trace ends cleanly (END) and
+               its LOST records count exactly the events missing from it.
+  tmpfs        a TMPFS_FULL tmpfs that the trace fills mid-run (ENOSPC);
+               threads arriving later may find no room for a ring first:
+               either is the one line said.
+  rmdir        the output directory removed (rm -r) while hr_disk waits
+               after its first phase: the recorder notices the trace has no
+               link left and stops writing into it; while hr_disk waits
+               after its second phase, `trace-ctl PID flush` answers that
+               writing failed, and a copy taken through /proc/PID/fd (what
+               was written before the removal) imports.
+Skips (77, saying why) when a tmpfs cannot be mounted.
+"""
+import os
+import re
+import resource
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import hardtest
+import hrtest
+
+WORK = ["8", "2", "300000"]            # hr_disk PHASES THREADS STEPS: ~5M events
+PAUSES = 7                             # lines hr_disk reads in "pause" mode
+RUN_TIMEOUT = 120                      # seconds a run may take (a hang fails)
+MESSAGE_WAIT = 30                      # seconds to wait for the recorder's line
+FSIZE_START = 1 << 20
+FSIZE_MARGIN = 256 << 10
+TMPFS_START = "4m"                     # < the ~5 MiB reserved at start
+TMPFS_LOST = "6m"                      # start reservation + trace, no 2nd ring
+TMPFS_FULL = "24m"                     # start + 4 rings + ~3 MiB: the trace (~14 MB) fills it
+UNKNOWN_ALLOCS = ("SELECT COUNT(*) FROM allocations a JOIN stacks s ON s.id = a.stack_id "
+                  "JOIN frames f ON f.id = s.frame_id WHERE f.function = '[unknown]'")
+
+
+def hr_disk(pause=False):
+    exe = hardtest.prog("hr_disk")
+    hardtest.need(exe, hrtest.LIBREC, hrtest.TRACE_IMPORT, hrtest.TRACE_DUMP)
+    return [exe] + WORK + (["pause"] if pause else [])
+
+
+def run(argv, env, preexec=None):
+    p = subprocess.run(argv, env=env, input=b"\n" * PAUSES, capture_output=True,
+                       preexec_fn=preexec, timeout=RUN_TIMEOUT)
+    return p.returncode, p.stdout, p.stderr
+
+
+def plain(pause=False):
+    """The unrecorded run every recorded one must match."""
+    rc, out, err = run(hr_disk(pause), hardtest.plain_env())
+    assert rc == 0 and not err, "unrecorded hr_disk: exit %d: %r" % (rc, err)
+    return rc, out
+
+
+def clean_events(d):
+    """Events of a recording where nothing fails (all the recorded runs
+    would hold without trouble)."""
+    trace = os.path.join(d, "clean.trc")
+    rc, out, err = run(hr_disk(), hardtest.rec_env(trace))
+    assert rc == 0 and not err, "clean recording: exit %d: %r" % (rc, err)
+    n = hrtest.summary(trace)["events"]
+    os.unlink(trace)
+    return n
+
+
+def same_run(ref, rc, out, err, pattern):
+    """Exit code and stdout as unrecorded; stderr one heapreel line matching
+    pattern (a regex)."""
+    text = err.decode(errors="replace")
+    assert rc == ref[0], "exit %d, unrecorded %d; stderr:\n%s" % (rc, ref[0], text)
+    assert out == ref[1], "stdout differs from the unrecorded run:\n%s\n---\n%s" % (
+        out.decode(errors="replace"), ref[1].decode(errors="replace"))
+    lines = text.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("heapreel: "), \
+        "stderr must be one heapreel line, got %d lines:\n%s" % (len(lines), text)
+    assert re.fullmatch(pattern, lines[0]), "unexpected line %r (expected %r)" % (
+        lines[0], pattern)
+    print("said:", lines[0])
+
+
+def check_prefix(trace, db, clean, lost=None):
+    """The trace (and its .ring) imports into a consistent prefix of the
+    clean recording; lost_events exactly `lost`, or (None) at most what is
+    missing."""
+    imp = hardtest.trace_import([trace], db, ok=(0, 2))
+    c = hardtest.connect(db)
+    f = hardtest.consistency(c, lost=lost)
+    unknown = hardtest.one(c, UNKNOWN_ALLOCS)
+    c.close()
+    assert 0 < f["events"] < clean, "%d events imported, %d in a clean recording" % (
+        f["events"], clean)
+    assert f["lost_events"] <= clean - f["events"], \
+        "%d events lost, but only %d missing" % (f["lost_events"], clean - f["events"])
+    assert unknown == 0, "%d allocations with the unknown stack" % unknown
+    print("imported (exit %d): %d of %d events, %d lost, %d allocations, %d frees" % (
+        imp.returncode, f["events"], clean, f["lost_events"], f["allocations"], f["frees"]))
+
+
+# ---- file size limit --------------------------------------------------------
+
+def case_fsize_start(d):
+    ref = plain()
+    out_dir = os.path.join(d, "out")
+    os.mkdir(out_dir)
+    trace = os.path.join(out_dir, "f.trc")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FSIZE_START, FSIZE_START))
+    rc, out, err = run(hr_disk(), hardtest.rec_env(trace), preexec=limit)
+    assert rc != -signal.SIGXFSZ, "killed by SIGXFSZ"
+    same_run(ref, rc, out, err,
+             "heapreel: cannot create %s\\.ring: File too large; not recording" % re.escape(trace))
+    assert os.listdir(out_dir) == [], "left behind: %s" % os.listdir(out_dir)
+
+
+class Paused:
+    """hr_disk in "pause" mode, recorded: waits for its phase lines and
+    the recorder's stderr without buffering surprises."""
+
+    def __init__(self, env):
+        self.p = subprocess.Popen(hr_disk(pause=True), env=env, stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.out = b""
+        self.err = b""
+
+    def _read_until(self, test, what):
+        deadline = time.time() + MESSAGE_WAIT
+        while not test():
+            left = deadline - time.time()
+            assert left > 0, "no %s after %d s; stdout %r stderr %r" % (
+                what, MESSAGE_WAIT, self.out, self.err)
+            r, _, _ = select.select([self.p.stdout, self.p.stderr], [], [], left)
+            for f in r:
+                b = os.read(f.fileno(), 65536)
+                assert b, "hr_disk closed its %s before the %s" % (
+                    "stdout" if f is self.p.stdout else "stderr", what)
+                if f is self.p.stdout:
+                    self.out += b
+                else:
+                    self.err += b
+
+    def phase_done(self, k):
+        tag = b"phase %d " % k
+        self._read_until(lambda: tag in self.out, "phase %d line" % k)
+
+    def heapreel_line(self):
+        self._read_until(lambda: self.err.endswith(b"\n"), "heapreel line")
+
+    def go(self):
+        self.p.stdin.write(b"\n")
+        self.p.stdin.flush()
+
+    def finish(self):
+        out, err = self.p.communicate(b"\n" * PAUSES, timeout=RUN_TIMEOUT)
+        return self.p.returncode, self.out + out, self.err + err
+
+
+def limited(d):
+    """hr_disk recorded, paused after phase 0, its RLIMIT_FSIZE then lowered
+    to the trace's size + FSIZE_MARGIN; returns (Paused, trace, limit)."""
+    trace = os.path.join(d, "f.trc")
+    h = Paused(hardtest.rec_env(trace))
+    h.phase_done(0)
+    lim = os.path.getsize(trace) + FSIZE_MARGIN
+    resource.prlimit(h.p.pid, resource.RLIMIT_FSIZE, (lim, lim))
+    print("RLIMIT_FSIZE lowered to %d bytes after phase 0" % lim)
+    return h, trace, lim
+
+
+FSIZE_LINE = "heapreel: cannot write %s: write failed \\(EFBIG\\); recording stopped"
+
+
+def case_fsize(d):
+    ref = plain(pause=True)
+    clean = clean_events(d)
+    h, trace, lim = limited(d)
+    rc, out, err = h.finish()
+    assert rc != -signal.SIGXFSZ, "killed by SIGXFSZ"
+    same_run(ref, rc, out, err, FSIZE_LINE % re.escape(trace))
+    assert os.path.getsize(trace) <= lim, "trace %d bytes over the limit %d" % (
+        os.path.getsize(trace), lim)
+    assert os.path.exists(trace + ".ring"), "no .ring left beside the stopped trace"
+    check_prefix(trace, os.path.join(d, "f.db"), clean)
+
+
+def case_fsize_kill(d):
+    """As fsize, then SIGKILLed after phase 1 (the writer failed, threads
+    may have left events in their rings past what the trace holds): the
+    trace and its .ring still import consistently."""
+    clean = clean_events(d)
+    h, trace, lim = limited(d)
+    h.go()
+    h.phase_done(1)
+    h.heapreel_line()
+    h.p.kill()
+    rc, out, err = h.finish()
+    assert rc == -signal.SIGKILL, "exit %d" % rc
+    assert err.decode().splitlines() == [FSIZE_LINE.replace("\\", "") % trace], err
+    check_prefix(trace, os.path.join(d, "f.db"), clean)
+
+
+# ---- a small tmpfs ------------------------------------------------------------
+
+class Tmpfs:
+    def __init__(self, d, size):
+        self.path = os.path.join(d, "tmpfs")
+        os.mkdir(self.path)
+        why = None
+        if os.geteuid() != 0:
+            why = "not root"
+        elif not shutil.which("mount"):
+            why = "no mount command"
+        else:
+            p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size,
+                                "heapreel-test", self.path], capture_output=True, text=True)
+            why = p.returncode and (p.stderr.strip() or "mount exited %d" % p.returncode)
+        if why:
+            shutil.rmtree(d)
+            hrtest.skip("cannot mount a tmpfs: %s" % why)
+
+    def __enter__(self):
+        return self.path
+
+    def __exit__(self, *exc):
+        subprocess.run(["umount", self.path], check=True)
+
+
+def case_tmpfs_start(d):
+    ref = plain()
+    with Tmpfs(d, TMPFS_START) as fs:
+        trace = os.path.join(fs, "t.trc")
+        rc, out, err = run(hr_disk(), hardtest.rec_env(trace))
+        same_run(ref, rc, out, err, "heapreel: cannot create %s\\.ring: No space left on "
+                 "device; not recording" % re.escape(trace))
+        assert os.listdir(fs) == [], "left behind: %s" % os.listdir(fs)
+
+
+def case_tmpfs_lost(d):
+    ref = plain()
+    clean = clean_events(d)
+    with Tmpfs(d, TMPFS_LOST) as fs:
+        trace = os.path.join(fs, "t.trc")
+        rc, out, err = run(hr_disk(), hardtest.rec_env(trace))
+        same_run(ref, rc, out, err, "heapreel: cannot grow %s\\.ring: No space left on "
+                 "device; events of new threads are counted as lost, new stacks "
+                 "recorded as unknown" % re.escape(trace))
+        assert os.listdir(fs) == ["t.trc"], "expected only the trace: %s" % os.listdir(fs)
+        s = hrtest.summary(trace)
+        assert s["end"] == 1, "the trace did not end cleanly: %s" % s
+        # what is missing is what the LOST records count
+        imported = hrtest.summary(trace)["events"]
+        check_prefix(trace, os.path.join(d, "t.db"), clean, lost=clean - imported)
+
+
+def case_tmpfs(d):
+    ref = plain()
+    clean = clean_events(d)
+    with Tmpfs(d, TMPFS_FULL) as fs:
+        trace = os.path.join(fs, "t.trc")
+        rc, out, err = run(hr_disk(), hardtest.rec_env(trace))
+        same_run(ref, rc, out, err, "heapreel: (cannot write %s: write failed "
+                        "\\(ENOSPC\\); recording stopped|cannot grow %s\\.ring: No space left "
+                        "on device; events of new threads are counted as lost, new stacks "
+                        "recorded as unknown)" % (re.escape(trace), re.escape(trace)))
+        assert sorted(os.listdir(fs)) == ["t.trc", "t.trc.ring"], os.listdir(fs)
+        check_prefix(trace, os.path.join(d, "t.db"), clean)
+
+
+# ---- output directory removed -----------------------------------------------
+
+def deleted_fds(pid, prefix):
+    """{path: fd} of pid's descriptors on files under prefix, now deleted."""
+    fds = {}
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith(prefix) and link.endswith(" (deleted)"):
+            fds[link[:-len(" (deleted)")]] = fd
+    return fds
+
+
+def case_rmdir(d):
+    ref = plain(pause=True)
+    clean = clean_events(d)
+    out_dir = os.path.join(d, "out")
+    os.mkdir(out_dir)
+    trace = os.path.join(out_dir, "r.trc")
+    h = Paused(hardtest.rec_env(trace))
+    h.phase_done(0)
+    shutil.rmtree(out_dir)
+    h.go()
+    h.phase_done(1)
+    h.heapreel_line()
+    # hr_disk waits; a flush makes the writer empty every ring (writing
+    # nothing: it answers that writing failed); then take what the files hold
+    p = hrtest.run([hrtest.TRACE_CTL, str(h.p.pid), "flush"], check=False)
+    assert p.returncode == 1 and "writing the trace failed" in p.stderr, (p.returncode, p.stderr)
+    fds = deleted_fds(h.p.pid, out_dir + "/")
+    assert sorted(fds) == [trace, trace + ".ring"], "descriptors: %s" % fds
+    save = os.path.join(d, "saved")
+    os.mkdir(save)
+    copy = os.path.join(save, "r.trc")
+    for path, suffix in ((trace, ""), (trace + ".ring", ".ring")):
+        hrtest.run(["cp", "--sparse=always", "/proc/%d/fd/%s" % (h.p.pid, fds[path]),
+                    copy + suffix])
+    rc, out, err = h.finish()
+    same_run(ref, rc, out, err, "heapreel: %s was removed; recording stopped" % re.escape(trace))
+    assert not os.path.exists(out_dir), "%s was made again" % out_dir
+    check_prefix(copy, os.path.join(d, "r.db"), clean)
+
+
+def main():
+    d = hrtest.tmpdir("hard-disk")
+    globals()["case_" + sys.argv[1]](d)
+    shutil.rmtree(d)  # kept when a check failed, for a look
+
+
+if __name__ == "__main__":
+    main()
