@@ -203,7 +203,7 @@ int tf_writer_close(struct tf_writer *w, uint64_t t_end, struct tf_error *err);
 /* Makes the trace a ring of at most max_bytes (header included; at least
  * TF_BOUND_MIN): a segment that would end past it goes to the start of the
  * ring, over the oldest ones. Call right after tf_writer_open. */
-#define TF_BOUND_MIN (1u << 20)
+#define TF_BOUND_MIN 1024u
 int tf_writer_bound(struct tf_writer *w, uint64_t max_bytes, struct tf_error *err);
 
 /* Bytes appended since the trace was opened (all laps of a bounded one). */

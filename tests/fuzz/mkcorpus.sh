@@ -50,6 +50,10 @@ printf '%s\n' "$hdr" 'thread 1000 main' 'node 1 0 401000' 'events 1 1000' \
 	'rev 0 rn 71 5000 600 2' 'rring 1 1002 2 0 0 late' 'rev 1 a 65 6000 7 2' \
 	| $b/tests/importer/mktrace "$tmp/recover.trc"
 $b/tests/importer/mktrace --synth "$tmp/synth.trc" 3 300 7
+# A wrapped bounded trace with a keyframe: test_crafted.py's BOUNDED.
+PYTHONPATH=$src/tests/lib:$src/tests/importer python3 -c \
+	'import test_crafted; print(test_crafted.BOUNDED)' \
+	| $b/tests/importer/mktrace "$tmp/bounded.trc"
 
 for t in "$tmp"/*.trc; do
 	n=$(basename "$t" .trc)

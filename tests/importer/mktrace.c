@@ -138,7 +138,7 @@ static int run_script(const char *out)
 
 	while (fgets(line, sizeof line, stdin)) {
 		char word[32] = "", s1[LINE_MAX_LEN] = "", s2[LINE_MAX_LEN] = "";
-		unsigned long long a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0;
+		unsigned long long a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
 		struct tf_record r = {0};
 		struct tf_event *ev;
 
@@ -209,6 +209,52 @@ static int run_script(const char *out)
 			r.kind = TF_LOST;
 			r.count = a1;
 			check(tf_write_meta(w, &r, &e), &e, "lost");
+		} else if (!strcmp(word, "bound")) {   /* bound BYTES: a ring */
+			sscanf(line, "%*s %llu", &a1);
+			check(tf_writer_bound(w, a1, &e), &e, "bound");
+		} else if (!strcmp(word, "key")) {     /* key ID begin|end T */
+			sscanf(line, "%*s %llu %4095s %llu", &a1, s1, &a2);
+			r.kind = TF_KEYFRAME;
+			r.id = (uint32_t)a1;
+			r.sub = !strcmp(s1, "end") ? TF_KEY_END : TF_KEY_BEGIN;
+			r.t = a2;
+			check(tf_write_meta(w, &r, &e), &e, "key");
+		} else if (!strcmp(word, "kcut")) {    /* kcut ID STREAM TID SEQ */
+			sscanf(line, "%*s %llu %llu %llu %llu", &a1, &a2, &a3, &a4);
+			r.kind = TF_KEYFRAME;
+			r.sub = TF_KEY_CUT;
+			r.id = (uint32_t)a1;
+			r.stream = (uint32_t)a2;
+			r.tid = (uint32_t)a3;
+			r.count = a4;
+			check(tf_write_meta(w, &r, &e), &e, "kcut");
+		} else if (!strcmp(word, "kev")) {
+			/* kev ID a|f T STREAM TID ADDR SIZE STACK */
+			sscanf(line, "%*s %llu %4095s %llu %llu %llu %llx %llu %llu", &a1, s1,
+			       &a2, &a3, &a4, &a5, &a6, &a7);
+			r.kind = TF_KEYEVENT;
+			r.id = (uint32_t)a1;
+			r.sub = !strcmp(s1, "a") ? TF_ALLOC : TF_FREE;
+			r.t = a2;
+			r.stream = (uint32_t)a3;
+			r.tid = (uint32_t)a4;
+			r.addr = a5;
+			r.size = a6;
+			r.stack = (uint32_t)a7;
+			check(tf_write_meta(w, &r, &e), &e, "kev");
+		} else if (!strcmp(word, "pad")) {     /* pad N T0 ADDR0 STACK */
+			/* N blocks of 16 bytes allocated and freed at once, one
+			 * ns apart, ADDR0 + 32 i: filler that fills a ring */
+			sscanf(line, "%*s %llu %llu %llx %llu", &a1, &a2, &a3, &a4);
+			for (unsigned long long i = 0; i < a1; i++) {
+				ev = push(&b);
+				*ev = (struct tf_event){ .kind = TF_EV_ALLOC, .t = a2 + 2 * i,
+							 .addr = a3 + 32 * i, .size = 16,
+							 .stack = (uint32_t)a4 };
+				ev = push(&b);
+				*ev = (struct tf_event){ .kind = TF_EV_FREE, .t = a2 + 2 * i + 1,
+							 .addr = a3 + 32 * i, .fn = TF_FN_FREE };
+			}
 		} else if (!strcmp(word, "events")) {  /* events STREAM TID */
 			sscanf(line, "%*s %llu %llu", &a1, &a2);
 			flush(w, &b);

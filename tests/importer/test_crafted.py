@@ -7,9 +7,7 @@ traces into one database, .ring recovery, and every kind of bad input.
 usage: test_crafted.py CASE   (one of the functions named case_*)"""
 import os
 import shutil
-import sqlite3
 import stat
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -361,6 +359,85 @@ def case_ring(d):
     os.rename(os.path.join(d, "saved.ring"), other + ".ring")
     trace_import(["-q", "--force", other, db])
     assert one(connect(db), "SELECT COUNT(*) FROM allocations") == 4
+
+
+PADS = "".join("pad 20 %d %x 1\nflush\n" % (31 + 40 * i, 0x100000 + 0x10000 * i)
+               for i in range(8))    # filler of stream 2, seq 0 to 319, times 31-350
+
+# A bounded trace (FORMAT.md "Bounded traces") whose ring of 1600 bytes
+# wrapped: block 0x1000 and the first filler are overwritten, keyframe 1
+# survives whole. Its cuts drop what survived from before it (the filler,
+# the allocation at 400); its events bring back 0x1000 (allocated at 10)
+# and 0x3000 (at 400) and the free of 0x2000 (at 30, kept as a free).
+# The filler's segment sizes decide where the ring wraps: if the codec
+# changes, the bound may need a new value (trace-dump --summary says
+# "wrapped 1" and "keyframes 1" when it is right).
+BOUNDED = HEADER + """
+bound 1600
+thread 1000 main
+thread 1001 worker
+node 1 0 401000
+node 2 1 401100
+node 3 1 401200
+events 1 1000
+a 10 1000 100 2
+a 20 2000 200 3
+f 30 2000
+flush
+events 2 1001
+""" + PADS + """events 1 1000
+a 400 3000 300 3
+flush
+key 1 begin
+node 1 0 401000
+node 2 1 401100
+node 3 1 401200
+thread 1000 main
+kev 1 a 10 1 1000 1000 100 2
+kev 1 a 400 1 1000 3000 300 3
+kev 1 f 30 1 1000 2000 0 0
+kcut 1 1 1000 4
+kcut 1 2 1001 320
+key 1 end 400
+flush
+events 2 1001
+f 500 3000
+events 1 1000
+a 600 4000 40 2
+f 700 1000
+flush
+events 2 1001
+pad 20 1000 200000 1
+flush
+events 1 1000
+a 2000 5000 50 3
+close 2100
+"""
+
+
+def case_bounded(d):
+    trc = mktrace(os.path.join(d, "b.trc"), BOUNDED)
+    s = hrtest.summary(trc)
+    assert (s["wrapped"], s["keyframes"]) == (1, 1) and s["file_bytes"] <= 1600, s
+    db = os.path.join(d, "b.db")
+    p = trace_import([trc, db])
+    assert "exact from 0.000000 s to the end (keyframe 1)" in p.stderr, p.stderr
+    c = connect(db)
+    # before the window (400) everything happens at its start
+    assert c.execute("SELECT t_alloc, t_free, size, tid FROM allocations WHERE size <> 16"
+                     " ORDER BY t_alloc, size").fetchall() == [
+        (400, 700, 100, 1000), (400, 500, 300, 1000), (600, None, 40, 1000),
+        (2000, None, 50, 1000)]
+    assert c.execute("SELECT COUNT(*), MIN(t_alloc) FROM allocations WHERE size = 16"
+                     " AND t_free = t_alloc + 1").fetchone() == (20, 1000)
+    assert (meta(c, "window_start_ns"), meta(c, "peak_bytes"), meta(c, "peak_t")) == (400, 400, 400)
+    assert (meta(c, "unmatched_frees"), meta(c, "missed_frees")) == (0, 0)
+    check_invariants(c)
+    # a ring so small that no keyframe survives whole: refused, nothing written
+    small = mktrace(os.path.join(d, "s.trc"), BOUNDED.replace("bound 1600", "bound 1024"))
+    p = trace_import([small, os.path.join(d, "s.db")], expect=1)
+    assert "no whole keyframe survived" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    assert not os.path.exists(os.path.join(d, "s.db"))
 
 
 def main():
