@@ -262,11 +262,14 @@ static void start_at_key(struct imp_stream *s)
 {
 	size_t i = 0;
 
-	qsort(s->pre, s->npre, sizeof *s->pre, by_time);
+	if (s->npre)
+		qsort(s->pre, s->npre, sizeof *s->pre, by_time);
 	while (i + 1 < s->nsegs && s->segs[i + 1].first_seq <= s->cut)
 		i++;
-	memmove(s->segs, s->segs + i, (s->nsegs - i) * sizeof *s->segs);
-	s->nsegs -= i;
+	if (i) {
+		memmove(s->segs, s->segs + i, (s->nsegs - i) * sizeof *s->segs);
+		s->nsegs -= i;
+	}
 }
 
 int imp_trace_scan(struct imp_trace *tr, struct imp_err *e)
@@ -321,7 +324,8 @@ int imp_trace_scan(struct imp_trace *tr, struct imp_err *e)
 	for (i = 0; i < tr->nstreams; i++) {
 		struct imp_stream *s = &tr->streams[i];
 
-		qsort(s->segs, s->nsegs, sizeof *s->segs, by_seq);
+		if (s->nsegs)  /* a stream of a keyframe only has none */
+			qsort(s->segs, s->nsegs, sizeof *s->segs, by_seq);
 		if (tr->keyed) {
 			start_at_key(s);
 			tr->events += s->npre;
