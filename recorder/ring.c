@@ -10,7 +10,8 @@
  *
  * When a ring is full the thread waits for the writer (lossless): it counts
  * one wait, wakes the writer and sleeps in short steps until there is room
- * or the trace is closing (then the event is counted as lost instead).
+ * or the trace is closing (then the event is counted as lost instead), with
+ * signals blocked meanwhile.
  * When the ring crosses half full the writer is woken early (one futex
  * syscall per crossing, not per event).
  *
@@ -22,6 +23,7 @@
  */
 #include "rec_internal.h"
 
+#include <signal.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <time.h>
@@ -113,8 +115,12 @@ static int claim(void)
 		me.slot = (struct tf_event *)(r + 1);
 		me.mask = rf->ring_events - 1;
 		me.index = i;
-		/* no-op for the main thread, which never runs key destructors */
+		/* no-op for the main thread, which never runs key destructors; may
+		 * allocate (keys past the first 32), which is libc's, not the program's */
+		int g = rec_guard;
+		rec_guard = 1;
 		pthread_setspecific(exit_key, (void *)1);
+		rec_guard = g;
 		return 0;
 	}
 	if (!atomic_exchange(&said_no_ring, 1))
@@ -128,14 +134,23 @@ static int claim(void)
 static int wait_room(struct tf_ring *r, uint64_t head, unsigned n)
 {
 	atomic_fetch_add_explicit(&rec_s.ring_waits, 1, memory_order_relaxed);
+	/* Signals wait too: a handler's allocations would queue behind this
+	 * hook (nested.c) for as long as the writer takes. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
 	struct timespec step = { 0, FULL_WAIT_NS };
+	int room = 1;
 	while (head + n - atomic_load_explicit(&r->tail, memory_order_acquire) > me.mask + 1) {
-		if (!rec_on())
-			return 0;
+		if (!rec_on()) {
+			room = 0;
+			break;
+		}
 		rec_writer_kick();
 		nanosleep(&step, NULL);
 	}
-	return 1;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return room;
 }
 
 void rec_ring_put(const struct tf_event *ev, unsigned n)
