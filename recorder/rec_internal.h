@@ -286,6 +286,10 @@ uint32_t rec_nested_stack(void);      /* the stack id of the handler's call */
 void rec_nested_drain(uint64_t upto);
 
 /* ---- ring.c: per-thread staging rings ------------------------------------- */
+/* Rings a thread keeps from its first event to its exit; threads beyond
+ * them borrow one of REC_RINGS_LENT rings (after those) for each call. */
+#define REC_RINGS_KEPT 256
+#define REC_RINGS_LENT 16
 int rec_ring_init(void);              /* once per process: the thread-exit key */
 void rec_ring_reset(void);            /* new session: forget every claim */
 /* Publishes n (1 or 2) events of the calling thread together. */

@@ -35,7 +35,6 @@
 
 #define RING_EVENTS (1u << 17)         /* 4 MiB per thread: ~100 ms of a busy thread,
                                           enough to ride out the writer being descheduled */
-#define MAX_RINGS 256                  /* threads recording at the same time */
 #define MAX_NODES (1u << 22)           /* trie nodes: 64 MiB of file, sparse */
 #define NODE_CHUNK (1u << 16)          /* nodes fallocated at a time (1 MiB) */
 #define HEADER_BYTES 4096
@@ -196,7 +195,8 @@ static int map_ring(void)
 			   + PAGE - 1) & ~(uint64_t)(PAGE - 1);
 	uint64_t nodes_off = HEADER_BYTES;
 	uint64_t rings_off = nodes_off + (uint64_t)MAX_NODES * sizeof(struct tf_node);
-	uint64_t size = rings_off + MAX_RINGS * stride;
+	uint32_t rings = REC_RINGS_KEPT + REC_RINGS_LENT;
+	uint64_t size = rings_off + rings * stride;
 	if (ftruncate(rec_s.ring_fd, (off_t)size) < 0)
 		return errno;
 	int err = posix_fallocate(rec_s.ring_fd, 0, (off_t)nodes_off);
@@ -211,7 +211,7 @@ static int map_ring(void)
 	rf->pid = (uint32_t)rec_s.pid;
 	rf->t0_mono_ns = rec_s.t0;
 	rf->max_nodes = MAX_NODES;
-	rf->max_rings = MAX_RINGS;
+	rf->max_rings = rings;
 	rf->ring_events = RING_EVENTS;
 	rf->nodes_offset = nodes_off;
 	rf->rings_offset = rings_off;
