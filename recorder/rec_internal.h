@@ -170,6 +170,12 @@ int rec_session_reserve_ring(uint32_t i);
 struct tf_ring *rec_session_ring(uint32_t i);
 void rec_say(const char *a, const char *b, const char *c); /* one stderr line */
 
+/* ---- out_dir.c: where a trace is created --------------------------------- */
+/* The directory of path, walked without following a symbolic link another
+ * user planted in a shared directory; *leaf: path's last component. The
+ * descriptor (O_PATH), or -1 with errno, or -2: such a link is on the way. */
+int rec_out_dir_open(const char *path, const char **leaf);
+
 /* ---- stack.c: capture --------------------------------------------------- */
 /* Room for REC_DEPTH_MAX frames plus the recorder's own frames. */
 #define REC_STACK_SLOTS (REC_DEPTH_MAX + 8)
