@@ -651,7 +651,7 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 		nstreams += tr[t].nstreams;
 		p->tr = &tr[t];
 		p->index = (uint32_t)t;
-		p->pid = tr[t].hdr->pid;
+		p->pid = tr[t].pid;
 		p->ps = &ps[t];
 		p->ss = calloc(tr[t].db_count ? tr[t].db_count : 1, sizeof *p->ss);
 		if (!p->ss || imp_live_init(&p->live))
