@@ -105,6 +105,7 @@ struct imp_trace {
 	uint32_t *node_db;            /* node id -> stacks.id (0 = none) */
 	uint32_t unknown_stack;       /* stacks.id of "[unknown]": stack 0, bad ids */
 	uint32_t db_first, db_count;  /* this trace's stacks.id range */
+	uint32_t pid;                 /* its process's processes.pid (keys.c) */
 };
 
 /* Opens the trace and checks its header: -1 if unusable (exit 1). */
@@ -120,6 +121,8 @@ struct imp_stream *imp_trace_stream(struct imp_trace *tr, uint32_t stream,
 int imp_trace_node(struct imp_trace *tr, uint32_t id, uint32_t parent,
 		   uint64_t ip);
 int imp_trace_thread(struct imp_trace *tr, uint32_t tid, const char *name);
+/* Sets every trace's pid key: -1 (e) if two cannot be told apart. */
+int imp_trace_keys(struct imp_trace *tr, size_t ntr, struct imp_err *e);
 
 /* ring.c: takes what a killed process left in TRACE.ring (if the file
  * exists and belongs to this trace). -1 only for ENOMEM / unreadable. */

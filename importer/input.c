@@ -145,7 +145,10 @@ static int add_key(struct imp_trace *tr, const struct tf_record *r)
 	if (!s)
 		return -1;
 	if (r->kind == TF_KEYFRAME) {
-		s->cut = r->count;
+		/* a stream moving between lent rings is cut twice: the later
+		 * cut is the larger */
+		if (r->count > s->cut)
+			s->cut = r->count;
 		return 0;
 	}
 	if (imp_grow(&s->pre, &s->cappre, s->npre, sizeof *s->pre))

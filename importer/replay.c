@@ -680,7 +680,7 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 		p->tr = &tr[t];
 		p->window = tr[t].keyed ? tr[t].window + tr[t].shift : 0;
 		p->index = (uint32_t)t;
-		p->pid = tr[t].hdr->pid;
+		p->pid = tr[t].pid;
 		p->ps = &ps[t];
 		p->ss = calloc(tr[t].db_count ? tr[t].db_count : 1, sizeof *p->ss);
 		if (!p->ss || imp_live_init(&p->live))

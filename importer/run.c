@@ -131,7 +131,7 @@ static int write_threads(struct imp_db *db, const struct imp_trace *tr)
 				name = tr->threads[k].name;
 		if (imp_db_insert(db, "INSERT INTO threads VALUES(?,?,?,?,?)",
 				  first == IMP_NO_TIME ? "uutnn" : "uutuu",
-				  (uint64_t)tr->hdr->pid, (uint64_t)s->tid, name,
+				  (uint64_t)tr->pid, (uint64_t)s->tid, name,
 				  first, last))
 			return -1;
 	}
@@ -144,7 +144,7 @@ static int write_threads(struct imp_db *db, const struct imp_trace *tr)
 				break;
 		if (i == tr->nstreams &&
 		    imp_db_insert(db, "INSERT INTO threads VALUES(?,?,?,?,?)",
-				  "uutnn", (uint64_t)tr->hdr->pid,
+				  "uutnn", (uint64_t)tr->pid,
 				  (uint64_t)tr->threads[k].tid, tr->threads[k].name))
 			return -1;
 	}
@@ -186,7 +186,7 @@ static int write_process(struct imp_db *db, const struct imp_trace *tr,
 	if (ps->t_end > t_end)
 		t_end = ps->t_end;
 	rc = imp_db_insert(db, "INSERT INTO processes VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-			   "uutttuuuuuuuu", (uint64_t)h->pid, (uint64_t)h->ppid,
+			   "uutttuuuuuuuu", (uint64_t)tr->pid, (uint64_t)h->ppid,
 			   h->exe, h->cmdline, real ? real : tr->path, tr->shift,
 			   t_end, sample_period(tr), ps->peak_t, ps->peak_bytes,
 			   ps->peak_objects, tr->lost, tr->recovered);
@@ -195,7 +195,7 @@ static int write_process(struct imp_db *db, const struct imp_trace *tr,
 		return -1;
 	for (size_t i = 0; i < tr->nmarks; i++)
 		if (imp_db_insert(db, "INSERT INTO marks VALUES(?,?,?)", "uut",
-				  (uint64_t)h->pid, tr->marks[i].t + tr->shift,
+				  (uint64_t)tr->pid, tr->marks[i].t + tr->shift,
 				  tr->marks[i].label))
 			return -1;
 	return 0;
@@ -229,7 +229,7 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 		{ "peak_t", ps[first].peak_t },
 		{ "peak_bytes", ps[first].peak_bytes },
 		{ "peak_objects", ps[first].peak_objects },
-		{ "peak_pid", tr[first].hdr->pid },
+		{ "peak_pid", tr[first].pid },
 		{ "events", tot->events },
 		{ "allocations", tot->allocations },
 		{ "frees", tot->frees },
@@ -290,12 +290,6 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 
 		if (check_input(path, e) || imp_trace_open(t, path, e))
 			return -1;
-		for (size_t k = 0; k < r->ntr - 1; k++)
-			if (tr[k].hdr->pid == t->hdr->pid) {
-				imp_errf(e, "%s: pid %u was already imported from %s",
-					 t->path, t->hdr->pid, tr[k].path);
-				return -1;
-			}
 		if (imp_trace_scan(t, e) || imp_ring_recover(t, e))
 			return -1;
 		if (t->hdr->t0_mono_ns < t0) {
@@ -303,6 +297,8 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 			r->first = r->ntr - 1;
 		}
 	}
+	if (imp_trace_keys(tr, r->ntr, e))
+		return -1;
 	for (size_t i = 0; i < r->ntr; i++) {
 		tr[i].shift = tr[i].hdr->t0_mono_ns - t0;
 		if (tr[i].t_max + tr[i].shift > tmax)

@@ -156,8 +156,12 @@ CREATE TABLE checkpoints(
 -- moved forward to keep the global order), timeline_bucket_ns.
 -- format and importer_version are text; every other value is an integer.
 --
--- processes: t_start = the process's trace start on the common axis (its
--- t0_mono_ns - meta.t0_mono_ns); t_end = its END record, else its last event.
+-- processes: one row per trace. pid is the process id; a later trace of the
+-- same pid (a program the process exec'd, or a pid used again) is a process
+-- of its own keyed pid + 10000000 * n, n = 1, 2, ... in order of start, and
+-- the pid of every other table follows. t_start = the process's trace start
+-- on the common axis (its t0_mono_ns - meta.t0_mono_ns); t_end = its END
+-- record, else its last event.
 -- peak_t is the time of the allocation that first reached peak_bytes
 -- (peak_objects = live objects right after it).
 --

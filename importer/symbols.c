@@ -155,7 +155,7 @@ static int write_modules(struct sym *s)
 		}
 		m->db_id = ++s->ids->module;
 		rc = imp_db_insert(s->db, "INSERT INTO modules VALUES(?,?,?,?,?,?,?,?,?)",
-				   "iuttuuutu", m->db_id, (uint64_t)tr->hdr->pid,
+				   "iuttuuutu", m->db_id, (uint64_t)tr->pid,
 				   m->path, bid, m->start, m->end, m->file_offset,
 				   perms, m->t_load + tr->shift);
 		free(bid);

@@ -27,6 +27,10 @@
  * one writer round, ~1 ms: rec_cfi_forget).
  * Inserts take a spinlock (once per distinct address); readers take none: a
  * slot's rule is written before its key is published with a release store.
+ * A walk from inside a hook of this thread (a signal handler, or the real
+ * allocator calling another entry point: rec_cfi_peek) never waits for the
+ * lock, which the interrupted code may hold: a rule it misses is cached
+ * only if the lock is free.
  * When 3/4 full, or after 65 535 dlcloses, new addresses go to libunwind.
  *
  * Must never: allocate, call the dynamic loader (other than _dl_find_object),
@@ -415,14 +419,15 @@ static uint64_t compute(uint64_t ra)
 	return pack(&w);
 }
 
-uint64_t rec_cfi_miss(uint64_t ra, uint64_t epoch)
+/* Caches the rule of key; wait: for the insert lock, else give up if it
+ * is held. */
+static void cache_put(uint64_t key, uint64_t rule, int wait)
 {
-	if (atomic_load_explicit(&used, memory_order_relaxed) >= CACHE_SLOTS / 4 * 3)
-		return REC_RULE_NONE;
-	uint64_t rule = compute(ra);
-	uint64_t key = ra | epoch << REC_CFI_EPOCH_SHIFT;
-	while (atomic_flag_test_and_set_explicit(&lock, memory_order_acquire))
+	while (atomic_flag_test_and_set_explicit(&lock, memory_order_acquire)) {
+		if (!wait)
+			return;
 		sched_yield();
+	}
 	for (uint64_t i = rec_cfi_slot_of(key);; i = (i + 1) & (CACHE_SLOTS - 1)) {
 		struct rec_cfi_slot *sl = &rec_cfi_cache[i];
 		uint64_t k = atomic_load_explicit(&sl->key, memory_order_relaxed);
@@ -436,5 +441,29 @@ uint64_t rec_cfi_miss(uint64_t ra, uint64_t epoch)
 		}
 	}
 	atomic_flag_clear_explicit(&lock, memory_order_release);
+}
+
+uint64_t rec_cfi_miss(uint64_t ra, uint64_t epoch)
+{
+	if (atomic_load_explicit(&used, memory_order_relaxed) >= CACHE_SLOTS / 4 * 3)
+		return REC_RULE_NONE;
+	uint64_t rule = compute(ra);
+	cache_put(ra | epoch << REC_CFI_EPOCH_SHIFT, rule, 1);
+	return rule;
+}
+
+uint64_t rec_cfi_peek(uint64_t ra, uint64_t epoch)
+{
+	uint64_t key = ra | epoch << REC_CFI_EPOCH_SHIFT;
+	for (uint64_t i = rec_cfi_slot_of(key);; i = (i + 1) & (CACHE_SLOTS - 1)) {
+		uint64_t k = atomic_load_explicit(&rec_cfi_cache[i].key, memory_order_acquire);
+		if (k == key)
+			return atomic_load_explicit(&rec_cfi_cache[i].rule, memory_order_relaxed);
+		if (k == 0)
+			break;
+	}
+	uint64_t rule = compute(ra);
+	if (atomic_load_explicit(&used, memory_order_relaxed) < CACHE_SLOTS / 4 * 3)
+		cache_put(key, rule, 0);
 	return rule;
 }

@@ -52,8 +52,14 @@ struct rec_real {
 };
 extern struct rec_real rec_real;
 
-/* Set while this thread runs recorder code (or is the writer thread):
- * allocations made then go straight to the real allocator, unrecorded. */
+/* The re-entrancy guard. 0: this thread is not in the recorder. 1: it runs
+ * recorder code (or is the writer thread): allocations made then go straight
+ * to the real allocator, unrecorded. REC_GUARD_HOOK: an interposed function
+ * is recording a call of this thread; a call arriving then comes from the
+ * recorder's side (the real allocator calling another entry point: passed
+ * through) or from a signal handler that interrupted the hook (recorded
+ * through nested.c); rec_stack_from_recorder tells which. */
+#define REC_GUARD_HOOK 2
 extern REC_TLS int rec_guard;
 
 /* Resolves every rec_real pointer (dlsym RTLD_NEXT). Safe to call more than
@@ -137,7 +143,9 @@ struct rec_session {
 	/* figures reported in the trace's closing stats MARK */
 	_Atomic uint64_t ring_waits;  /* times a thread found its ring full and waited */
 	_Atomic uint64_t lost;        /* events not recorded (no ring, ring closing) */
-	_Atomic uint64_t stacks_unknown; /* events stored with stack 0: trie full */
+	_Atomic uint64_t stacks_unknown; /* events stored with stack 0: trie full, or a
+	                                    new stack in a handler that interrupted
+	                                    this thread's trie insert */
 	char trace_path[4096];
 	char ring_path[4096 + 8];
 	char exe[4096];               /* /proc/self/exe without " (deleted)" */
@@ -167,6 +175,12 @@ void rec_say(const char *a, const char *b, const char *c); /* one stderr line */
 /* The trace cannot be written in full: one stderr line, the session's first. */
 void rec_say_trouble(const char *a, const char *b, const char *c);
 
+/* ---- out_dir.c: where a trace is created --------------------------------- */
+/* The directory of path, walked without following a symbolic link another
+ * user planted in a shared directory; *leaf: path's last component. The
+ * descriptor (O_PATH), or -1 with errno, or -2: such a link is on the way. */
+int rec_out_dir_open(const char *path, const char **leaf);
+
 /* ---- stack.c: capture --------------------------------------------------- */
 /* Room for REC_DEPTH_MAX frames plus the recorder's own frames. */
 #define REC_STACK_SLOTS (REC_DEPTH_MAX + 8)
@@ -176,6 +190,19 @@ int rec_stack_init(void);
  * outward, *n of them (at most rec_s.depth). *same = 1 when they are
  * exactly those of this thread's previous capture (its stack id holds). */
 void *const *rec_stack_capture(void **buf, unsigned *n, int *same);
+/* From a signal handler that interrupted a hook of this thread: up to max
+ * return addresses, the walk cut at the first frame the cached rules cannot
+ * step out of (the signal frame, usually); no lock, no libunwind, and this
+ * thread's walk memo untouched. */
+unsigned rec_stack_capture_nested(void **buf, unsigned max);
+/* A call made while this thread's hook records (rec_guard REC_GUARD_HOOK),
+ * `caller` the interposed function's return address: does it come from the
+ * recorder's side, i.e. the real allocator the hook called calling another
+ * entry point (glibc's reallocarray tail-calls realloc), or code the hook
+ * runs? 1 if caller or the walk from it reaches librec.so; 0 if the walk
+ * stops first, as a signal handler's does at the signal frame. Same walk as
+ * rec_stack_capture_nested. */
+int rec_stack_from_recorder(uintptr_t caller);
 
 /* ---- cfi.c: per-return-address unwind rules, cached ----------------------
  * A rule packs: bits 0-31 the CFA offset, 32-47 where the caller's RBP is
@@ -212,6 +239,10 @@ extern struct rec_cfi_slot rec_cfi_cache[1u << REC_CFI_SLOTS_LOG];
 uint64_t rec_cfi_epoch(void);
 /* A return address not in the cache: computes, caches and returns its rule. */
 uint64_t rec_cfi_miss(uint64_t ra, uint64_t epoch);
+/* The rule for ra without waiting for the insert lock (a signal handler may
+ * have interrupted its holder): cached, or computed (and cached if the lock
+ * is free). */
+uint64_t rec_cfi_peek(uint64_t ra, uint64_t epoch);
 
 static inline uint64_t rec_cfi_slot_of(uint64_t key)
 {
@@ -241,8 +272,35 @@ void rec_cfi_forget(void);            /* objects went away unseen: new epoch */
  * other thread can be reading them (a forked child). */
 int rec_stackid_init(int unmap_old);
 uint32_t rec_stackid(void *const *ips, unsigned n); /* 0 = unknown */
+/* The same from a signal handler that interrupted a hook of this thread; if
+ * it interrupted this thread's trie insert, a stack not seen before is 0
+ * (counted as unknown). */
+uint32_t rec_stackid_nested(void *const *ips, unsigned n);
+
+/* ---- nested.c: calls from signal handlers that interrupted a hook ---------
+ * Their events wait in a per-thread queue until the interrupted hook puts
+ * them in its ring. The queue's counters: slots reserved, slots drained. */
+extern REC_TLS _Atomic uint32_t rec_nested_head, rec_nested_tail;
+static inline int rec_nested_queued(void)
+{
+	return atomic_load_explicit(&rec_nested_head, memory_order_relaxed) !=
+	       atomic_load_explicit(&rec_nested_tail, memory_order_relaxed);
+}
+/* Producer (guard REC_GUARD_HOOK, interrupting a hook): reserve slots for n
+ * (1 or 2) events before stamping them, so queue order is time order; fill
+ * k <= n of them (a reserved slot left empty is skipped). */
+uint32_t rec_nested_reserve(unsigned n);
+void rec_nested_fill(uint32_t at, const struct tf_event *ev, unsigned k);
+uint32_t rec_nested_stack(void);      /* the stack id of the handler's call */
+/* Consumer (the interrupted hook, guard REC_GUARD_HOOK): queued events
+ * stamped at or before upto, in order, into this thread's ring. */
+void rec_nested_drain(uint64_t upto);
 
 /* ---- ring.c: per-thread staging rings ------------------------------------- */
+/* Rings a thread keeps from its first event to its exit; threads beyond
+ * them borrow one of REC_RINGS_LENT rings (after those) for each call. */
+#define REC_RINGS_KEPT 256
+#define REC_RINGS_LENT 16
 int rec_ring_init(void);              /* once per process: the thread-exit key */
 void rec_ring_reset(void);            /* new session: forget every claim */
 /* Publishes n (1 or 2) events of the calling thread together. */

@@ -4,10 +4,12 @@
  *
  * Names: REC_OUT with every %p replaced by the pid, else
  * <program>.<pid>.trc in the working directory. Both files are created
- * 0600 with O_CREAT|O_EXCL|O_NOFOLLOW; if either exists (an exec'd program
- * has the same pid as the process that started it; a fork child without %p
- * in REC_OUT) the next of <name>.1, <name>.2, ... is tried. Any other error
- * prints one line on stderr and the program runs unrecorded.
+ * 0600 with O_CREAT|O_EXCL|O_NOFOLLOW, in their directory as out_dir.c
+ * opened it (not through a symbolic link planted in a shared directory);
+ * if either exists (an exec'd program has the same pid as the process that
+ * started it; a fork child without %p in REC_OUT) the next of <name>.1,
+ * <name>.2, ... is tried. Any other error prints one line on stderr and the
+ * program runs unrecorded.
  *
  * The .ring file (layout in trace_format.h) is sized at start and mapped
  * MAP_SHARED; the header page, node ids as they are handed out and each
@@ -47,7 +49,6 @@
 
 #define RING_EVENTS (1u << 17)         /* 4 MiB per thread: ~100 ms of a busy thread,
                                           enough to ride out the writer being descheduled */
-#define MAX_RINGS 256                  /* threads recording at the same time */
 #define MAX_NODES (1u << 22)           /* trie nodes: 64 MiB of file, sparse */
 #define NODE_CHUNK (1u << 16)          /* nodes fallocated at a time (1 MiB) */
 #define HEADER_BYTES 4096
@@ -150,9 +151,9 @@ int rec_fd_high(int fd)
 	return high;
 }
 
-static int open_new(const char *path)
+static int open_new(int dfd, const char *name)
 {
-	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = openat(dfd, name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	return fd < 0 ? fd : rec_fd_high(fd);
 }
 
@@ -171,12 +172,20 @@ void rec_fd_remember(int fd, dev_t *dev, ino_t *ino)
 	}
 }
 
-/* Creates the trace and its .ring; returns 0 or an errno. */
+/* Creates the trace and its .ring; returns 0, an errno, or -1: a planted
+ * symbolic link is on the way (out_dir.c). */
 static int create_files(void)
 {
 	char base[4096];
 	base_name(base, sizeof base);
-	for (unsigned k = 0; k < NAME_TRIES; k++) {
+	rec_cat(rec_s.trace_path, rec_s.trace_path + sizeof rec_s.trace_path, base);
+	const char *leaf;
+	int dfd = rec_out_dir_open(base, &leaf);
+	if (dfd < 0)
+		return dfd == -2 ? -1 : errno;
+	size_t at = (size_t)(leaf - base);     /* where the names start in the paths */
+	int err = EEXIST;
+	for (unsigned k = 0; k < NAME_TRIES && err == EEXIST; k++) {
 		char *e = rec_s.trace_path + sizeof rec_s.trace_path;
 		char *p = rec_cat(rec_s.trace_path, e, base);
 		if (k) {
@@ -185,26 +194,26 @@ static int create_files(void)
 		}
 		e = rec_s.ring_path + sizeof rec_s.ring_path;
 		rec_cat(rec_cat(rec_s.ring_path, e, rec_s.trace_path), e, ".ring");
-		rec_s.trace_fd = open_new(rec_s.trace_path);
+		rec_s.trace_fd = open_new(dfd, rec_s.trace_path + at);
 		if (rec_s.trace_fd < 0) {
-			if (errno == EEXIST)
-				continue;
-			return errno;
+			err = errno;
+			continue;
 		}
-		rec_s.ring_fd = open_new(rec_s.ring_path);
+		rec_s.ring_fd = open_new(dfd, rec_s.ring_path + at);
 		if (rec_s.ring_fd >= 0) {
 			rec_fd_remember(rec_s.trace_fd, &rec_s.trace_dev, &rec_s.trace_ino);
 			rec_fd_remember(rec_s.ring_fd, &rec_s.ring_dev, &rec_s.ring_ino);
-			return 0;
+			err = 0;
+			break;
 		}
-		int err = errno;
+		err = errno;
 		close(rec_s.trace_fd);
-		unlink(rec_s.trace_path);
-		if (err != EEXIST)
-			return err;
+		unlinkat(dfd, rec_s.trace_path + at, 0);
 	}
-	rec_cat(rec_s.trace_path, rec_s.trace_path + sizeof rec_s.trace_path, base);
-	return EEXIST;
+	close(dfd);
+	if (err == EEXIST)
+		rec_cat(rec_s.trace_path, rec_s.trace_path + sizeof rec_s.trace_path, base);
+	return err;
 }
 
 /* Sizes, fallocates the start of and maps the ring file; 0 or an errno. */
@@ -214,7 +223,8 @@ static int map_ring(void)
 			   + PAGE - 1) & ~(uint64_t)(PAGE - 1);
 	uint64_t nodes_off = HEADER_BYTES;
 	uint64_t rings_off = nodes_off + (uint64_t)MAX_NODES * sizeof(struct tf_node);
-	uint64_t size = rings_off + MAX_RINGS * stride;
+	uint32_t rings = REC_RINGS_KEPT + REC_RINGS_LENT;
+	uint64_t size = rings_off + rings * stride;
 	struct rlimit fsize;
 	if (getrlimit(RLIMIT_FSIZE, &fsize) == 0 && fsize.rlim_cur != RLIM_INFINITY &&
 	    fsize.rlim_cur < size)
@@ -236,7 +246,7 @@ static int map_ring(void)
 	rf->pid = (uint32_t)rec_s.pid;
 	rf->t0_mono_ns = rec_s.t0;
 	rf->max_nodes = MAX_NODES;
-	rf->max_rings = MAX_RINGS;
+	rf->max_rings = rings;
 	rf->ring_events = RING_EVENTS;
 	rf->nodes_offset = nodes_off;
 	rf->rings_offset = rings_off;
@@ -327,7 +337,10 @@ static void start(int single_thread)
 	int err = create_files();
 	if (err) {
 		char why[160], *e = why + sizeof why;
-		rec_cat(rec_cat(rec_cat(why, e, ": "), e, strerrordesc_np(err)), e, "; not recording");
+		rec_cat(rec_cat(rec_cat(why, e, ": "), e,
+				err < 0 ? "a directory on the way is a symbolic link another user "
+					  "planted in a shared directory" : strerrordesc_np(err)),
+			e, "; not recording");
 		fail(rec_s.trace_path, why);
 		goto out;
 	}

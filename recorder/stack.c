@@ -25,6 +25,16 @@
  * The recorder's own frames (the interposed function and what it calls) are
  * skipped by address: every leading frame inside librec.so's text.
  *
+ * A call made while this thread's hook records is walked without the memo
+ * (the interrupted walk may be using it), without waiting for cfi.c's
+ * insert lock (the interrupted code may hold it) and without libunwind. The
+ * walk tells where the call comes from: it reaches a frame of librec.so if
+ * the real allocator the hook called made it, and stops first at the
+ * kernel's signal frame (which the rules cannot step out of) if a signal
+ * handler did. A handler's stack, recorded through nested.c, so holds the
+ * handler's frames and the signal trampoline, not what the signal
+ * interrupted.
+ *
  * Must never: run dlopen/dlsym outside rec_stack_init (the constructor).
  */
 #include "rec_internal.h"
@@ -95,6 +105,43 @@ int rec_stack_init(void)
 	return unw_bt ? 0 : -1;
 }
 
+/* Leaves the recorder's own frames through their frame pointers, from fp
+ * (a frame of librec.so): the interposed function's return address into
+ * its caller, the caller's stack pointer and frame pointer. 0 if not found. */
+static inline int call_site(const uintptr_t *fp, uintptr_t *ip, uintptr_t *sp, uintptr_t *bp)
+{
+	for (unsigned k = 0; k < OWN_FRAMES_MAX; k++) {
+		if (fp[1] < self_lo || fp[1] >= self_hi) { /* the interposed function's frame */
+			*ip = fp[1];
+			*sp = (uintptr_t)(fp + 2);
+			*bp = fp[0];
+			return *ip != 0;
+		}
+		fp = (const uintptr_t *)fp[0];
+	}
+	return 0;
+}
+
+/* Steps out of the frame of return address *ip with its rule: 1, or 0 at
+ * the outermost frame, or -1 if the rule cannot say (or would not move up
+ * the stack). */
+static inline int step(uint64_t rule, uintptr_t *ip, uintptr_t *sp, uintptr_t *bp)
+{
+	unsigned flags = rec_rule_flags(rule);
+	if (flags & REC_RULE_LAST)
+		return 0;
+	if (!(flags & REC_RULE_OK))
+		return -1;
+	uintptr_t cfa = (flags & REC_RULE_CFA_RBP ? *bp : *sp) + (uintptr_t)rec_rule_cfa_off(rule);
+	if (REC_UNLIKELY(cfa <= *sp))
+		return -1;
+	if (rec_rule_rbp_off(rule))
+		*bp = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_rbp_off(rule));
+	*ip = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_ra_off(rule));
+	*sp = cfa;
+	return 1;
+}
+
 /* The CFI walk: the number of frames put in buf, or -1 to use libunwind.
  * *same: the frames are exactly those of the thread's previous capture. */
 static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
@@ -102,18 +149,8 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 	uint64_t epoch = rec_cfi_epoch();
 	if (epoch == UINT64_MAX)
 		return -1;
-	const uintptr_t *fp = __builtin_frame_address(0);
-	uintptr_t ip = 0, sp = 0, bp = 0;
-	for (unsigned k = 0; k < OWN_FRAMES_MAX; k++) {
-		if (fp[1] < self_lo || fp[1] >= self_hi) { /* the interposed function's frame */
-			ip = fp[1];
-			sp = (uintptr_t)(fp + 2);
-			bp = fp[0];
-			break;
-		}
-		fp = (const uintptr_t *)fp[0];
-	}
-	if (!ip)
+	uintptr_t ip, sp, bp;
+	if (!call_site(__builtin_frame_address(0), &ip, &sp, &bp))
 		return -1;
 	if (REC_UNLIKELY(memo_epoch != epoch)) {
 		memset(memo, 0, sizeof memo);
@@ -132,22 +169,52 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 				memo[n] = (struct memo){ ip, rule };
 		}
 		buf[n++] = (void *)ip;
-		unsigned flags = rec_rule_flags(rule);
-		if (flags & REC_RULE_LAST)
+		int s = step(rule, &ip, &sp, &bp);
+		if (s == 0)
 			break;
-		if (!(flags & REC_RULE_OK))
-			return -1;
-		uintptr_t cfa = (flags & REC_RULE_CFA_RBP ? bp : sp) + (uintptr_t)rec_rule_cfa_off(rule);
-		if (REC_UNLIKELY(cfa <= sp))
-			return -1;  /* not moving up the stack: let libunwind judge */
-		if (rec_rule_rbp_off(rule))
-			bp = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_rbp_off(rule));
-		ip = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_ra_off(rule));
-		sp = cfa;
+		if (s < 0)
+			return -1;  /* not expressible, or not moving up: let libunwind judge */
 	}
 	*same = hits == n && n == memo_n;  /* hits only count below MEMO_FRAMES */
 	memo_n = n;
 	return (int)n;
+}
+
+/* Frames a call from the recorder's side climbs before a frame of
+ * librec.so (the real allocator's few); past them it is not one. */
+#define FROM_RECORDER_FRAMES 32
+
+int rec_stack_from_recorder(uintptr_t caller)
+{
+	if (caller >= self_lo && caller < self_hi)
+		return 1;  /* called from librec.so, or tail-called through the allocator */
+	uint64_t epoch = rec_cfi_epoch();
+	uintptr_t ip, sp, bp;
+	/* no rules while a dlclose runs: count it as ours (passed through) */
+	if (epoch == UINT64_MAX || !call_site(__builtin_frame_address(0), &ip, &sp, &bp))
+		return 1;
+	for (unsigned n = 0; ip && n < FROM_RECORDER_FRAMES; n++) {
+		if (ip >= self_lo && ip < self_hi)
+			return 1;
+		if (step(rec_cfi_peek(ip, epoch), &ip, &sp, &bp) <= 0)
+			return 0;
+	}
+	return 0;
+}
+
+unsigned rec_stack_capture_nested(void **buf, unsigned max)
+{
+	uint64_t epoch = rec_cfi_epoch();
+	uintptr_t ip, sp, bp;
+	if (epoch == UINT64_MAX || !call_site(__builtin_frame_address(0), &ip, &sp, &bp))
+		return 0;
+	unsigned n = 0;
+	while (ip && n < max) {
+		buf[n++] = (void *)ip;
+		if (step(rec_cfi_peek(ip, epoch), &ip, &sp, &bp) <= 0)
+			break;
+	}
+	return n;
 }
 
 void *const *rec_stack_capture(void **buf, unsigned *n, int *same)

@@ -14,7 +14,10 @@
  * reader only ever see whole nodes. Then the stack is added to the hash
  * table. The lock keeps node ids unique per (parent, ip) and lets both tables
  * grow; it is never held across anything that can allocate or lock (only
- * mmap), and the re-entrancy guard keeps a thread from re-entering it.
+ * mmap), and the re-entrancy guard keeps a thread from re-entering it. A
+ * signal handler that interrupts this thread's miss path (nested.c) only
+ * looks up: a new stack gets stack 0 instead of waiting for a lock its own
+ * thread may hold.
  *
  * Tables live in anonymous mmaps. A grown hash table replaces the old one
  * with a release store; the old one stays mapped because lock-free readers
@@ -55,6 +58,9 @@ static struct node_slot *ntab;
 static uint64_t ntab_mask, ntab_used;
 static atomic_flag lock = ATOMIC_FLAG_INIT;
 static int said_full;
+/* This thread is in the miss path (wants or holds the lock): a signal
+ * handler that interrupted it must not wait for the lock. */
+static REC_TLS _Atomic int inserting;
 
 static inline uint64_t mum(uint64_t a, uint64_t b)
 {
@@ -242,6 +248,8 @@ uint32_t rec_stackid(void *const *ips, unsigned n)
 	if (REC_LIKELY(leaf))
 		return leaf;
 
+	atomic_store_explicit(&inserting, 1, memory_order_relaxed);
+	atomic_signal_fence(memory_order_seq_cst);
 	while (atomic_flag_test_and_set_explicit(&lock, memory_order_acquire))
 		sched_yield();
 	leaf = stk_find(atomic_load_explicit(&stk, memory_order_relaxed), h1, h2);
@@ -254,9 +262,25 @@ uint32_t rec_stackid(void *const *ips, unsigned n)
 			stk_add(h1, h2, leaf);
 	}
 	atomic_flag_clear_explicit(&lock, memory_order_release);
+	atomic_signal_fence(memory_order_seq_cst);
+	atomic_store_explicit(&inserting, 0, memory_order_relaxed);
 	if (!leaf) {
 		atomic_fetch_add_explicit(&rec_s.stacks_unknown, 1, memory_order_relaxed);
 		say_full();
 	}
+	return leaf;
+}
+
+uint32_t rec_stackid_nested(void *const *ips, unsigned n)
+{
+	if (!atomic_load_explicit(&inserting, memory_order_relaxed))
+		return rec_stackid(ips, n);
+	if (n == 0)
+		return 0;
+	uint64_t h1, h2;
+	hash128(ips, n, &h1, &h2);
+	uint32_t leaf = stk_find(atomic_load_explicit(&stk, memory_order_acquire), h1, h2);
+	if (!leaf)
+		atomic_fetch_add_explicit(&rec_s.stacks_unknown, 1, memory_order_relaxed);
 	return leaf;
 }

@@ -108,12 +108,12 @@ class Session:
         """Imports the traces of the recorded runs and checks every
         database; returns (Imported, figures summed over the databases).
         A process that exec'd leaves two traces with one pid (NAME.trc, then
-        NAME.trc.1 for the new image, ...), which trace-import refuses to
-        load into one database (processes are keyed by pid; see case
-        exec_dir), so unless `whole` each generation (.trc, .trc.1, ...) is
-        imported into its own database. `killed`: how many processes the
-        programs kill on purpose (each leaves its .ring; the others must
-        not)."""
+        NAME.trc.1 for the new image, ...); unless `whole` each generation
+        (.trc, .trc.1, ...) is imported into its own database, so each
+        database holds one image per pid (trace-import keys a later image
+        pid + 10000000 n when they go in together: case exec_dir).
+        `killed`: how many processes the programs kill on purpose (each
+        leaves its .ring; the others must not)."""
         files = sorted(os.listdir(self.traces))
         rings = [f for f in files if f.endswith(".ring")]
         assert len(rings) == killed, "%d processes killed, .ring files left: %s" % (killed, rings)
@@ -277,7 +277,8 @@ print("threads", N)
 
 
 def case_many_threads(d):
-    # more threads alive at once than the recorder has staging rings (256)
+    # more threads alive at once than the recorder has staging rings (256
+    # kept by threads, then 16 lent per call)
     script = os.path.join(d, "many.py")
     with open(script, "w") as f:
         f.write(MANY % 300)
