@@ -183,11 +183,14 @@ static int write_process(struct imp_db *db, const struct imp_trace *tr,
 	char *real = realpath(tr->path, NULL);
 	int rc;
 
+	/* a bounded trace starts where its replay is exact */
+	uint64_t t_start = tr->keyed ? tr->window + tr->shift : tr->shift;
+
 	if (ps->t_end > t_end)
 		t_end = ps->t_end;
 	rc = imp_db_insert(db, "INSERT INTO processes VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
 			   "uutttuuuuuuuu", (uint64_t)tr->pid, (uint64_t)h->ppid,
-			   h->exe, h->cmdline, real ? real : tr->path, tr->shift,
+			   h->exe, h->cmdline, real ? real : tr->path, t_start,
 			   t_end, sample_period(tr), ps->peak_t, ps->peak_bytes,
 			   ps->peak_objects, tr->lost, tr->recovered);
 	free(real);

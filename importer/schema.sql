@@ -160,8 +160,9 @@ CREATE TABLE checkpoints(
 -- same pid (a program the process exec'd, or a pid used again) is a process
 -- of its own keyed pid + 10000000 * n, n = 1, 2, ... in order of start, and
 -- the pid of every other table follows. t_start = the process's trace start
--- on the common axis (its t0_mono_ns - meta.t0_mono_ns); t_end = its END
--- record, else its last event.
+-- on the common axis (its t0_mono_ns - meta.t0_mono_ns; a bounded trace
+-- that wrapped: where its replay from a keyframe is exact, see
+-- meta.window_start_ns); t_end = its END record, else its last event.
 -- peak_t is the time of the allocation that first reached peak_bytes
 -- (peak_objects = live objects right after it).
 --

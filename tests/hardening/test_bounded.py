@@ -69,9 +69,13 @@ def largest_segment(path):
         i += 1
 
 
+def window_of(c):
+    return hardtest.meta(c, "window_start_ns")
+
+
 def check_window(db, min_marks):
     c = hardtest.connect(db)
-    window = hardtest.meta(c, "window_start_ns")
+    window = window_of(c)
     assert window and window > 0, "no window start in meta: the import did not use a keyframe"
     marks = [(t, l) for t, l in c.execute("SELECT t, label FROM marks WHERE label LIKE 'round-%' "
                                          "ORDER BY t")]
@@ -102,6 +106,9 @@ def case_exact(d):
     hardtest.trace_import([trace], db)
     c = check_window(db, 20)
     assert per_site(db, ["--at", "end"]) == dict.fromkeys(SITES, (0, 0))
+    # before the window: refused, not a partial answer
+    early = hrtest.run([hrtest.TRACE_SNAP, db, "--at", "%dns" % (window_of(c) - 1)], check=False)
+    assert early.returncode != 0 and "outside the trace" in early.stderr, early
     hardtest.consistency(c)
 
 

@@ -431,6 +431,7 @@ def case_bounded(d):
     assert c.execute("SELECT COUNT(*), MIN(t_alloc) FROM allocations WHERE size = 16"
                      " AND t_free = t_alloc + 1").fetchone() == (20, 1000)
     assert (meta(c, "window_start_ns"), meta(c, "peak_bytes"), meta(c, "peak_t")) == (400, 400, 400)
+    assert one(c, "SELECT t_start FROM processes") == 400
     assert (meta(c, "unmatched_frees"), meta(c, "missed_frees")) == (0, 0)
     check_invariants(c)
     # a ring so small that no keyframe survives whole: refused, nothing written
