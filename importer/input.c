@@ -2,11 +2,12 @@
  * input.c - pass 1 over one trace: checks the header, indexes every segment
  * by stream (offset, time range, first seq, count) without decompressing
  * event segments, and loads the meta stream (stack nodes, threads, modules,
- * marks, lost counts, END) whole.
+ * marks, lost counts, END, and a wrapped bounded trace's keyframe) whole.
  *
- * It must never hold event records: memory here is proportional to the
- * number of segments and stacks, never to the number of events. Damage after
- * the header is not an error: the scan stops there and says where.
+ * It must never hold the event records of segments: memory here is
+ * proportional to the number of segments, stacks and the one keyframe's
+ * live set, never to the number of events. Damage after the header is not
+ * an error: the scan stops there and says where.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -140,6 +141,9 @@ static int add_key(struct imp_trace *tr, const struct tf_record *r)
 		tr->window = r->t;
 		return 0;
 	}
+	if (r->kind == TF_KEYFRAME ? r->sub != TF_KEY_CUT :
+	    r->sub != TF_ALLOC && r->sub != TF_FREE)
+		return 0;          /* of a newer version */
 	struct imp_stream *s = imp_trace_stream(tr, r->stream, r->tid);
 
 	if (!s)

@@ -9,6 +9,10 @@
  * decoder), so memory is bounded by the overlapping segments, never by the
  * trace length. It must never reorder the events of one stream: the heap
  * compares stream heads only.
+ *
+ * A stream of a bounded trace replayed from a keyframe reads the keyframe's
+ * events first (its pre list, in time order), then its own records from
+ * the keyframe's cut on (min_seq): those before it are in the keyframe.
  */
 #include <stdio.h>
 #include <stdlib.h>

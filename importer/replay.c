@@ -359,10 +359,12 @@ static void note_high(struct proc *p, uint64_t t)
 	}
 }
 
-/* Events before a keyframe's window happen at its start (see struct proc). */
+/* Events before a keyframe's window happen at its start (see struct proc);
+ * those at its very start are part of the settling too (the keyframe may
+ * hold a free of that instant). */
 static void clamp_to_window(struct proc *p, struct imp_ev *ev)
 {
-	if (ev->t < p->window) {
+	if (ev->t <= p->window && p->window) {
 		ev->t = p->window;
 		p->settling = true;
 	} else if (p->settling) {

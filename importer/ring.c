@@ -94,6 +94,8 @@ static int take_ring(struct imp_trace *tr, const struct tf_ring *rg,
 		return -1;
 	if (trace_next_seq(tr, s, dec, &from))
 		return -1;
+	if (from < s->cut)
+		from = s->cut;     /* a bounded trace: the keyframe has the rest */
 	/* tail > from: the recorder took [from, tail) out of the ring, yet
 	 * the trace lacks them (its writes failed: disk full; or the trace is
 	 * damaged). Their slots still hold them unless the thread wrapped

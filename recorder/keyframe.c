@@ -7,9 +7,13 @@
  * last keyframe at their end); END with the time from which a replay that
  * starts here is exact.
  *
- * The writer calls it between rounds, right after two rounds that drained
- * every ring, with the keymap's older frees forgotten in between. Writer
- * thread only.
+ * The writer schedules it (writer.c keyframe_step): it calls
+ * rec_keyframe_write once every ring is drained to a snapshot of its head
+ * and the keymap's older frees are forgotten.
+ *
+ * Writer thread only; must never be called from an allocation hook (it
+ * maps memory) or write a record the importer could take for a cut that
+ * is not one.
  */
 #include "rec_internal.h"
 
@@ -25,6 +29,7 @@ struct released {                       /* a stream drained to its end */
 static struct released *rel;            /* since the last keyframe */
 static size_t nrel, caprel;
 static uint32_t keyframes;
+static int untracked;                   /* an ended stream could not be noted */
 
 int rec_keyframe_init(void)
 {
@@ -33,6 +38,7 @@ int rec_keyframe_init(void)
 	caprel = RELEASED_MIN;
 	nrel = 0;
 	keyframes = 0;
+	untracked = 0;
 	rel = mmap(NULL, caprel * sizeof *rel, PROT_READ | PROT_WRITE,
 		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (rel == MAP_FAILED) {
@@ -42,13 +48,28 @@ int rec_keyframe_init(void)
 	return rec_keymap_init();
 }
 
+/* A stream on lent rings is released after each call: one entry per
+ * stream is enough (its latest end), found among the last few. */
+#define RELEASED_LOOKBACK 64
+
 void rec_keyframe_released(uint32_t stream, uint32_t tid, uint64_t seq)
 {
+	for (size_t i = nrel, k = 0; i-- > 0 && k < RELEASED_LOOKBACK; k++)
+		if (rel[i].stream == stream) {
+			rel[i].seq = seq;
+			return;
+		}
 	if (nrel == caprel) {
 		void *p = mremap(rel, caprel * sizeof *rel, 2 * caprel * sizeof *rel, MREMAP_MAYMOVE);
-		if (p == MAP_FAILED)
-			return; /* its surviving events would replay twice: rare, and said by the
-				   importer's missed-free count */
+		if (p == MAP_FAILED) {
+			/* without its cut, the stream's surviving records would
+			 * replay over the keyframe's: no more keyframes */
+			if (!untracked)
+				rec_say("bounded recording: no memory to track ended threads", "",
+					"; no more keyframes (the trace may not import once it wraps)");
+			untracked = 1;
+			return;
+		}
 		rel = p;
 		caprel *= 2;
 	}
@@ -64,6 +85,8 @@ static void cut(uint32_t id, uint32_t stream, uint32_t tid, uint64_t seq)
 
 void rec_keyframe_write(uint32_t nodes, uint32_t modules)
 {
+	if (untracked)
+		return;
 	uint32_t id = ++keyframes;
 	struct tf_record r = { .kind = TF_KEYFRAME, .sub = TF_KEY_BEGIN, .id = id };
 	rec_writer_meta(&r);

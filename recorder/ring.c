@@ -224,7 +224,6 @@ static int borrow(void)
 	return i < 0 ? -1 : i;
 }
 
-/* No ring of its own: the events go through a lent ring (see the top). */
 /* Past its exit: waits until the writer drained and released the thread's
  * own ring (it then holds another stream, or none), so that the stream's
  * events reach the trace in order. 0 if recording stopped meanwhile. */
@@ -246,6 +245,7 @@ static int retire(void)
 	return rec_on();
 }
 
+/* No ring of its own: the events go through a lent ring (see the top). */
 static void lend(const struct tf_event *ev, unsigned n)
 {
 	if (me.retired && !retire()) {

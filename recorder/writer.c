@@ -260,6 +260,8 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 	int held = mode == NORMAL && key_pending && a->key_stream == r->stream;
 	uint32_t cap = rec_s.rf->ring_events;
 	const struct tf_event *ev = (const struct tf_event *)(r + 1);
+	if (held && tail >= a->key_b)
+		held = 0;               /* a flush (SYNC round) drained it past b */
 	if (held && head > a->key_b)
 		head = a->key_b;        /* a pending keyframe's cut: not past it yet */
 	if (mode == NORMAL && state != TF_RING_CLOSED && head - tail < DRAIN_MIN &&
@@ -370,7 +372,9 @@ int rec_writer_failed(void)
 	return failed;
 }
 
-/* Reads the head of every live ring into a (0) or b (1). */
+/* Reads the head of every live ring into a (0) or b (1). Every ring live
+ * at the second read gets a b, also one claimed since the first: reached()
+ * waits for all of them. */
 static void snapshot(int second)
 {
 	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
@@ -382,11 +386,13 @@ static void snapshot(int second)
 			continue;
 		}
 		uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-		if (!second) {
+		if (!second || a->key_stream != r->stream) {
+			/* second pass: a stream that began since the first has
+			 * nothing in the old epoch beyond what is drained */
 			a->key_stream = r->stream;
-			a->key_a = head;
+			a->key_a = second ? atomic_load_explicit(&r->tail, memory_order_relaxed) : head;
 		}
-		a->key_b = a->key_stream == r->stream ? head : a->key_a;
+		a->key_b = head;
 	}
 }
 

@@ -300,29 +300,41 @@ static uint64_t resync(struct tf_reader *r, uint64_t at, uint32_t lap, uint32_t 
 
 /* Lists a bounded trace's segments oldest first: the current lap runs from
  * the first segment to where its chain breaks; the previous lap's survivors
- * follow from the next intact header of that lap. A current-lap segment
- * torn at the start of the ring (killed just after wrapping) is skipped. */
+ * are the run of its intact segments that reaches the end of file (a break
+ * in that lap only means less of it survived). A current-lap segment torn
+ * at the start of the ring (killed just after wrapping) is skipped; an
+ * intact current-lap segment after the break means damage there, reported
+ * once the segments before it are read. */
 static int index_ring(struct tf_reader *r, struct tf_error *err)
 {
 	struct tf_segment_info si;
-	uint32_t lap = 0, old_lap = 0;
+	uint32_t lap = 0, found = 0;
 	size_t cap = 0, cur;
-	uint64_t start = r->pos, end = start, old;
+	uint64_t start = r->pos, end = start, old = r->size, next;
 
 	if (start < r->size && seg_header(r, start, &si, &lap, NULL) != TF_OK) {
-		old = resync(r, start, 0, &old_lap);
-		lap = old_lap >= 2 ? old_lap + 1 : 0;
+		old = resync(r, start, 0, &found);
+		lap = old < r->size ? found + 1 : 0;
 	} else if (lap >= 2) {
 		end = chain(r, start, lap, &cap);
-		old = resync(r, end, lap - 1, &old_lap);
+		if (end == UINT64_MAX)
+			return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
+		old = resync(r, end, lap - 1, &found);
 	}
 	if (lap <= 1) {                    /* never wrapped: one chain */
 		r->end = lap ? chain(r, start, 1, &cap) : start;
 		return r->end == UINT64_MAX ? tf_fail(err, TF_E_NOMEM, 0, "out of memory") : TF_OK;
 	}
 	cur = r->norder;
-	if (end == UINT64_MAX || chain(r, old, lap - 1, &cap) == UINT64_MAX)
-		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
+	for (;;) {
+		r->norder = cur;
+		next = chain(r, old, lap - 1, &cap);
+		if (next == UINT64_MAX)
+			return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
+		if (next >= r->size)
+			break;
+		old = resync(r, next + 1, lap - 1, &found);
+	}
 	/* rotate: the previous lap first */
 	uint64_t *tmp = malloc((cur ? cur : 1) * sizeof *tmp);
 	if (!tmp)
@@ -332,7 +344,7 @@ static int index_ring(struct tf_reader *r, struct tf_error *err)
 	memcpy(r->order + r->norder - cur, tmp, cur * sizeof *tmp);
 	free(tmp);
 	r->wrapped = 1;
-	r->end = r->size;
+	r->end = end > start && resync(r, end, lap, &found) < r->size ? end : r->size;
 	return TF_OK;
 }
 
@@ -350,12 +362,14 @@ int tf_reader_next_segment(struct tf_reader *r, struct tf_segment_info *si,
 		if (r->next < r->norder)
 			return seg_header(r, r->order[r->next++], si, &lap, err);
 		/* A ring that never wrapped ends like any trace: cleanly at
-		 * the end of file, or at a torn segment, reported here. */
+		 * the end of file, or at a torn segment, reported here; one
+		 * that did, at the end of its newest lap, or at damage in it. */
 		if (r->end >= r->size)
 			return TF_DONE;
 		int rc = seg_header(r, r->end, si, &lap, err);
 		return rc ? rc : tf_fail(err, TF_E_CORRUPT, r->end,
-					 "segment of another lap in a ring that never wrapped");
+					 "segment of lap %u where the ring's newest lap goes on",
+					 (uint64_t)lap);
 	}
 	if (r->pos == r->size)
 		return TF_DONE;

@@ -2,7 +2,7 @@
  * hr_bounded.c - a program whose live set is known exactly at every mark,
  * run for far longer than a bounded trace holds (test_bounded.py).
  *
- *   hr_bounded ROUNDS [progress]
+ *   hr_bounded ROUNDS [progress | flush]
  *
  * At start, call_keep allocates KEEP blocks of 1000 + i bytes, freed only
  * at the very end: the surviving window must still know them (keyframes).
@@ -15,13 +15,16 @@
  * through dlsym); all meet again. So at "round-N" exactly the keep set and
  * the hold sets of round N are live from these call sites. Prints
  * "rounds N" at the end (with "progress": "round N" after each mark, for a
- * test that kills it mid-run); exits 0.
+ * test that kills it mid-run; with "flush": main calls rec_flush
+ * FLUSHES times in each round while the workers churn, so flushes meet
+ * pending keyframes); exits 0.
  */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define WORKERS 3
 #define KEEP 100
@@ -29,6 +32,7 @@
 #define OPS 10000                /* per worker per round */
 #define INBOX 4096
 #define HOLD_MAX 16
+#define FLUSHES 3                /* rec_flush calls per round in "flush" mode */
 
 static pthread_barrier_t done_churn, held, marked;
 static int rounds;
@@ -123,8 +127,12 @@ static void *work(void *arg)
 int main(int argc, char **argv)
 {
 	rounds = argc > 1 ? atoi(argv[1]) : 40;
-	int progress = argc > 2;
+	int progress = argc > 2 && !strcmp(argv[2], "progress");
+	int flushing = argc > 2 && !strcmp(argv[2], "flush");
 	int (*mark)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "rec_mark");
+	int (*flush)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "rec_flush");
+	if (flushing && !flush)
+		return 1;
 	static void *keep[KEEP];
 	for (int i = 0; i < KEEP; i++)
 		keep[i] = call_keep((size_t)(1000 + i));
@@ -149,6 +157,9 @@ int main(int argc, char **argv)
 			fflush(stdout);
 		}
 		pthread_barrier_wait(&marked);
+		for (int i = 0; flushing && i < FLUSHES; i++)
+			if (flush() != 0)
+				return 1;
 	}
 	for (int k = 0; k < WORKERS; k++)
 		pthread_join(t[k], NULL);

@@ -12,6 +12,12 @@ CASE:
   killed  the same, SIGKILLed in the middle of a round once the ring has
           wrapped: the trace with its .ring imports, and every mark in the
           window is exact.
+  flushed the exact case with rec_flush called during every round (a
+          flush drains every ring, also past a pending keyframe's snapshot):
+          it finishes, and every mark in the window is exact.
+  idle    hr_idle.c: a thread quiet while the ring wraps many times, whose
+          one allocation after that is only in the .ring when the process
+          is SIGKILLed: it is imported (live at the end), nothing lost.
 """
 import os
 import signal
@@ -131,6 +137,36 @@ def case_killed(d):
     assert os.path.getsize(trace) <= MAX_SIZE + largest_segment(trace)
     hardtest.trace_import([trace], db, ok=(0, 2))
     c = check_window(db, 10)
+    hardtest.consistency(c)
+
+
+def case_flushed(d):
+    prog = hardtest.prog("hr_bounded")
+    hardtest.need(prog, hrtest.TRACE_SNAP)
+    trace, db = os.path.join(d, "f.trc"), os.path.join(d, "f.db")
+    p = subprocess.run([prog, str(ROUNDS), "flush"], env=hardtest.rec_env(trace, REC_MAX_SIZE="4M"),
+                       capture_output=True, timeout=240)
+    assert p.returncode == 0 and p.stdout == b"rounds %d\n" % ROUNDS and not p.stderr, p
+    hardtest.trace_import([trace], db)
+    c = check_window(db, 20)
+    hardtest.consistency(c)
+
+
+def case_idle(d):
+    prog = hardtest.prog("hr_idle")
+    hardtest.need(prog)
+    trace, db = os.path.join(d, "i.trc"), os.path.join(d, "i.db")
+    p = subprocess.run([prog], env=hardtest.rec_env(trace, REC_MAX_SIZE="4M"),
+                       capture_output=True, timeout=240)
+    assert p.returncode == -signal.SIGKILL and not p.stderr, p
+    assert hrtest.summary(trace)["wrapped"] == 1
+    hardtest.trace_import([trace], db, ok=(0, 2))
+    c = hardtest.connect(db)
+    last = c.execute("SELECT COUNT(*), SUM(t_free IS NULL) FROM allocations "
+                     "WHERE size = 777777").fetchone()
+    print("quiet thread's last allocation: %s; lost %s, recovered %s" % (
+        last, hardtest.meta(c, "lost_events"), hardtest.meta(c, "recovered_events")))
+    assert last == (1, 1), "the quiet thread's allocation after the wraps is missing"
     hardtest.consistency(c)
 
 

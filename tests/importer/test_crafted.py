@@ -8,6 +8,7 @@ usage: test_crafted.py CASE   (one of the functions named case_*)"""
 import os
 import shutil
 import stat
+import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -434,6 +435,25 @@ def case_bounded(d):
     assert one(c, "SELECT t_start FROM processes") == 400
     assert (meta(c, "unmatched_frees"), meta(c, "missed_frees")) == (0, 0)
     check_invariants(c)
+    # the keyframe's free at the very instant of its END: still before the window
+    at_end = mktrace(os.path.join(d, "e.trc"),
+                     BOUNDED.replace("kev 1 f 30 1 1000 2000", "kev 1 f 400 1 1000 2000"))
+    trace_import(["-q", at_end, os.path.join(d, "e.db")])
+    assert meta(connect(os.path.join(d, "e.db")), "unmatched_frees") == 0
+    # damage in the newest lap, with newer segments after it: reported, not
+    # taken for the end of the lap
+    with open(trc, "rb") as f:
+        data = bytearray(f.read())
+    offs = [struct.unpack_from("<I", data, 12)[0]]   # segment offsets
+    while offs[-1] + 56 <= len(data) and struct.unpack_from("<I", data, offs[-1])[0] == 0x47535248:
+        offs.append(offs[-1] + 56 + struct.unpack_from("<I", data, offs[-1] + 44)[0])
+    bad_at = offs[-3]                         # the newest lap's next to last
+    data[bad_at + 52] ^= 0xff                 # its header's crc
+    bad = os.path.join(d, "bad.trc")
+    with open(bad, "wb") as f:
+        f.write(data)
+    p = trace_import(["-q", bad, os.path.join(d, "bad.db")], expect=None)
+    assert p.returncode == 2 and "byte %d:" % bad_at in p.stderr, (p.returncode, p.stderr)
     # a ring so small that no keyframe survives whole: refused, nothing written
     small = mktrace(os.path.join(d, "s.trc"), BOUNDED.replace("bound 1600", "bound 1024"))
     p = trace_import([small, os.path.join(d, "s.db")], expect=1)
