@@ -34,7 +34,9 @@
  * recorded) and all signals blocked (the program's handlers never run on it).
  * If writing fails (disk full, file size limit) or the trace was removed,
  * it says so (once per session: rec_say_trouble), and keeps draining
- * without writing so that no application thread waits forever. Any signal
+ * without writing so that no application thread waits forever. Removal is
+ * checked before every write, not only once per round (check_fd): nothing
+ * published after the removal goes into the trace. Any signal
  * a failed write raises (SIGXFSZ) stays pending on this thread, unseen.
  *
  * Must never: take a lock an application thread may hold while allocating.
@@ -101,6 +103,8 @@ void rec_writer_kick(void)
 	syscall(SYS_futex, &kick, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
+static int check_fd(void);
+
 static void check(int status, const struct tf_error *err)
 {
 	if (status == TF_OK || failed)
@@ -129,7 +133,7 @@ void rec_writer_mark(uint64_t t, const char *label)
 static void flush_meta(void)
 {
 	struct tf_error err;
-	if (!failed)
+	if (check_fd())
 		check(tf_writer_flush(w, &err), &err);
 	meta_dirty = 0;
 	mark_dirty = 0;
@@ -283,7 +287,7 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 			n++;
 		}
 		struct tf_error err;
-		if (!failed)
+		if (check_fd())  /* after the copy: see check_fd */
 			check(tf_write_events(w, r->stream, r->tid, tail, scratch, n, &err), &err);
 		if (rec_s.max_size)
 			rec_keymap_apply(r->stream, r->tid, scratch, n, !held || tail >= a->key_a);
@@ -340,23 +344,41 @@ static void stats(void)
 	rec_writer_mark(rec_now(), label);
 }
 
-/* Before writing a round: is the trace's descriptor still ours, and the
- * trace still in a directory? */
-static void check_fd(void)
+/* Before every write: is the trace's descriptor still ours, and the trace
+ * still in a directory? 1 if writing may go on; 0 once it may not (said,
+ * and the writer then drains without writing).
+ *
+ * Checked at the start of each round (so a removal is said even when there
+ * is nothing to write) and again just before each write, after the events
+ * were copied out of their ring: whatever goes into the trace was then
+ * published before the check saw the trace still linked, i.e. before the
+ * removal. A check once per round is not enough: a round can last long (a
+ * busy or descheduled writer draining big rings one after the other), and
+ * the rings it reaches late may hold events published after the removal,
+ * by threads started since (in a ring another thread released); the next
+ * round, seeing the removal, then drops older events still queued in the
+ * rings it had drained early (a thread that ended before the removal).
+ * The trace would hold a new thread's allocation of an address whose
+ * earlier free it lacks (glibc hands an exited thread's arena to the next
+ * thread), which no reader can pair. The same check keeps a round from
+ * writing into a descriptor the program closed or replaced meanwhile. */
+static int check_fd(void)
 {
 	struct stat st;
 	if (failed)
-		return;
-	if (!rec_fd_ok(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino)) {
+		return 0;
+	if (fstat(rec_s.trace_fd, &st) < 0 || st.st_dev != rec_s.trace_dev ||
+	    st.st_ino != rec_s.trace_ino) {
 		failed = 1;
 		rec_say_trouble("the program closed or replaced the descriptor of ",
 				rec_s.trace_path, "; recording stopped");
-	} else if (fstat(rec_s.trace_fd, &st) == 0 && st.st_nlink == 0) {
+	} else if (st.st_nlink == 0) {
 		/* removed (its directory too, maybe): writing on would only
 		 * take disk space nobody can see until the program exits */
 		failed = 1;
 		rec_say_trouble("", rec_s.trace_path, " was removed; recording stopped");
 	}
+	return !failed;
 }
 
 int rec_writer_sync(void)
@@ -470,7 +492,7 @@ static void *writer_main(void *arg)
 	rec_ctl_close();
 	stats();
 	struct tf_error err;
-	if (!failed)
+	if (check_fd())
 		check(tf_writer_close(w, rec_now(), &err), &err);
 	else
 		tf_writer_abandon(w);
