@@ -17,7 +17,6 @@
  */
 #include "rec_internal.h"
 
-#include <sys/mman.h>
 
 struct released {                       /* a stream drained to its end */
 	uint32_t stream, tid;
@@ -39,13 +38,8 @@ int rec_keyframe_init(void)
 	nrel = 0;
 	keyframes = 0;
 	untracked = 0;
-	rel = mmap(NULL, caprel * sizeof *rel, PROT_READ | PROT_WRITE,
-		   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (rel == MAP_FAILED) {
-		rel = NULL;
-		return -1;
-	}
-	return rec_keymap_init();
+	rel = rec_map_private(caprel * sizeof *rel);
+	return rel ? rec_keymap_init() : -1;
 }
 
 /* A stream on lent rings is released after each call: one entry per

@@ -20,7 +20,6 @@
  */
 #include "rec_internal.h"
 
-#include <sys/mman.h>
 
 #define KEYMAP_MIN_SLOTS (1u << 16)     /* first table: 2.5 MiB */
 
@@ -35,13 +34,6 @@ static size_t slot_of(uint64_t addr, size_t c)
 	return (size_t)(((addr >> 4) * 0x9E3779B97F4A7C15ull) >> 32) & (c - 1);
 }
 
-static struct rec_key *map_slots(size_t n)
-{
-	void *p = mmap(NULL, n * sizeof *tab, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
 int rec_keymap_init(void)
 {
 	if (tab)
@@ -51,14 +43,14 @@ int rec_keymap_init(void)
 	t_max = 0;
 	epoch = 0;
 	broken = 0;
-	tab = map_slots(cap);
+	tab = rec_map_private(cap * sizeof *tab);
 	return tab ? 0 : -1;
 }
 
 static int grow(void)
 {
 	size_t ncap = cap * 2;
-	struct rec_key *n = map_slots(ncap);
+	struct rec_key *n = rec_map_private(ncap * sizeof *tab);
 	if (!n)
 		return -1;
 	for (size_t i = 0; i < cap; i++) {

@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/types.h>
 
 #define REC_LIKELY(x) __builtin_expect(!!(x), 1)
@@ -327,6 +328,15 @@ int rec_keyframe_init(void);          /* with the keymap; 0 or -1 */
 void rec_keyframe_released(uint32_t stream, uint32_t tid, uint64_t seq);
 /* Writes one keyframe: trie nodes [1, nodes), modules [0, modules). */
 void rec_keyframe_write(uint32_t nodes, uint32_t modules);
+
+/* Zeroed private memory of the writer's own, outside the program's heap
+ * (never from an allocation hook: mmap may take the kernel's mm lock for
+ * long); NULL if there is none. */
+static inline void *rec_map_private(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
 
 /* ---- keymap.c: bounded recording's live set (writer thread only) --------- */
 struct rec_key {                      /* the latest event of one address */

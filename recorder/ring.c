@@ -176,32 +176,37 @@ static int claim(void)
 	return 0;
 }
 
-/* Waiting for the writer, with signals blocked (see the top). */
-static void wait_begin(sigset_t *old)
-{
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, old);
-}
+/* Waiting for the writer, with signals blocked (see the top) from the
+ * first step until wait_end. */
+struct waiting {
+	int on;
+	sigset_t old;
+};
 
-static void wait_step(void)
+static void wait_step(struct waiting *w)
 {
+	if (!w->on) {
+		sigset_t all;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &w->old);
+		w->on = 1;
+	}
 	struct timespec step = { 0, WAIT_NS };
 	rec_writer_kick();
 	nanosleep(&step, NULL);
 }
 
-static void wait_end(const sigset_t *old)
+static void wait_end(const struct waiting *w)
 {
-	pthread_sigmask(SIG_SETMASK, old, NULL);
+	if (w->on)
+		pthread_sigmask(SIG_SETMASK, &w->old, NULL);
 }
 
 /* A lent ring for this call, once the previous one is drained: its index,
  * or -1 (the trace is closing, or no room: the events are lost). */
 static int borrow(void)
 {
-	int waiting = 0;
-	sigset_t old;
+	struct waiting wt = { 0 };
 	int i = -1;
 	for (;;) {
 		if (me.lent < 0 ||
@@ -214,13 +219,9 @@ static int borrow(void)
 		}
 		if (!rec_on())
 			break;
-		if (!waiting)
-			wait_begin(&old);
-		waiting = 1;
-		wait_step();
+		wait_step(&wt);
 	}
-	if (waiting)
-		wait_end(&old);
+	wait_end(&wt);
 	return i < 0 ? -1 : i;
 }
 
@@ -230,17 +231,11 @@ static int borrow(void)
 static int retire(void)
 {
 	struct tf_ring *r = me.retired;
-	int waiting = 0;
-	sigset_t old;
+	struct waiting wt = { 0 };
 	while (atomic_load_explicit(&r->state, memory_order_acquire) != TF_RING_FREE &&
-	       r->stream == me.stream && rec_on()) {
-		if (!waiting)
-			wait_begin(&old);
-		waiting = 1;
-		wait_step();
-	}
-	if (waiting)
-		wait_end(&old);
+	       r->stream == me.stream && rec_on())
+		wait_step(&wt);
+	wait_end(&wt);
 	me.retired = NULL;
 	return rec_on();
 }
@@ -280,17 +275,16 @@ static void lend(const struct tf_event *ev, unsigned n)
 static int wait_room(struct tf_ring *r, uint64_t head, unsigned n)
 {
 	atomic_fetch_add_explicit(&rec_s.ring_waits, 1, memory_order_relaxed);
-	sigset_t old;
-	wait_begin(&old);
+	struct waiting wt = { 0 };
 	int room = 1;
 	while (head + n - atomic_load_explicit(&r->tail, memory_order_acquire) > me.mask + 1) {
 		if (!rec_on()) {
 			room = 0;
 			break;
 		}
-		wait_step();
+		wait_step(&wt);
 	}
-	wait_end(&old);
+	wait_end(&wt);
 	return room;
 }
 

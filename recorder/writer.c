@@ -509,13 +509,10 @@ int rec_writer_start(struct tf_writer *tw)
 		munmap(scratch, sbytes);
 	if (announced)
 		munmap(announced, abytes);
-	scratch = mmap(NULL, sbytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	announced = mmap(NULL, abytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (scratch == MAP_FAILED || announced == MAP_FAILED) {
-		scratch = NULL;
-		announced = NULL;
-		return -1;
-	}
+	scratch = rec_map_private(sbytes);
+	announced = rec_map_private(abytes);
+	if (!scratch || !announced)
+		return -1;  /* the next start unmaps whichever was mapped */
 	if (rec_s.max_size && rec_keyframe_init() < 0) {
 		rec_say("bounded recording: no memory for the live set", "", "; not recording");
 		return -1;

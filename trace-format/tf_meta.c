@@ -31,6 +31,16 @@ static uint8_t *put_bytes(uint8_t *p, const void *b, size_t n)
 	return p + n;
 }
 
+/* The fields KEYFRAME and KEYEVENT begin with: id, sub, t, stream, tid. */
+static uint8_t *put_key_head(uint8_t *b, const struct tf_record *r)
+{
+	b = tf_put_varint(b, r->id);
+	b = tf_put_varint(b, r->sub);
+	b = tf_put_varint(b, r->t);
+	b = tf_put_varint(b, r->stream);
+	return tf_put_varint(b, r->tid);
+}
+
 int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 		   struct tf_error *err)
 {
@@ -78,19 +88,10 @@ int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 		b = tf_put_varint(b, r->t);
 		break;
 	case TF_KEYFRAME:
-		b = tf_put_varint(b, r->id);
-		b = tf_put_varint(b, r->sub);
-		b = tf_put_varint(b, r->t);
-		b = tf_put_varint(b, r->stream);
-		b = tf_put_varint(b, r->tid);
-		b = tf_put_varint(b, r->count);
+		b = tf_put_varint(put_key_head(b, r), r->count);
 		break;
 	case TF_KEYEVENT:
-		b = tf_put_varint(b, r->id);
-		b = tf_put_varint(b, r->sub);
-		b = tf_put_varint(b, r->t);
-		b = tf_put_varint(b, r->stream);
-		b = tf_put_varint(b, r->tid);
+		b = put_key_head(b, r);
 		b = tf_put_varint(b, r->addr);
 		b = tf_put_varint(b, r->size);
 		b = tf_put_varint(b, r->stack);
@@ -146,6 +147,12 @@ static int get_u8(struct tf_mcur *c, uint8_t *v)
 	return 0;
 }
 
+static int get_key_head(struct tf_mcur *c, struct tf_record *r)
+{
+	return get_u32(c, &r->id) || get_u8(c, &r->sub) || get_u(c, &r->t) ||
+	       get_u32(c, &r->stream) || get_u32(c, &r->tid) ? -1 : 0;
+}
+
 /* Copies a length-prefixed byte string, NUL-terminated, into c->str. */
 static int get_bytes(struct tf_mcur *c, const char **s, uint32_t *n)
 {
@@ -192,13 +199,11 @@ static int body(struct tf_mcur *c, struct tf_record *r)
 		bad = get_u(c, &r->t);
 		break;
 	case TF_KEYFRAME:
-		bad = get_u32(c, &r->id) || get_u8(c, &r->sub) || get_u(c, &r->t) ||
-		      get_u32(c, &r->stream) || get_u32(c, &r->tid) || get_u(c, &r->count);
+		bad = get_key_head(c, r) || get_u(c, &r->count);
 		break;
 	case TF_KEYEVENT:
-		bad = get_u32(c, &r->id) || get_u8(c, &r->sub) || get_u(c, &r->t) ||
-		      get_u32(c, &r->stream) || get_u32(c, &r->tid) || get_u(c, &r->addr) ||
-		      get_u(c, &r->size) || get_u32(c, &r->stack) || get_u8(c, &r->fn);
+		bad = get_key_head(c, r) || get_u(c, &r->addr) || get_u(c, &r->size) ||
+		      get_u32(c, &r->stack) || get_u8(c, &r->fn);
 		break;
 	}           /* other kinds: of a newer version, skipped by length */
 	return bad ? -1 : 0;

@@ -39,15 +39,7 @@ assert c.execute("SELECT sample_period FROM processes").fetchall() == [(P,)]
 
 
 def per_site(metric, at):
-    out = hrtest.run([hrtest.TRACE_SNAP, db] + at + ["--format", "folded",
-                                                     "--metric", metric]).stdout
-    got = dict.fromkeys(SITES, 0)
-    for line in out.splitlines():
-        frames, value = line.rsplit(" ", 1)
-        for name in SITES:
-            if name in frames.split(";"):
-                got[name] += int(value)
-    return got
+    return hrtest.folded_per_function(db, at, SITES, metric)
 
 
 def check(metric, index, per_object):

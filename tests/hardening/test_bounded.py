@@ -45,18 +45,9 @@ def want(n):
 
 
 def per_site(db, at):
-    got = {}
-    for metric in ("inuse_space", "inuse_objects"):
-        out = hrtest.run([hrtest.TRACE_SNAP, db] + at + ["--format", "folded",
-                                                         "--metric", metric]).stdout
-        sums = dict.fromkeys(SITES, 0)
-        for line in out.splitlines():
-            frames, value = line.rsplit(" ", 1)
-            for name in SITES:
-                if name in frames.split(";"):
-                    sums[name] += int(value)
-        got[metric] = sums
-    return {s: (got["inuse_space"][s], got["inuse_objects"][s]) for s in SITES}
+    space = hrtest.folded_per_function(db, at, SITES, "inuse_space")
+    objects = hrtest.folded_per_function(db, at, SITES, "inuse_objects")
+    return {s: (space[s], objects[s]) for s in SITES}
 
 
 def largest_segment(path):

@@ -77,6 +77,11 @@ UNKNOWN_ALLOCS = ("SELECT COUNT(*) FROM allocations a JOIN stacks s ON s.id = a.
                   "JOIN frames f ON f.id = s.frame_id WHERE f.function = '[unknown]'")
 
 
+# The recorder's line when the .ring cannot grow (%s: the trace path, escaped).
+RING_FULL = ("cannot grow %s\\.ring: No space left on device; events of new threads are "
+             "counted as lost, new stacks recorded as unknown")
+
+
 def hr_disk(pause=False):
     exe = hardtest.prog("hr_disk")
     hardtest.need(exe, hrtest.LIBREC, hrtest.TRACE_IMPORT, hrtest.TRACE_DUMP)
@@ -285,15 +290,12 @@ def case_tmpfs_lost(d):
     with Tmpfs(d, TMPFS_LOST) as fs:
         trace = os.path.join(fs, "t.trc")
         rc, out, err = run(hr_disk(), hardtest.rec_env(trace))
-        same_run(ref, rc, out, err, "heapreel: cannot grow %s\\.ring: No space left on "
-                 "device; events of new threads are counted as lost, new stacks "
-                 "recorded as unknown" % re.escape(trace))
+        same_run(ref, rc, out, err, "heapreel: " + RING_FULL % re.escape(trace))
         assert os.listdir(fs) == ["t.trc"], "expected only the trace: %s" % os.listdir(fs)
         s = hrtest.summary(trace)
         assert s["end"] == 1, "the trace did not end cleanly: %s" % s
         # what is missing is what the LOST records count
-        imported = hrtest.summary(trace)["events"]
-        check_prefix(trace, os.path.join(d, "t.db"), clean, lost=clean - imported)
+        check_prefix(trace, os.path.join(d, "t.db"), clean, lost=clean - s["events"])
 
 
 def case_tmpfs(d):
@@ -303,9 +305,8 @@ def case_tmpfs(d):
         trace = os.path.join(fs, "t.trc")
         rc, out, err = run(hr_disk(), hardtest.rec_env(trace))
         same_run(ref, rc, out, err, "heapreel: (cannot write %s: write failed "
-                        "\\(ENOSPC\\); recording stopped|cannot grow %s\\.ring: No space left "
-                        "on device; events of new threads are counted as lost, new stacks "
-                        "recorded as unknown)" % (re.escape(trace), re.escape(trace)))
+                 "\\(ENOSPC\\); recording stopped|%s)" % (re.escape(trace),
+                                                         RING_FULL % re.escape(trace)))
         assert sorted(os.listdir(fs)) == ["t.trc", "t.trc.ring"], os.listdir(fs)
         check_prefix(trace, os.path.join(d, "t.db"), clean)
 

@@ -105,6 +105,19 @@ def run(argv, check=True, **kw):
     return p
 
 
+def folded_per_function(db, args, names, metric):
+    """trace-snap DB ARGS --format folded --metric METRIC, summed per name
+    of `names` over the stacks that hold that function."""
+    out = run([TRACE_SNAP, db] + args + ["--format", "folded", "--metric", metric]).stdout
+    got = dict.fromkeys(names, 0)
+    for line in out.splitlines():
+        frames, value = line.rsplit(" ", 1)
+        for name in names:
+            if name in frames.split(";"):
+                got[name] += int(value)
+    return got
+
+
 def summary(trace):
     """trace-dump --summary as a dict of ints (floats where needed)."""
     out = run([TRACE_DUMP, "--summary", trace]).stdout
