@@ -146,7 +146,13 @@ void rec_sampled_add(uint64_t addr)
 	uint64_t mask = ((uint64_t)1 << SET_LOG) - 1;
 	uint64_t i = h >> (64 - SET_LOG);
 	for (unsigned k = 0; k < MAX_PROBE; k++, i = (i + 1) & mask) {
-		uint64_t v = atomic_load_explicit(&set[i], memory_order_relaxed);
+		/* Probed by a write (an atomic add of 0, one locked xadd; an or
+		 * would compile to a load and a compare-exchange): a read
+		 * of an untouched page would map the shared zero page, and the
+		 * write after it would copy that page and flush every CPU's TLB,
+		 * an interrupt per page on each core, most of sampling's system
+		 * time in a threaded program. */
+		uint64_t v = atomic_fetch_add_explicit(&set[i], 0, memory_order_relaxed);
 		if ((v == 0 || v == TOMB) &&
 		    atomic_compare_exchange_strong_explicit(&set[i], &v, addr, memory_order_release,
 							    memory_order_relaxed)) {

@@ -99,10 +99,13 @@ static void hash128(void *const *ips, unsigned n, uint64_t *h1, uint64_t *h2)
 	*h2 = fmix(b ^ 0x1d8e4e27c47d124full);
 }
 
+/* Populated at once: lookups read the table before inserts write it, and
+ * the first write to a page that a read had mapped to the zero page copies
+ * it and flushes every CPU's TLB (an interrupt for each program thread). */
 static void *map_zero(size_t bytes)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
 

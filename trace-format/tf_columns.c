@@ -15,6 +15,7 @@
  * (tf_colenc_new does, once) and never perform I/O.
  */
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "tf_internal.h"
 
@@ -250,16 +251,31 @@ struct tf_colenc {
 	uint32_t gen;
 };
 
+/* Zeroed memory with every page already in place. The recorder's writer
+ * reads these tables before it writes them; a read of an untouched page
+ * maps the shared zero page, and the first write after it then copies the
+ * page and flushes the TLB of every CPU the traced program runs on (an
+ * interrupt to each of its threads). calloc, or malloc and memset (which
+ * compilers turn into calloc), would leave fresh mmap'd pages untouched. */
+static void *zeroed(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+#define TF_ENC_SLOTS_BYTES (((size_t)2 << TF_HASH_BITS) * sizeof(struct tf_slot))
+
 struct tf_colenc *tf_colenc_new(void)
 {
-	struct tf_colenc *e = calloc(1, sizeof *e);
+	struct tf_colenc *e = zeroed(sizeof *e);
 	if (!e)
 		return NULL;
 	size_t total = 0;
 	for (int c = 1; c < TF_COL_COUNT; c++)
 		total += (size_t)col_per_rec[c] * TF_SEG_RECS;
 	uint64_t *cols = malloc(total * sizeof *cols);
-	e->allocs = calloc((size_t)2 << TF_HASH_BITS, sizeof *e->allocs);
+	e->allocs = zeroed(TF_ENC_SLOTS_BYTES);
 	if (!cols || !e->allocs || model_arrays(&e->m, TF_SEG_RECS) < 0) {
 		free(cols);
 		tf_colenc_free(e);
@@ -279,8 +295,9 @@ void tf_colenc_free(struct tf_colenc *e)
 		return;
 	free(e->val[1]);
 	free(e->m.alloc_addr);
-	free(e->allocs);
-	free(e);
+	if (e->allocs)
+		munmap(e->allocs, TF_ENC_SLOTS_BYTES);
+	munmap(e, sizeof *e);
 }
 
 size_t tf_colenc_bound(size_t nrec)
