@@ -72,7 +72,7 @@ struct alloc_rec {                    /* one allocation, in allocation order */
 };
 
 struct free_rec {                     /* one frees row, in free order */
-	uint64_t t, alloc_id, size;
+	uint64_t alloc_id, size;
 	uint32_t stack, proc;
 };
 
@@ -99,7 +99,7 @@ struct ckpt_index_row {
 struct free_side {
 	uint8_t *buf;
 	size_t n, off;
-	uint64_t prev_t, prev_id;     /* delta bases */
+	uint64_t prev_id;             /* delta base */
 };
 
 struct replay {
@@ -177,12 +177,10 @@ static int put_free(struct replay *r, const struct free_rec *f)
 		}
 	}
 	p = w->buf + w->n;
-	p = imp_put_uv(p, f->t - w->prev_t);
 	p = imp_put_uv(p, imp_zigzag(f->alloc_id - w->prev_id));
 	p = imp_put_uv(p, f->size);
 	p = imp_put_uv(p, f->stack);
 	p = imp_put_uv(p, f->proc);
-	w->prev_t = f->t;
 	w->prev_id = f->alloc_id;
 	w->n = (size_t)(p - w->buf);
 	return 0;
@@ -328,8 +326,7 @@ static int close_block(struct replay *r, struct proc *p, struct imp_live *l,
 {
 	struct stack_state *s = state_of(p, l->stack);
 	struct free_rec f = {
-		.t = t, .alloc_id = l->id, .size = l->size, .stack = l->stack,
-		.proc = p->index,
+		.alloc_id = l->id, .size = l->size, .stack = l->stack, .proc = p->index,
 	};
 
 	r->free_id++;
@@ -504,7 +501,7 @@ static int next_free(void *ctx, int64_t *v, uint32_t *nulls)
 {
 	struct replay *r = ctx;
 	struct free_side *fr = &r->fr;
-	uint64_t x[5];
+	uint64_t x[4];
 	const uint8_t *p;
 
 	(void)nulls;
@@ -517,17 +514,16 @@ static int next_free(void *ctx, int64_t *v, uint32_t *nulls)
 			return 0;
 	}
 	p = fr->buf + fr->off;
-	if (!imp_get_uvs(&p, fr->buf + fr->n, x, 5))
+	if (!imp_get_uvs(&p, fr->buf + fr->n, x, 4))
 		return -1;             /* cannot happen: we encoded it */
 	fr->off = (size_t)(p - fr->buf);
-	if (x[4] >= r->nprocs)
+	if (x[3] >= r->nprocs)
 		return -1;
 	v[0] = 0;
-	v[1] = (int64_t)(fr->prev_t += x[0]);
-	v[2] = (int64_t)(fr->prev_id += imp_unzigzag(x[1]));
+	v[1] = (int64_t)(fr->prev_id += imp_unzigzag(x[0]));
+	v[2] = (int64_t)x[1];
 	v[3] = (int64_t)x[2];
 	v[4] = (int64_t)x[3];
-	v[5] = r->procs[x[4]].pid;
 	return 1;
 }
 
@@ -535,8 +531,8 @@ static void *inserter(void *arg)
 {
 	struct replay *r = arg;
 
-	if (imp_db_bulk(r->db, "INSERT INTO frees SELECT NULL, c1, c2, c3, c4, "
-			"c5 FROM imp_bulk", next_free, r))
+	if (imp_db_bulk(r->db, "INSERT INTO frees SELECT NULL, c1, c2, c3, c4 "
+			"FROM imp_bulk", next_free, r))
 		r->inserter_failed = true;
 	if (r->fr.buf)
 		imp_chan_done(r->chan, r->fr.buf);

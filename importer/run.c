@@ -175,8 +175,9 @@ static uint64_t sample_period(const struct imp_trace *tr)
 	return period;
 }
 
+/* proc: the process's number in frees rows (its trace's index). */
 static int write_process(struct imp_db *db, const struct imp_trace *tr,
-			 const struct imp_proc_stats *ps)
+			 const struct imp_proc_stats *ps, uint64_t proc)
 {
 	const struct tf_header *h = tr->hdr;
 	uint64_t t_end = tr->t_end != IMP_NO_TIME ? tr->t_end + tr->shift : ps->t_end;
@@ -188,11 +189,11 @@ static int write_process(struct imp_db *db, const struct imp_trace *tr,
 
 	if (ps->t_end > t_end)
 		t_end = ps->t_end;
-	rc = imp_db_insert(db, "INSERT INTO processes VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-			   "uutttuuuuuuuu", (uint64_t)tr->pid, (uint64_t)h->ppid,
+	rc = imp_db_insert(db, "INSERT INTO processes VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+			   "uutttuuuuuuuuu", (uint64_t)tr->pid, (uint64_t)h->ppid,
 			   h->exe, h->cmdline, real ? real : tr->path, t_start,
 			   t_end, sample_period(tr), ps->peak_t, ps->peak_bytes,
-			   ps->peak_objects, tr->lost, tr->recovered);
+			   ps->peak_objects, tr->lost, tr->recovered, proc);
 	free(real);
 	if (rc || write_threads(db, tr))
 		return -1;
@@ -225,7 +226,7 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 			window = tr[i].window + tr[i].shift;
 	}
 	const struct meta_kv kv[] = {
-		{ "schema_version", 1 },
+		{ "schema_version", 2 },
 		{ "t0_mono_ns", tr[first].hdr->t0_mono_ns },
 		{ "t0_real_ns", tr[first].hdr->t0_real_ns },
 		{ "duration_ns", o->duration },
@@ -324,7 +325,7 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 	if (imp_replay(db, tr, r->ntr, o, r->ps, &r->tot, e))
 		goto fail;
 	for (size_t i = 0; i < r->ntr; i++) {
-		if (write_process(db, &tr[i], &r->ps[i]))
+		if (write_process(db, &tr[i], &r->ps[i], i))
 			goto dbfail;
 		r->damaged |= tr[i].damaged;
 		r->nthreads += tr[i].nstreams;

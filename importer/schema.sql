@@ -1,6 +1,8 @@
 -- schema.sql - the database trace-import writes and trace-snap / trace-tui read.
 -- It is the contract between importer/ and queries/: tables and columns may be
--- added (bump schema_version if a reader must know), never renamed or removed.
+-- added (bump schema_version if a reader must know), never renamed or removed,
+-- except in frees, the snapshots' own table (version 2 took t_free out of it
+-- and named the process by processes.proc instead of pid).
 -- Documented for users in README.md ("Database schema").
 --
 -- Times are nanoseconds since meta.t0_mono_ns (the earliest process start of
@@ -12,7 +14,7 @@ CREATE TABLE meta(
   key   TEXT PRIMARY KEY,
   value
 ) WITHOUT ROWID;
--- keys: format='heapreel', schema_version=1, complete=1 (written last: a
+-- keys: format='heapreel', schema_version=2, complete=1 (written last: a
 -- database without it is half-written), t0_mono_ns, t0_real_ns, duration_ns,
 -- peak_t, peak_bytes, peak_objects, peak_pid (for the first process; per-process
 -- peaks are in processes), events, allocations, unmatched_frees, lost_events,
@@ -32,7 +34,8 @@ CREATE TABLE processes(
   peak_bytes    INTEGER,
   peak_objects  INTEGER,
   lost_events   INTEGER NOT NULL DEFAULT 0,
-  recovered     INTEGER NOT NULL DEFAULT 0  -- events taken from a leftover .ring
+  recovered     INTEGER NOT NULL DEFAULT 0, -- events taken from a leftover .ring
+  proc          INTEGER NOT NULL            -- 0, 1, ...: the number frees rows name it by
 );
 
 CREATE TABLE threads(
@@ -94,16 +97,19 @@ CREATE TABLE allocations(
                                             --    allocation by that thread in between
 );
 
--- The free side of allocations, in free order: id ascending means t_free
--- non-decreasing. Lets a time window read frees sequentially (an index on
--- allocations.t_free would be built from unsorted data: far too slow).
+-- The free side of allocations, in free order: id ascending means the freed
+-- allocations' t_free non-decreasing. Lets a time window read frees
+-- sequentially (an index on allocations.t_free would be built from unsorted
+-- data: far too slow). It holds what a snapshot sums, and no more: the time is
+-- allocations.t_free of alloc_id (a 6-byte copy per row was a tenth of the
+-- database), the process is its small number processes.proc (0 bytes in a
+-- database of one process) rather than its pid.
 CREATE TABLE frees(
   id       INTEGER PRIMARY KEY,
-  t_free   INTEGER NOT NULL,
   alloc_id INTEGER NOT NULL,         -- allocations.id
   size     INTEGER NOT NULL,
   stack_id INTEGER NOT NULL,
-  pid      INTEGER NOT NULL
+  proc     INTEGER NOT NULL          -- processes.proc
 );
 
 CREATE TABLE marks(
@@ -147,7 +153,7 @@ CREATE TABLE checkpoints(
   PRIMARY KEY(checkpoint_id, stack_id)
 ) WITHOUT ROWID;
 
--- ---- What trace-import guarantees beyond the tables above (schema_version 1) ----
+-- ---- What trace-import guarantees beyond the tables above (schema_version 2) ----
 --
 -- meta, further keys: frees (rows in frees), missed_frees (an address was
 -- allocated again while live: its earlier block is closed at that instant and
@@ -159,7 +165,8 @@ CREATE TABLE checkpoints(
 -- processes: one row per trace. pid is the process id; a later trace of the
 -- same pid (a program the process exec'd, or a pid used again) is a process
 -- of its own keyed pid + 10000000 * n, n = 1, 2, ... in order of start, and
--- the pid of every other table follows. t_start = the process's trace start
+-- the pid of every other table follows. proc numbers the processes 0, 1, ...
+-- in the order trace-import read their traces. t_start = the process's trace start
 -- on the common axis (its t0_mono_ns - meta.t0_mono_ns; a bounded trace
 -- that wrapped: where its replay from a keyframe is exact, see
 -- meta.window_start_ns); t_end = its END record, else its last event.

@@ -155,6 +155,10 @@ static int check_meta(struct q_db *db)
 	if (rc > 0 && ver < 1)
 		rc = q_fail(db, "%s: not a heapreel database (schema_version %lld)", db->path,
 		            (long long)ver);
+	if (rc > 0 && ver < Q_SCHEMA_VERSION)
+		rc = q_fail(db, "%s: written by an older trace-import (schema version %lld; this "
+		            "version reads %d): import the trace again", db->path, (long long)ver,
+		            Q_SCHEMA_VERSION);
 	if (rc > 0 && ((rc = meta(db, s, "complete", &complete, NULL, 0)) == 0 || complete != 1))
 		rc = q_fail(db, "%s: incomplete database (the import did not finish)", db->path);
 	if (rc > 0 && (rc = meta(db, s, "duration_ns", &db->duration, NULL, 0)) == 0)
@@ -189,6 +193,7 @@ static int load_processes(struct q_db *db)
 		p->peak_bytes = sqlite3_column_int64(s, 8);
 		p->peak_objects = sqlite3_column_int64(s, 9);
 		p->lost_events = sqlite3_column_int64(s, 10);
+		p->proc = sqlite3_column_int64(s, 11);
 		if (!p->exe || !p->cmdline)
 			break;
 	}

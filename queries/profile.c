@@ -167,6 +167,7 @@ static int snapshot_into(struct q_db *db, int64_t pid, int64_t t, struct q_profi
 		sqlite3_bind_int64(s, param(s, ":fhi"), ft);
 	}
 	sqlite3_bind_int64(s, param(s, ":pid"), pid);
+	sqlite3_bind_int64(s, param(s, ":proc"), db->procs[i].proc);
 	if (sum_rows(db, s, p, "computing a snapshot"))
 		return -1;
 	compact(p);

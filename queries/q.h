@@ -23,16 +23,16 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* Highest schema_version this library reads. */
-#define Q_SCHEMA_VERSION 1
+/* The schema_version this library reads (older databases: import again). */
+#define Q_SCHEMA_VERSION 2
 
 struct q_db;                                   /* opaque handle */
 
 /* ---- database --------------------------------------------------------- */
 
 /* Opens path read-only and checks that it is a complete heapreel database
- * of a supported schema version (meta.format = 'heapreel', schema_version
- * <= Q_SCHEMA_VERSION, complete = 1). On failure returns NULL and writes
+ * of the schema version this library reads (meta.format = 'heapreel', schema_version
+ * = Q_SCHEMA_VERSION, complete = 1). On failure returns NULL and writes
  * one line naming the file into err (err may be NULL). */
 struct q_db *q_open(const char *path, char *err, size_t errn);
 void q_close(struct q_db *db);
@@ -45,6 +45,7 @@ struct q_process {
 	int64_t sample_period;                 /* 0: every allocation recorded */
 	int64_t peak_t, peak_bytes, peak_objects;   /* raw (sampled) numbers */
 	int64_t lost_events;
+	int64_t proc;                          /* its number in the frees table */
 };
 
 /* All processes, ordered by t_start then pid; owned by db. */

@@ -7,8 +7,9 @@
 --   checkpoint already holds (a free at :t is gone at :t).
 -- :ahi/:fhi are the last alloc/free ids at or before :t (found by rowid
 -- bisection, never beyond the next checkpoint), so both tables are read as
--- short rowid ranges, never scanned whole; the time tests are then always
--- true and only guard against an inconsistent database.
+-- short rowid ranges, never scanned whole; the time test is then always
+-- true and only guards against an inconsistent database. Frees name their
+-- process by :proc (processes.proc), allocations by :pid.
 SELECT stack_id, live_objects, live_bytes, alloc_objects, alloc_bytes
   FROM checkpoints
  WHERE checkpoint_id = :ckpt
@@ -22,5 +23,4 @@ SELECT stack_id,
 UNION ALL
 SELECT stack_id, -1, -size, 0, 0
   FROM frees
- WHERE id > :flo AND id <= :fhi AND t_free <= :t AND alloc_id <= :alo
-   AND pid = :pid;
+ WHERE id > :flo AND id <= :fhi AND alloc_id <= :alo AND proc = :proc;

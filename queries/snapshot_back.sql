@@ -20,4 +20,4 @@ SELECT stack_id,
 UNION ALL
 SELECT stack_id, 1, size, 0, 0
   FROM frees
- WHERE id > :flo AND id <= :fhi AND alloc_id <= :alo AND pid = :pid;
+ WHERE id > :flo AND id <= :fhi AND alloc_id <= :alo AND proc = :proc;

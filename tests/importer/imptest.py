@@ -23,15 +23,18 @@ def check_invariants(c):
     # allocations in t_alloc order, frees in t_free order
     assert one(c, """SELECT COUNT(*) FROM allocations a JOIN allocations b
                      ON b.id = a.id + 1 WHERE b.t_alloc < a.t_alloc""") == 0
-    assert one(c, """SELECT COUNT(*) FROM frees a JOIN frees b
-                     ON b.id = a.id + 1 WHERE b.t_free < a.t_free""") == 0
+    assert one(c, """SELECT COUNT(*) FROM frees f JOIN frees g ON g.id = f.id + 1
+                     JOIN allocations a ON a.id = f.alloc_id
+                     JOIN allocations b ON b.id = g.alloc_id
+                     WHERE b.t_free < a.t_free""") == 0
     # frees <-> allocations.t_free, one to one
     assert one(c, "SELECT COUNT(*) FROM allocations WHERE t_free IS NOT NULL") == \
         one(c, "SELECT COUNT(*) FROM frees")
     assert one(c, """SELECT COUNT(*) FROM frees f JOIN allocations a
-                     ON a.id = f.alloc_id WHERE a.t_free IS NOT f.t_free
+                     ON a.id = f.alloc_id JOIN processes p ON p.proc = f.proc
+                     WHERE a.t_free IS NULL
                      OR a.size != f.size OR a.stack_id != f.stack_id
-                     OR a.pid != f.pid OR a.t_free < a.t_alloc""") == 0
+                     OR a.pid != p.pid OR a.t_free < a.t_alloc""") == 0
     assert one(c, "SELECT COUNT(DISTINCT alloc_id) FROM frees") == \
         one(c, "SELECT COUNT(*) FROM frees")
     assert one(c, "SELECT COUNT(*) FROM allocations") == meta(c, "allocations")

@@ -68,7 +68,9 @@ def case_pairing(d):
         (9, 120, 121, 1000, 1000, 1000, 0x6000, 0, 1),  # temporary
     ]
     assert rows == want, "allocations:\n%s" % "\n".join(map(str, rows))
-    frees = c.execute("SELECT id, t_free, alloc_id, size, pid FROM frees ORDER BY id").fetchall()
+    frees = c.execute("SELECT f.id, a.t_free, f.alloc_id, f.size, p.pid FROM frees f"
+                      " JOIN allocations a ON a.id = f.alloc_id"
+                      " JOIN processes p ON p.proc = f.proc ORDER BY f.id").fetchall()
     assert frees == [(1, 40, 2, 200, 1000), (2, 45, 1, 100, 1000), (3, 60, 4, 10, 1000),
                      (4, 70, 5, 20, 1000), (5, 80, 6, 40, 1000), (6, 110, 7, 64, 1000),
                      (7, 121, 9, 1000, 1000)], frees

@@ -103,10 +103,11 @@ class Fixture:
                         a["pid"], 0x1000 + 16 * i, a["temporary"]))
         frees = sorted((a for a in allocs if a["t_free"] is not None),
                        key=lambda a: (a["t_free"], a["id"]))
+        proc = {pid: k for k, pid in enumerate(sorted(self.procs))}
         for i, a in enumerate(frees, 1):
             a["free_id"] = i
-            db.execute("INSERT INTO frees VALUES(?,?,?,?,?,?)",
-                       (i, a["t_free"], a["id"], a["size"], a["stack"], a["pid"]))
+            db.execute("INSERT INTO frees VALUES(?,?,?,?,?)",
+                       (i, a["id"], a["size"], a["stack"], proc[a["pid"]]))
         for (ip, name, file, line, depth), fid in self.frames.items():
             db.execute("INSERT INTO frames(id,ip,function,file,line,inline_depth) "
                        "VALUES(?,?,?,?,?,?)", (fid, ip, name, file, line, depth))
@@ -116,10 +117,10 @@ class Fixture:
         for pid, p in sorted(self.procs.items()):
             pk = self.peak(pid)
             db.execute("INSERT INTO processes(pid,ppid,exe,cmdline,trace_path,t_start,t_end,"
-                       "sample_period,peak_t,peak_bytes,peak_objects) "
-                       "VALUES(?,1,?,?,?,?,?,?,?,?,?)",
+                       "sample_period,peak_t,peak_bytes,peak_objects,proc) "
+                       "VALUES(?,1,?,?,?,?,?,?,?,?,?,?)",
                        (pid, p.exe, p.exe, "/tmp/x.trc", p.t_start, p.t_end,
-                        p.sample_period, pk[0], max(pk[1], 0), pk[2]))
+                        p.sample_period, pk[0], max(pk[1], 0), pk[2], proc[pid]))
             for t, label in p.marks:
                 db.execute("INSERT INTO marks VALUES(?,?,?)", (pid, t, label))
             for m in p.modules:
@@ -139,7 +140,7 @@ class Fixture:
                 db.execute("INSERT INTO timeline VALUES(?,?,?,?,?,0,0)",
                            (pid, t, sum(v[1] for v in st.values()),
                             sum(v[0] for v in st.values()), sum(v[1] for v in st.values())))
-        meta = {"format": "heapreel", "schema_version": 1, "t0_mono_ns": 0,
+        meta = {"format": "heapreel", "schema_version": 2, "t0_mono_ns": 0,
                 "duration_ns": max(p.t_end for p in self.procs.values()),
                 "checkpoint_interval": 4, "timeline_bucket_ns": BUCKET_NS * 1000}
         meta.update(meta_over or {})

@@ -84,7 +84,10 @@ c.close()
 fails([other, "--peak"], 3, "other.db: not a heapreel database")
 for name, over, complete, text in [
         ("fmt.db", {"format": "other"}, True, "not a heapreel database"),
-        ("new.db", {"schema_version": 2}, True, "written by a newer heapreel (schema version 2"),
+        ("new.db", {"schema_version": 3}, True, "written by a newer heapreel (schema version 3"),
+        ("old.db", {"schema_version": 1}, True,
+         "written by an older trace-import (schema version 1; this version reads 2): "
+         "import the trace again"),
         ("half.db", {}, False, "incomplete database")]:
     path = os.path.join(tmp, name)
     f = fixture.Fixture(path)

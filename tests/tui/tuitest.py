@@ -88,7 +88,7 @@ def build_fixture(path, empty=False):
     allocs = [] if empty else ALLOCS
     frees = sorted((tf, i + 1) for i, (ta, tf, size, st) in enumerate(allocs) if tf is not None)
     meta = {
-        "format": "heapreel", "schema_version": 1, "t0_mono_ns": 1000, "t0_real_ns": 0,
+        "format": "heapreel", "schema_version": 2, "t0_mono_ns": 1000, "t0_real_ns": 0,
         "duration_ns": T_END, "peak_t": PEAK_T if allocs else 0,
         "peak_bytes": PEAK_BYTES if allocs else 0, "peak_objects": PEAK_OBJECTS if allocs else 0,
         "peak_pid": PID, "events": len(allocs) + len(frees), "allocations": len(allocs),
@@ -97,7 +97,8 @@ def build_fixture(path, empty=False):
     }
     db.executemany("INSERT INTO meta VALUES(?,?)", meta.items())
     db.execute("INSERT INTO processes(pid, ppid, exe, cmdline, trace_path, t_start, t_end,"
-               " sample_period, peak_t, peak_bytes, peak_objects) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
+               " sample_period, peak_t, peak_bytes, peak_objects, proc)"
+               " VALUES(?,?,?,?,?,?,?,?,?,?,?,0)",
                (PID, 1, "/opt/fixture/phases", "phases", "run.trc", 0, T_END, 0,
                 meta["peak_t"], meta["peak_bytes"], meta["peak_objects"]))
     db.execute("INSERT INTO threads VALUES(?,?,?,?,?)", (PID, PID, "phases", 0, T_END))
@@ -113,7 +114,7 @@ def build_fixture(path, empty=False):
                    (i + 1, ta, tf, size, st, PID, PID, 0x10000 + 0x1000 * i))
     for j, (tf, aid) in enumerate(frees):
         ta, _, size, st = allocs[aid - 1]
-        db.execute("INSERT INTO frees VALUES(?,?,?,?,?,?)", (j + 1, tf, aid, size, st, PID))
+        db.execute("INSERT INTO frees VALUES(?,?,?,?,?)", (j + 1, aid, size, st, 0))
     if not empty:
         for t, label in MARKS:
             db.execute("INSERT INTO marks VALUES(?,?,?)", (PID, t, label))
