@@ -379,11 +379,14 @@ def bench_bounded(name, argv, tools, work, runs):
 
 def bench_sampling(name, argv, tools, work, runs):
     """Byte sampling: base alternated with a recording at each period of
-    SAMPLE_PERIODS; the median ratio per period and the trace's events."""
+    SAMPLE_PERIODS (base, sampled, base, sampled, ...; the periods' order
+    rotates from round to round, so none always runs right after the largest
+    trace); the median ratio per period and the trace's events."""
     base, sampled, events = [], {p: [] for p in SAMPLE_PERIODS}, {}
     for i in range(runs):
-        base.append(run_variant("base", argv, tools, work, None)[0])
-        for p in SAMPLE_PERIODS:
+        k = i % len(SAMPLE_PERIODS)
+        for p in SAMPLE_PERIODS[k:] + SAMPLE_PERIODS[:k]:
+            base.append(run_variant("base", argv, tools, work, None)[0])
             r, out = run_variant("rec", argv, tools, work, tag_of(name, "sample%d" % p, i),
                                  sample=p)
             sampled[p].append(r)
