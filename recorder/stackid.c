@@ -99,19 +99,9 @@ static void hash128(void *const *ips, unsigned n, uint64_t *h1, uint64_t *h2)
 	*h2 = fmix(b ^ 0x1d8e4e27c47d124full);
 }
 
-/* Populated at once: lookups read the table before inserts write it, and
- * the first write to a page that a read had mapped to the zero page copies
- * it and flushes every CPU's TLB (an interrupt for each program thread). */
-static void *map_zero(size_t bytes)
-{
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
 static struct stk_table *stk_new(uint64_t slots)
 {
-	struct stk_table *t = map_zero(sizeof *t + slots * sizeof(struct stk_slot));
+	struct stk_table *t = rec_map_private(sizeof *t + slots * sizeof(struct stk_slot));
 	if (t)
 		t->mask = slots - 1;
 	return t;
@@ -129,7 +119,7 @@ int rec_stackid_init(int unmap_old)
 	said_full = 0;
 	ntab_mask = NODE_INITIAL_SLOTS - 1;
 	ntab_used = 0;
-	ntab = map_zero(NODE_INITIAL_SLOTS * sizeof *ntab);
+	ntab = rec_map_private(NODE_INITIAL_SLOTS * sizeof *ntab);
 	struct stk_table *t = stk_new(STK_INITIAL_SLOTS);
 	atomic_store(&stk, t);
 	return ntab && t ? 0 : -1;
@@ -189,7 +179,7 @@ static inline uint64_t node_hash(uint32_t parent, uint64_t ip)
 static int ntab_grow(void)
 {
 	uint64_t slots = 2 * (ntab_mask + 1);
-	struct node_slot *g = map_zero(slots * sizeof *g);
+	struct node_slot *g = rec_map_private(slots * sizeof *g);
 	if (!g)
 		return -1;
 	for (uint64_t i = 0; i <= ntab_mask; i++) {
