@@ -5,7 +5,8 @@
  * streams (pass 1); symbols.c turns stack nodes into frames and stacks rows;
  * merge.c merges every event stream by time (pass 2); replay.c pairs
  * allocations with frees (livetab.c) and produces the time-ordered tables,
- * through scratch files (spill.c) and a second thread (chan.c); db.c owns
+ * the two big ones through a second thread (sink.c, chan.c), the others
+ * through scratch files (spill.c); db.c owns
  * the SQLite file, bulk.c feeds its big tables. Only main.c prints;
  * everything else returns -1 and fills a struct imp_err whose message
  * already names the file (and the byte offset where relevant), ready to be
@@ -229,6 +230,35 @@ void imp_chan_done(struct imp_chan *c, uint8_t *buf); /* consumer: reuse it */
 void imp_chan_abort(struct imp_chan *c);  /* consumer: stops reading */
 void imp_chan_free(struct imp_chan *c);   /* both sides finished */
 
+/* ---- sink.c: the allocations and frees rows, inserted by a second thread */
+struct imp_alloc_row {                /* one allocations row */
+	uint64_t t, t_free, addr, size;
+	uint32_t stack, stream;       /* stream: gidx, which gives tid and pid */
+	bool freed, temporary, from_realloc;
+};
+
+struct imp_free_row {                 /* one frees row */
+	uint64_t alloc_id, size;
+	uint32_t stack, proc;
+};
+
+struct imp_sink;
+/* Starts the inserter: until imp_sink_end, it is db's only user. t_last:
+ * no event is later. tid_of and pid_of (by stream gidx) must outlive it. */
+int imp_sink_open(struct imp_sink **s, struct imp_db *db, uint64_t t_last,
+		  const uint32_t *tid_of, const uint32_t *pid_of,
+		  struct imp_err *e);
+/* The next allocation (its id: the previous one's + 1), not yet freed. */
+int imp_sink_alloc(struct imp_sink *s, const struct imp_alloc_row *a);
+/* A frees row, and its allocation's t_free. */
+int imp_sink_free(struct imp_sink *s, const struct imp_free_row *f,
+		  uint64_t t, bool temporary);
+/* After the last event, for every allocation still live. */
+int imp_sink_unfreed(struct imp_sink *s, uint64_t id);
+/* Sends what is left and waits until every row is in. */
+int imp_sink_end(struct imp_sink *s);
+void imp_sink_close(struct imp_sink *s);  /* NULL is fine */
+
 /* ---- spill.c: sequential scratch files, varint records ----------------- */
 #define IMP_SPILL_BUF (1u << 20)      /* scratch buffer, bytes */
 #define IMP_REC_MAX 64                /* longest record: 6 varints of 10 bytes */
@@ -238,14 +268,12 @@ struct imp_spill {
 	uint8_t *buf;
 	size_t n, off;                /* bytes in buf; read position */
 	bool eof;                     /* reading: the rest of the file is in buf */
-	uint64_t prev_t, prev_id;     /* the encoder's delta bases (rewind resets) */
-	uint64_t *prev_addr;          /* per stream */
-	size_t nprev;
+	uint64_t prev_id;             /* the encoder's delta base (rewind resets) */
 };
 
 /* All return -1 with errno set on failure. */
 int imp_scratch_fd(const char *dir);  /* unnamed, 0600, gone when closed */
-int imp_spill_open(struct imp_spill *s, const char *dir, size_t nprev);
+int imp_spill_open(struct imp_spill *s, const char *dir);
 void imp_spill_close(struct imp_spill *s);
 int imp_spill_reserve(struct imp_spill *s); /* room for one record at buf + n */
 int imp_spill_rewind(struct imp_spill *s);  /* done writing: read from the start */
@@ -311,10 +339,7 @@ struct imp_totals {
 	uint64_t checkpoints, checkpoint_rows, clamped;
 };
 
-typedef void imp_progress_fn(void *ctx, int phase, uint64_t done,
-			     uint64_t total);
-#define IMP_PHASE_MERGE 0
-#define IMP_PHASE_ALLOCS 1
+typedef void imp_progress_fn(void *ctx, uint64_t done, uint64_t total);
 
 struct imp_replay_opts {
 	uint64_t duration;            /* common axis: last time + 1 */

@@ -47,8 +47,7 @@ static const char usage_text[] =
 
 struct progress {
 	bool on;
-	int phase;                        /* -1 until the first call */
-	uint64_t t_start, t_last;         /* of the current phase; last redraw */
+	uint64_t t_start, t_last;         /* 0 until the first call; last redraw */
 };
 
 static uint64_t now_ns(void)
@@ -59,7 +58,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static void progress(void *ctx, int phase, uint64_t done, uint64_t total)
+static void progress(void *ctx, uint64_t done, uint64_t total)
 {
 	struct progress *p = ctx;
 	uint64_t t = now_ns();
@@ -69,10 +68,8 @@ static void progress(void *ctx, int phase, uint64_t done, uint64_t total)
 
 	if (!p->on)
 		return;
-	if (phase != p->phase) {           /* rates are per phase */
-		p->phase = phase;
+	if (!p->t_start)
 		p->t_start = t;
-	}
 	if (t - p->t_last < PROGRESS_MIN_NS || t == p->t_start)
 		return;
 	p->t_last = t;
@@ -85,8 +82,7 @@ static void progress(void *ctx, int phase, uint64_t done, uint64_t total)
 	for (i = 0; i < PROGRESS_WIDTH; i++)
 		bar[i] = i < fill ? '#' : '.';
 	bar[PROGRESS_WIDTH] = 0;
-	fprintf(stderr, "\rtrace-import: %s [%s] %3.0f%% %6.2f M/s ETA %.0f s \033[K",
-		phase == IMP_PHASE_MERGE ? "events     " : "allocations",
+	fprintf(stderr, "\rtrace-import: events [%s] %3.0f%% %6.2f M/s ETA %.0f s \033[K",
 		bar, frac * 100, rate / 1e6, eta);
 }
 
@@ -115,7 +111,7 @@ int main(int argc, char **argv)
 	};
 	bool quiet = false;
 	struct imp_run r = { .o.ckpt_interval = CKPT_INTERVAL_DEFAULT };
-	struct progress pg = { .phase = -1 };
+	struct progress pg = {0};
 	struct imp_err e = {{0}};
 	uint64_t started = now_ns();
 	int c, rc = EXIT_UNUSABLE;

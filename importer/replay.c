@@ -2,43 +2,27 @@
  * replay.c - pass 2: applies the merged events in time order, pairing every
  * allocation with its free through a per-process address table (livetab.c),
  * and produces the tables that must come out in time order:
- *   frees        free order: handed through a channel (chan.c) to a second
- *                thread that inserts them while this one goes on;
+ *   allocations, frees: handed to a second thread that inserts them while
+ *                this one goes on (sink.c);
  *   timeline, checkpoint_index, checkpoints: kept (the index and timeline in
  *                memory, checkpoint rows in a scratch file) and inserted
- *                once that thread is done, SQLite being one connection;
- *   allocations  allocation order, with t_free and the temporary flag known
- *                only once the block was freed: records go to a scratch file
- *                and t_free to a slot per allocation (a file mapping), both
- *                read back in order at the end.
+ *                once that thread is done, SQLite being one connection.
  *
- * Memory is the live set (one 32-byte entry per live block), per-stack
+ * Memory is the live set (one 40-byte entry per live block), per-stack
  * counters and fixed buffers: never the trace. It must never reorder
  * events: allocations and frees ids follow the merge's order.
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "imp.h"
 
-#define CHAN_BUFS 8                   /* frees buffers in flight between threads */
 #define PROGRESS_EVERY 65536          /* events between progress calls */
 /* A checkpoint writes one row per stack with state; spacing checkpoints at
  * least this many allocations per row keeps them a small fraction of the
  * database however many stacks a program has. */
 #define CKPT_ALLOCS_PER_ROW 8
-#define TFREE_TEMP (1ull << 63)       /* t_free slot: the "temporary" flag */
-/* The t_free slots are a file mapping: pages of ids older than this many
- * allocations are handed back to the page cache from time to time, so the
- * importer's RSS does not grow with the trace (a late free faults one in). */
-#define TFREE_WINDOW (1u << 22)
-
 struct stack_state {
 	int64_t live_bytes, live_objects;
 	uint64_t alloc_bytes, alloc_objects;
@@ -63,19 +47,8 @@ struct proc {
 	uint32_t index;               /* in procs */
 };
 
-/* Scratch records, varint-encoded (about 10 bytes instead of 40): the
- * scratch files' page-cache traffic was a third of the import's CPU time. */
-struct alloc_rec {                    /* one allocation, in allocation order */
-	uint64_t t, addr, size;
-	uint32_t stack, stream;       /* stream: gidx; gives tid and pid */
-	uint32_t from_realloc;
-};
-
-struct free_rec {                     /* one frees row, in free order */
-	uint64_t alloc_id, size;
-	uint32_t stack, proc;
-};
-
+/* Checkpoint rows wait in a scratch file, varint-encoded (about 10 bytes
+ * instead of 48: scratch files' page-cache traffic costs CPU time). */
 struct ckpt_rec {                     /* one checkpoints row */
 	uint64_t ckpt, stack;
 	int64_t live_bytes, live_objects;
@@ -93,38 +66,23 @@ struct ckpt_index_row {
 	uint32_t pid;
 };
 
-/* The frees rows travel encoded through a channel to the thread that inserts
- * them, while this one goes on replaying (SQLite is one connection: until
- * pass 2 ends, that thread is its only user; the other rows wait). */
-struct free_side {
-	uint8_t *buf;
-	size_t n, off;
-	uint64_t prev_id;             /* delta base */
-};
-
 struct replay {
 	struct imp_db *db;
 	const struct imp_replay_opts *o;
 	struct imp_totals *tot;
 	struct proc *procs;
 	uint32_t *proc_of;            /* by stream gidx: index in procs */
-	uint32_t *tid_of;             /* by stream gidx */
+	uint32_t *tid_of, *pid_of;    /* by stream gidx */
 	size_t nprocs, nstreams;
-	struct imp_spill allocs, ckpts;
-	struct imp_chan *chan;
-	struct free_side fw, fr;      /* writing (this thread), reading (inserter) */
-	pthread_t inserter;
-	bool inserter_on, inserter_failed;
+	struct imp_spill ckpts;
+	struct imp_sink *sink;
 	struct tl_row *tl;
 	size_t ntl, captl;
 	struct ckpt_index_row *ci;
 	size_t nci, capci;
-	int tfree_fd;
-	uint64_t *tfree;              /* index: allocation id */
-	uint64_t tfree_cap;           /* slots mapped */
 	uint64_t now;                 /* time of the last applied event */
 	uint64_t alloc_id, free_id, ckpt_id, since_ckpt;
-	uint64_t read_id;             /* bulk loading: rows produced */
+	uint64_t read_id;             /* checkpoint rows inserted */
 	bool io_failed;               /* a bulk callback failed: e says why */
 	struct imp_err *e;
 };
@@ -140,50 +98,6 @@ static int io_err(struct replay *r, const char *what)
 	imp_errf(r->e, "%s: scratch file in %s: %s: %s", imp_db_path(r->db),
 		 imp_db_dir(r->db), what, strerror(errno));
 	return -1;
-}
-
-static int put_alloc(struct replay *r, const struct alloc_rec *a)
-{
-	struct imp_spill *s = &r->allocs;
-	uint8_t *p;
-
-	if (imp_spill_reserve(s))
-		return io_err(r, "write");
-	p = s->buf + s->n;
-	p = imp_put_uv(p, a->t - s->prev_t);
-	p = imp_put_uv(p, (uint64_t)a->stream << 1 | a->from_realloc);
-	p = imp_put_uv(p, imp_zigzag(a->addr - s->prev_addr[a->stream]));
-	p = imp_put_uv(p, a->size);
-	p = imp_put_uv(p, a->stack);
-	s->prev_t = a->t;
-	s->prev_addr[a->stream] = a->addr;
-	s->n = (size_t)(p - s->buf);
-	return 0;
-}
-
-static int put_free(struct replay *r, const struct free_rec *f)
-{
-	struct free_side *w = &r->fw;
-	uint8_t *p;
-
-	if (w->n + IMP_REC_MAX > IMP_SPILL_BUF) {
-		imp_chan_send(r->chan, w->buf, w->n);
-		w->n = 0;
-		w->buf = imp_chan_buf(r->chan);
-		if (!w->buf) {         /* the inserter stopped: it says why */
-			imp_errf(r->e, "%s: sqlite: %s", imp_db_path(r->db),
-				 "frees insertion stopped");
-			return -1;
-		}
-	}
-	p = w->buf + w->n;
-	p = imp_put_uv(p, imp_zigzag(f->alloc_id - w->prev_id));
-	p = imp_put_uv(p, f->size);
-	p = imp_put_uv(p, f->stack);
-	p = imp_put_uv(p, f->proc);
-	w->prev_id = f->alloc_id;
-	w->n = (size_t)(p - w->buf);
-	return 0;
 }
 
 static int put_ckpt(struct replay *r, const struct ckpt_rec *c)
@@ -211,27 +125,6 @@ static int corrupt(struct replay *r)
 	return io_err(r, "read");
 }
 
-static int get_alloc(struct replay *r, struct alloc_rec *a)
-{
-	struct imp_spill *s = &r->allocs;
-	const uint8_t *p;
-	uint64_t v[5];
-
-	if (imp_spill_fill(s))
-		return io_err(r, "read");
-	p = s->buf + s->off;
-	if (!imp_get_uvs(&p, s->buf + s->n, v, 5) || (v[1] >> 1) >= r->nstreams)
-		return corrupt(r);
-	s->off = (size_t)(p - s->buf);
-	a->t = s->prev_t += v[0];
-	a->stream = (uint32_t)(v[1] >> 1);
-	a->from_realloc = v[1] & 1;
-	a->addr = s->prev_addr[a->stream] += imp_unzigzag(v[2]);
-	a->size = v[3];
-	a->stack = (uint32_t)v[4];
-	return 0;
-}
-
 static int get_ckpt(struct replay *r, struct ckpt_rec *c)
 {
 	struct imp_spill *s = &r->ckpts;
@@ -251,16 +144,6 @@ static int get_ckpt(struct replay *r, struct ckpt_rec *c)
 	c->alloc_bytes = v[4];
 	c->alloc_objects = v[5];
 	return 0;
-}
-
-/* Unmaps (keeping their data in the file) the t_free pages below id. */
-static void release_tfree(struct replay *r, uint64_t id)
-{
-	size_t page = (size_t)sysconf(_SC_PAGESIZE);
-	size_t bytes = (size_t)id * sizeof *r->tfree / page * page;
-
-	if (bytes)
-		madvise(r->tfree, bytes, MADV_DONTNEED);
 }
 
 /* ---- timeline ------------------------------------------------------------ */
@@ -325,14 +208,13 @@ static int close_block(struct replay *r, struct proc *p, struct imp_live *l,
 		       uint64_t t, bool temporary)
 {
 	struct stack_state *s = state_of(p, l->stack);
-	struct free_rec f = {
+	struct imp_free_row f = {
 		.alloc_id = l->id, .size = l->size, .stack = l->stack, .proc = p->index,
 	};
 
 	r->free_id++;
-	if (put_free(r, &f))
+	if (imp_sink_free(r->sink, &f, t, temporary))
 		return -1;
-	r->tfree[l->id] = (t + 1) | (temporary ? TFREE_TEMP : 0);
 	s->live_bytes = wrap_add(s->live_bytes, -l->size);
 	s->live_objects--;
 	p->live_bytes = wrap_add(p->live_bytes, -l->size);
@@ -403,16 +285,11 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 		if (close_block(r, p, l, ev->t, false))
 			return -1;
 	}
-	if (r->alloc_id + 1 >= r->tfree_cap) {
-		imp_errf(r->e, "%s: more allocations than the traces' records",
-			 imp_db_path(r->db));
-		return -1;
-	}
 	struct imp_live n = {
 		.addr = ev->addr, .id = ++r->alloc_id, .size = ev->size,
 		.stack = imp_stack_of(p->tr, ev->stack), .stream = st->gidx,
 	};
-	struct alloc_rec s = {
+	struct imp_alloc_row row = {
 		.t = ev->t, .addr = ev->addr, .size = ev->size, .stack = n.stack,
 		.stream = st->gidx, .from_realloc = ev->from_realloc,
 	};
@@ -422,7 +299,7 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 		imp_errf(r->e, "out of memory (live set of %zu blocks)", p->live.n);
 		return -1;
 	}
-	if (put_alloc(r, &s))
+	if (imp_sink_alloc(r->sink, &row))
 		return -1;
 	st->last_alloc = n.id;
 	if (!ss->alloc_objects)
@@ -439,8 +316,6 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 	p->ps->allocs++;
 	r->tot->allocations++;
 	r->since_ckpt++;
-	if (!(r->alloc_id % TFREE_WINDOW))
-		release_tfree(r, r->alloc_id - TFREE_WINDOW);
 	return 0;
 }
 
@@ -495,52 +370,7 @@ static uint64_t ckpt_due(const struct replay *r, const struct proc *procs,
 	return rows > r->o->ckpt_interval ? rows : r->o->ckpt_interval;
 }
 
-/* ---- the final, sequential passes: frees, then allocations --------------- */
-/* The inserter's source: frees rows, decoded from the channel. */
-static int next_free(void *ctx, int64_t *v, uint32_t *nulls)
-{
-	struct replay *r = ctx;
-	struct free_side *fr = &r->fr;
-	uint64_t x[4];
-	const uint8_t *p;
-
-	(void)nulls;
-	while (fr->off == fr->n) {
-		if (fr->buf)
-			imp_chan_done(r->chan, fr->buf);
-		fr->buf = imp_chan_recv(r->chan, &fr->n);
-		fr->off = 0;
-		if (!fr->buf)
-			return 0;
-	}
-	p = fr->buf + fr->off;
-	if (!imp_get_uvs(&p, fr->buf + fr->n, x, 4))
-		return -1;             /* cannot happen: we encoded it */
-	fr->off = (size_t)(p - fr->buf);
-	if (x[3] >= r->nprocs)
-		return -1;
-	v[0] = 0;
-	v[1] = (int64_t)(fr->prev_id += imp_unzigzag(x[0]));
-	v[2] = (int64_t)x[1];
-	v[3] = (int64_t)x[2];
-	v[4] = (int64_t)x[3];
-	return 1;
-}
-
-static void *inserter(void *arg)
-{
-	struct replay *r = arg;
-
-	if (imp_db_bulk(r->db, "INSERT INTO frees SELECT NULL, c1, c2, c3, c4 "
-			"FROM imp_bulk", next_free, r))
-		r->inserter_failed = true;
-	if (r->fr.buf)
-		imp_chan_done(r->chan, r->fr.buf);
-	r->fr.buf = NULL;
-	imp_chan_abort(r->chan);       /* the replay must not wait for us */
-	return NULL;
-}
-
+/* ---- after pass 2: the rows that waited ---------------------------------- */
 static int next_ckpt(void *ctx, int64_t *v, uint32_t *nulls)
 {
 	struct replay *r = ctx;
@@ -563,57 +393,6 @@ static int next_ckpt(void *ctx, int64_t *v, uint32_t *nulls)
 	return 1;
 }
 
-static int next_alloc(void *ctx, int64_t *v, uint32_t *nulls)
-{
-	struct replay *r = ctx;
-	struct alloc_rec a = {0};
-	uint64_t id, tf;
-
-	if (r->read_id == r->alloc_id)
-		return 0;
-	if (get_alloc(r, &a)) {
-		r->io_failed = true;
-		return -1;
-	}
-	id = ++r->read_id;
-	tf = r->tfree[id];
-	v[0] = (int64_t)id;
-	v[1] = (int64_t)a.t;
-	if (tf)
-		v[2] = (int64_t)((tf & ~TFREE_TEMP) - 1);
-	else
-		*nulls |= 1u << 2;    /* never freed */
-	v[3] = (int64_t)a.size;
-	v[4] = a.stack;
-	v[5] = r->tid_of[a.stream];
-	v[6] = r->procs[r->proc_of[a.stream]].pid;
-	v[7] = (int64_t)a.addr;
-	v[8] = a.from_realloc;
-	v[9] = (tf & TFREE_TEMP) != 0;
-	if (!(id % TFREE_WINDOW))
-		release_tfree(r, id);
-	if (r->o->progress && !(id % PROGRESS_EVERY))
-		r->o->progress(r->o->progress_ctx, IMP_PHASE_ALLOCS, id,
-			       r->alloc_id);
-	return 1;
-}
-
-/* Rows get their ids from SQLite (NULL rowid: an append, no seek; about
- * 1.5x faster than explicit ids), which equal ours because each table is
- * filled once, from empty, in id order. */
-static int bulk(struct replay *r, const char *sql,
-		int (*next)(void *, int64_t *, uint32_t *), uint64_t rows)
-{
-	r->read_id = 0;
-	if (imp_db_bulk(r->db, sql, next, r))
-		return r->io_failed ? -1 : db_err(r);
-	if (rows && imp_db_last_rowid(r->db) != rows) {
-		imp_errf(r->e, "%s: row ids out of step", imp_db_path(r->db));
-		return -1;
-	}
-	return 0;
-}
-
 /* After pass 2, with the inserter gone: everything else, in order. */
 static int write_rows(struct replay *r)
 {
@@ -633,47 +412,37 @@ static int write_rows(struct replay *r)
 				  (uint64_t)c->pid, c->t, c->alloc_id, c->free_id))
 			return db_err(r);
 	}
-	if (imp_spill_rewind(&r->ckpts) || imp_spill_rewind(&r->allocs))
+	if (imp_spill_rewind(&r->ckpts))
 		return io_err(r, "write");
-	if (
-	    bulk(r, "INSERT INTO checkpoints SELECT c0, c1, c2, c3, c4, c5 "
-		 "FROM imp_bulk", next_ckpt, 0) ||
-	    bulk(r, "INSERT INTO allocations SELECT NULL, c1, c2, c3, c4, c5, "
-		 "c6, c7, c8, c9 FROM imp_bulk", next_alloc, r->alloc_id))
-		return -1;
+	r->read_id = 0;
+	if (imp_db_bulk(r->db, "INSERT INTO checkpoints SELECT c0, c1, c2, c3, "
+			"c4, c5 FROM imp_bulk", next_ckpt, r))
+		return r->io_failed ? -1 : db_err(r);
 	return 0;
 }
 
-/* Ends the frees stream and waits for the inserter; -1 if it failed. */
-static int stop_inserter(struct replay *r)
+/* After the last event: the allocations rows still waiting for a free. */
+static int end_sink(struct replay *r)
 {
-	if (!r->inserter_on)
-		return 0;
-	if (r->fw.buf)
-		imp_chan_send(r->chan, r->fw.buf, r->fw.n);
-	r->fw.buf = NULL;
-	imp_chan_close(r->chan);
-	pthread_join(r->inserter, NULL);
-	r->inserter_on = false;
-	if (r->inserter_failed)
-		return db_err(r);
-	if (r->free_id && imp_db_last_rowid(r->db) != r->free_id) {
-		imp_errf(r->e, "%s: row ids out of step", imp_db_path(r->db));
-		return -1;
+	for (size_t i = 0; i < r->nprocs; i++) {
+		const struct imp_livetab *t = &r->procs[i].live;
+
+		for (size_t k = 0; k < t->cap; k++)
+			if (t->tab[k].id && imp_sink_unfreed(r->sink, t->tab[k].id))
+				return -1;
 	}
-	return 0;
+	return imp_sink_end(r->sink);
 }
 
 static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 		 struct imp_proc_stats *ps)
 {
-	uint64_t slots = 1, nstreams = 0;
+	uint64_t nstreams = 0;
 	uint32_t g = 0;
 
 	for (size_t t = 0; t < ntr; t++) {
 		struct proc *p = &r->procs[t];
 
-		slots += tr[t].events;
 		nstreams += tr[t].nstreams;
 		p->tr = &tr[t];
 		p->window = tr[t].keyed ? tr[t].window + tr[t].shift : 0;
@@ -688,41 +457,21 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 	r->nstreams = nstreams;
 	r->proc_of = calloc(nstreams ? nstreams : 1, sizeof *r->proc_of);
 	r->tid_of = calloc(nstreams ? nstreams : 1, sizeof *r->tid_of);
-	if (!r->proc_of || !r->tid_of)
+	r->pid_of = calloc(nstreams ? nstreams : 1, sizeof *r->pid_of);
+	if (!r->proc_of || !r->tid_of || !r->pid_of)
 		goto nomem;
 	for (size_t t = 0; t < ntr; t++)
 		for (size_t s = 0; s < tr[t].nstreams; s++) {
 			tr[t].streams[s].gidx = g;
 			tr[t].streams[s].last_alloc = 0;
 			r->tid_of[g] = tr[t].streams[s].tid;
+			r->pid_of[g] = tr[t].pid;
 			r->proc_of[g++] = (uint32_t)t;
 		}
-	if (imp_spill_open(&r->allocs, imp_db_dir(r->db), nstreams) ||
-	    imp_spill_open(&r->ckpts, imp_db_dir(r->db), 0))
+	if (imp_spill_open(&r->ckpts, imp_db_dir(r->db)))
 		return io_err(r, "create");
-	if (imp_chan_new(&r->chan, CHAN_BUFS, IMP_SPILL_BUF))
-		goto nomem;
-	r->fw.buf = imp_chan_buf(r->chan);
-	if (pthread_create(&r->inserter, NULL, inserter, r)) {
-		imp_errf(r->e, "cannot start a thread: %s", strerror(errno));
+	if (imp_sink_open(&r->sink, r->db, r->o->duration - 1, r->tid_of, r->pid_of, r->e))
 		return -1;
-	}
-	r->inserter_on = true;
-	r->tfree_fd = imp_scratch_fd(imp_db_dir(r->db));
-	if (r->tfree_fd < 0)
-		return io_err(r, "create");
-	/* One slot per possible allocation (each record allocates at most
-	 * once), plus slot 0: a sparse file, so untouched slots cost nothing
-	 * and read as 0 = "never freed". */
-	r->tfree_cap = slots + 1;
-	if (ftruncate(r->tfree_fd, (off_t)(r->tfree_cap * sizeof *r->tfree)))
-		return io_err(r, "size");
-	r->tfree = mmap(NULL, r->tfree_cap * sizeof *r->tfree,
-			PROT_READ | PROT_WRITE, MAP_SHARED, r->tfree_fd, 0);
-	if (r->tfree == MAP_FAILED) {
-		r->tfree = NULL;
-		return io_err(r, "map");
-	}
 	return 0;
 nomem:
 	imp_errf(r->e, "out of memory");
@@ -731,16 +480,10 @@ nomem:
 
 static void teardown(struct replay *r, size_t ntr)
 {
-	if (r->tfree)
-		munmap(r->tfree, r->tfree_cap * sizeof *r->tfree);
-	stop_inserter(r);
-	imp_chan_free(r->chan);
-	imp_spill_close(&r->allocs);
+	imp_sink_close(r->sink);
 	imp_spill_close(&r->ckpts);
 	free(r->tl);
 	free(r->ci);
-	if (r->tfree_fd >= 0)
-		close(r->tfree_fd);
 	for (size_t t = 0; t < ntr; t++) {
 		imp_live_free(&r->procs[t].live);
 		free(r->procs[t].ss);
@@ -748,6 +491,7 @@ static void teardown(struct replay *r, size_t ntr)
 	free(r->procs);
 	free(r->proc_of);
 	free(r->tid_of);
+	free(r->pid_of);
 }
 
 int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
@@ -756,7 +500,7 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 {
 	struct replay r = {
 		.db = db, .o = o, .tot = tot, .e = e,
-		.allocs.fd = -1, .ckpts.fd = -1, .tfree_fd = -1,
+		.ckpts.fd = -1,
 	};
 	struct imp_merge *m = NULL;
 	struct imp_ev ev;
@@ -793,8 +537,8 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 			due = ckpt_due(&r, r.procs, ntr);
 		}
 		if (o->progress && !(imp_merge_records(m) % PROGRESS_EVERY))
-			o->progress(o->progress_ctx, IMP_PHASE_MERGE,
-				    imp_merge_records(m), o->total_events);
+			o->progress(o->progress_ctx, imp_merge_records(m),
+				    o->total_events);
 	}
 	if (got < 0)
 		goto out;
@@ -811,7 +555,7 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 		    bucket_row(&r, p, p->bucket, p->b_max, p->b_allocs, p->b_frees))
 			goto out;
 	}
-	if (checkpoint(&r, r.procs, ntr) || stop_inserter(&r) || write_rows(&r))
+	if (checkpoint(&r, r.procs, ntr) || end_sink(&r) || write_rows(&r))
 		goto out;
 	rc = 0;
 out:

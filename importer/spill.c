@@ -51,16 +51,14 @@ static int write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-int imp_spill_open(struct imp_spill *s, const char *dir, size_t nprev)
+int imp_spill_open(struct imp_spill *s, const char *dir)
 {
 	memset(s, 0, sizeof *s);
-	s->nprev = nprev ? nprev : 1;
 	s->fd = imp_scratch_fd(dir);
 	if (s->fd < 0)
 		return -1;
 	s->buf = malloc(IMP_SPILL_BUF);
-	s->prev_addr = calloc(s->nprev, sizeof *s->prev_addr);
-	if (!s->buf || !s->prev_addr) {
+	if (!s->buf) {
 		errno = ENOMEM;
 		return -1;
 	}
@@ -72,7 +70,6 @@ void imp_spill_close(struct imp_spill *s)
 	if (s->fd >= 0)
 		close(s->fd);
 	free(s->buf);
-	free(s->prev_addr);
 	memset(s, 0, sizeof *s);
 	s->fd = -1;
 }
@@ -93,8 +90,7 @@ int imp_spill_rewind(struct imp_spill *s)
 		return -1;
 	s->n = s->off = 0;
 	s->eof = false;
-	s->prev_t = s->prev_id = 0;
-	memset(s->prev_addr, 0, s->nprev * sizeof *s->prev_addr);
+	s->prev_id = 0;
 	if (lseek(s->fd, 0, SEEK_SET) < 0)
 		return -1;
 	posix_fadvise(s->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
