@@ -66,10 +66,11 @@ LABELS = {"base": "base", "rec": "librec.so", "ht": "heaptrack",
 
 
 class Run:
-    """One timed run: exit status, wall seconds, peak RSS (bytes), stderr."""
+    """One timed run: exit status, wall seconds, peak RSS (bytes), CPU
+    seconds (user + system; None unless measured), stderr."""
 
-    def __init__(self, rc, wall, rss, err, timed_out):
-        self.rc, self.wall, self.rss, self.err = rc, wall, rss, err
+    def __init__(self, rc, wall, rss, cpu, err, timed_out):
+        self.rc, self.wall, self.rss, self.cpu, self.err = rc, wall, rss, cpu, err
         self.timed_out = timed_out
 
     @property
@@ -78,14 +79,15 @@ class Run:
 
 
 def timed(argv, env=None, cwd=None, rss=True):
-    """Runs argv; measures its wall time and, with rss, its peak RSS.
+    """Runs argv; measures its wall time and, with rss, its peak RSS and
+    CPU time.
 
     The peak RSS comes from GNU time (%M: the maximum over the program and
     its waited-for children, such as heaptrack's interpreter), not from
     wait4 here: a child forked from this Python process keeps Python's own
     RSS high-water mark across exec, which would hide small differences."""
     with tempfile.NamedTemporaryFile() as rssf, tempfile.TemporaryFile() as errf:
-        cmd = [GNU_TIME, "-f", "%M", "-o", rssf.name] + argv if rss else argv
+        cmd = [GNU_TIME, "-f", "%M %U %S", "-o", rssf.name] + argv if rss else argv
         t0 = time.monotonic()
         p = subprocess.Popen(cmd, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                              stdout=subprocess.DEVNULL, stderr=errf, start_new_session=True)
@@ -105,9 +107,11 @@ def timed(argv, env=None, cwd=None, rss=True):
         timer.cancel()
         errf.seek(0)
         err = errf.read().decode(errors="replace")
-        lines = rssf.read().decode(errors="replace").split()
-        peak = int(lines[-1]) * KIB if rss and lines and lines[-1].isdigit() else 0
-    return Run(rc, wall, peak, err, bool(killed))
+        f = rssf.read().decode(errors="replace").split()
+        measured = rss and len(f) >= 3 and f[-3].isdigit()
+        peak = int(f[-3]) * KIB if measured else 0
+        cpu = float(f[-2]) + float(f[-1]) if measured else None
+    return Run(rc, wall, peak, cpu, err, bool(killed))
 
 
 def last_line(text):
@@ -381,36 +385,40 @@ def bench_sampling(name, argv, tools, work, runs):
     """Byte sampling: base alternated with a recording at each period of
     SAMPLE_PERIODS (base, sampled, base, sampled, ...; the periods' order
     rotates from round to round, so none always runs right after the largest
-    trace); the median ratio per period and the trace's events."""
-    base, sampled, events = [], {p: [] for p in SAMPLE_PERIODS}, {}
+    trace). Each sampled run is divided by the base run just before it: on a
+    shared machine the load drifts less within a pair than over the series,
+    and an overhead of a few percent is smaller than that drift. Per period:
+    the median of those paired ratios, of wall time and of CPU time (user +
+    system), and the trace's events."""
+    pairs, events = {p: [] for p in SAMPLE_PERIODS}, {}
     for i in range(runs):
         k = i % len(SAMPLE_PERIODS)
         for p in SAMPLE_PERIODS[k:] + SAMPLE_PERIODS[:k]:
-            base.append(run_variant("base", argv, tools, work, None)[0])
+            b = run_variant("base", argv, tools, work, None)[0]
             r, out = run_variant("rec", argv, tools, work, tag_of(name, "sample%d" % p, i),
                                  sample=p)
-            sampled[p].append(r)
+            pairs[p].append((b, r))
             if r.ok and p not in events:
                 summary, _ = trace_summary(tools["dump"], out)
                 if summary:
                     events[p] = int(summary.get("events", 0))
             remove(out)
-    walls = [r.wall for r in base if r.ok]
-    if not walls:
-        print("  sampling          base FAILED (%s)" % why_failed(base))
-        return
-    t_base = statistics.median(walls)
     for p in SAMPLE_PERIODS:
         label = "REC_SAMPLE=%d" % p
-        st = ratio_stats(sampled[p], t_base)
-        if st is None:
-            print("  %-17s FAILED (%s)" % (label, why_failed(sampled[p])))
+        ok = [(b, r) for b, r in pairs[p] if b.ok and r.ok]
+        if not ok:
+            print("  %-17s FAILED (%s)" % (label, why_failed([x for pr in pairs[p] for x in pr])))
             continue
+        wall = [r.wall / b.wall for b, r in ok]
+        cpu = [r.cpu / b.cpu for b, r in ok if r.cpu and b.cpu]
+        med = statistics.median(wall)
         verdict = ""
         if p == SAMPLE_PERIODS[-1]:
             verdict = ", target <= %.2fx: %s" % (SAMPLE_TARGET,
-                                                  "MET" if st[1] <= SAMPLE_TARGET else "NOT MET")
-        print("  %-17s %s, %s events%s" % (label, fmt_ratio(st), events.get(p, "?"), verdict))
+                                                  "MET" if med <= SAMPLE_TARGET else "NOT MET")
+        print("  %-17s %.2fx (%.2f-%.2f) wall, %s CPU, paired; %s events%s" % (
+            label, med, min(wall), max(wall),
+            "%.2fx" % statistics.median(cpu) if cpu else "n/a", events.get(p, "?"), verdict))
 
 
 def check_target(stats, t_base):

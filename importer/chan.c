@@ -1,7 +1,8 @@
 /*
  * chan.c - a bounded channel of byte buffers from one producer thread to one
- * consumer thread: pass 2 (decode, merge, pairing) hands encoded frees rows
- * to the thread that inserts them into SQLite, so the two run on two cores.
+ * consumer thread: pass 2 (decode, merge, pairing) hands the rows of the
+ * two big tables to the thread that inserts them into SQLite (sink.c), so
+ * the two run on two cores.
  *
  * A fixed pool of buffers circulates: the producer takes an empty one
  * (waiting while all are in flight), fills it and sends it; the consumer

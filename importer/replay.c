@@ -8,7 +8,7 @@
  *                memory, checkpoint rows in a scratch file) and inserted
  *                once that thread is done, SQLite being one connection.
  *
- * Memory is the live set (one 40-byte entry per live block), per-stack
+ * Memory is the live set (one 32-byte entry per live block), per-stack
  * counters and fixed buffers: never the trace. It must never reorder
  * events: allocations and frees ids follow the merge's order.
  */

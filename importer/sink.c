@@ -27,8 +27,8 @@
 #include "imp.h"
 
 /* Allocations a row waits for its free before it leaves with a placeholder:
- * most blocks are freed well within it (churn: ~30 k), so few need a fix,
- * and it costs 48 bytes a slot. A power of two (ids map to slots by mask). */
+ * most blocks are freed well within it, so few need a fix, and it costs 48
+ * bytes a slot. A power of two (ids map to slots by mask). */
 #define SINK_WINDOW (1u << 18)
 #define SINK_BUFS 8                   /* batches in flight between the threads */
 #define SINK_BATCH_BYTES (1u << 20)
