@@ -478,13 +478,14 @@ static void put_fixed_varint(uint8_t *p, uint64_t v)
 
 /* One column: tag, byte length, method, coded values. The length is
  * written after coding, in a fixed-width varint, so nothing is copied. */
-static uint8_t *put_column(uint8_t *o, int tag, const uint64_t *v, size_t n)
+static uint8_t *put_column(uint8_t *o, int tag, const uint64_t *v, size_t n,
+			   const struct tf_entcode *code)
 {
 	o = tf_put_varint(o, (uint64_t)tag);
 	uint8_t *lenp = o;
 	o += TF_LEN_BYTES;
 	*o++ = TF_COL_METHOD_HUFFMAN;
-	o += tf_ent_encode(v, n, o);
+	o += tf_ent_write(v, n, code, o);
 	put_fixed_varint(lenp, (uint64_t)(o - lenp - TF_LEN_BYTES));
 	return o;
 }
@@ -548,18 +549,17 @@ size_t tf_colenc_encode(struct tf_colenc *e, const struct tf_event *ev,
 	for (int c = 1; c < TF_COL_COUNT; c++) {
 		if (!e->n[c] || c == TF_COL_DTC)
 			continue;
-		uint8_t *start = o;
-		o = put_column(o, c, e->val[c], e->n[c]);
-		if (c == TF_COL_DT) {   /* the time column: the smaller coding */
-			uint8_t *alt = o;
-			o = put_column(o, TF_COL_DTC, e->val[TF_COL_DTC], e->n[TF_COL_DTC]);
-			if (o - alt < alt - start) {
-				memmove(start, alt, (size_t)(o - alt));
-				o = start + (o - alt);
-			} else {
-				o = alt;
-			}
+		struct tf_entcode code, alt;
+		int col = c;
+		size_t size = tf_ent_plan(e->val[c], e->n[c], &code);
+		/* The time column: the smaller coding (the column heads are
+		 * the same size: both tags are one-byte varints). */
+		if (c == TF_COL_DT && tf_ent_plan(e->val[TF_COL_DTC], e->n[TF_COL_DTC],
+						  &alt) < size) {
+			col = TF_COL_DTC;
+			code = alt;
 		}
+		o = put_column(o, col, e->val[col], e->n[col], &code);
 	}
 	*t_first = n ? tmin : 0;
 	*t_last = tmax;

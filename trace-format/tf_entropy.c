@@ -14,8 +14,8 @@
 #include "tf_internal.h"
 
 #define TF_DIRECT 16            /* values below this are their own symbol */
-#define TF_NSYM (TF_DIRECT + 2 * 60)  /* bit lengths 5..64, two symbols each */
-#define TF_MAX_LEN 12           /* longest code; also the lookup table's bits */
+#define TF_NSYM TF_ENT_NSYM     /* TF_DIRECT + 2 per bit length 5..64 */
+#define TF_MAX_LEN TF_ENT_TABLE_BITS  /* longest code: the lookup table's bits */
 
 static unsigned bitlen(uint64_t v)
 {
@@ -31,6 +31,12 @@ static unsigned symbol_of(uint64_t v, unsigned *extra_bits)
 	unsigned n = bitlen(v);
 	*extra_bits = n - 2;
 	return TF_DIRECT + 2 * (n - 5) + (unsigned)((v >> (n - 2)) & 1);
+}
+
+/* The verbatim low bits that follow symbol s. */
+static unsigned extra_of(unsigned s)
+{
+	return s < TF_DIRECT ? 0 : (s - TF_DIRECT) / 2 + 3;
 }
 
 /* ---- code construction (shared) ------------------------------------------ */
@@ -144,30 +150,47 @@ size_t tf_ent_bound(size_t n)
 	return TF_VARINT_MAX + TF_NSYM / 2 + 8 + n * ((TF_MAX_LEN + 62 + 7) / 8);
 }
 
-size_t tf_ent_encode(const uint64_t *v, size_t n, uint8_t *out)
+size_t tf_ent_plan(const uint64_t *v, size_t n, struct tf_entcode *c)
 {
 	uint32_t freq[TF_NSYM] = { 0 };
-	uint8_t len[TF_NSYM];
-	uint16_t rev[TF_NSYM];
 	unsigned extra;
+	uint64_t bits = 0;
 
 	for (size_t i = 0; i < n; i++)
 		freq[symbol_of(v[i], &extra)]++;
-	build_lengths(freq, len);
-	canonical(len, rev);
+	build_lengths(freq, c->len);
+	canonical(c->len, c->rev);
+	c->nsym = TF_NSYM;
+	while (c->nsym && !c->len[c->nsym - 1])
+		c->nsym--;
+	for (unsigned s = 0; s < c->nsym; s++)
+		bits += (uint64_t)freq[s] * (c->len[s] + extra_of(s));
+	/* what tf_ent_write writes: nsym, the lengths two to a byte, the bits */
+	uint8_t nsym_bytes[TF_VARINT_MAX];
+	return (size_t)(tf_put_varint(nsym_bytes, c->nsym) - nsym_bytes) +
+	       (c->nsym + 1) / 2 + (size_t)((bits + 7) / 8);
+}
 
-	unsigned nsym = TF_NSYM;
-	while (nsym && !len[nsym - 1])
-		nsym--;
-	uint8_t *o = tf_put_varint(out, nsym);
-	for (unsigned s = 0; s < nsym; s += 2)
-		*o++ = (uint8_t)(len[s] | (s + 1 < nsym ? len[s + 1] << 4 : 0));
+size_t tf_ent_write(const uint64_t *v, size_t n, const struct tf_entcode *c,
+		    uint8_t *out)
+{
+	const uint8_t *len = c->len;
+	const uint16_t *rev = c->rev;
+	unsigned extra;
+
+	uint8_t *o = tf_put_varint(out, c->nsym);
+	for (unsigned s = 0; s < c->nsym; s += 2)
+		*o++ = (uint8_t)(len[s] | (s + 1 < c->nsym ? len[s + 1] << 4 : 0));
 
 	struct tf_bw b = { o, 0, 0 };
 	for (size_t i = 0; i < n; i++) {
 		unsigned s = symbol_of(v[i], &extra);
-		put_bits(&b, rev[s], len[s]);
 		uint64_t low = v[i] & ((extra < 64 ? (uint64_t)1 << extra : 0) - 1);
+		if (len[s] + extra <= 32) {     /* nearly always: one put */
+			put_bits(&b, rev[s] | low << len[s], len[s] + extra);
+			continue;
+		}
+		put_bits(&b, rev[s], len[s]);
 		if (extra > 31) {
 			put_bits(&b, low & 0x7fffffff, 31);
 			low >>= 31;

@@ -148,11 +148,23 @@ struct tf_entdec {
 	uint16_t table[1u << TF_ENT_TABLE_BITS]; /* symbol << 4 | code length */
 };
 
-/* Worst-case bytes of tf_ent_encode for n values. */
+#define TF_ENT_NSYM (16 + 2 * 60) /* symbols: values 0..15, 2 per bit length 5..64 */
+
+struct tf_entcode {              /* a column's canonical Huffman code */
+	uint8_t len[TF_ENT_NSYM];
+	uint16_t rev[TF_ENT_NSYM];   /* codes, bit-reversed for LSB-first packing */
+	unsigned nsym;           /* symbols up to the last one used */
+};
+
+/* Worst-case bytes of tf_ent_write for n values. */
 size_t tf_ent_bound(size_t n);
-/* Codes v[0..n) into out (code lengths, then the bit stream); returns the
- * bytes written. No allocation. */
-size_t tf_ent_encode(const uint64_t *v, size_t n, uint8_t *out);
+/* The code for v[0..n); returns the exact bytes tf_ent_write will write,
+ * so a caller can choose between codings before writing one. */
+size_t tf_ent_plan(const uint64_t *v, size_t n, struct tf_entcode *c);
+/* Codes v[0..n) into out with c (code lengths, then the bit stream);
+ * returns the bytes written. No allocation. */
+size_t tf_ent_write(const uint64_t *v, size_t n, const struct tf_entcode *c,
+		    uint8_t *out);
 /* Prepares reading a column of len bytes; -1 if its code is invalid. */
 int tf_ent_init(struct tf_entdec *d, const uint8_t *p, size_t len);
 /* Next value; -1 at the column's end or on an invalid code. */

@@ -655,8 +655,10 @@ static void test_time_contexts(void)
 static uint8_t *put_column(uint8_t *o, unsigned tag, const uint64_t *v, size_t n)
 {
 	uint8_t body[256];
+	struct tf_entcode code;
 	body[0] = 1;    /* the Huffman coding of FORMAT.md */
-	size_t len = 1 + tf_ent_encode(v, n, body + 1);
+	tf_ent_plan(v, n, &code);
+	size_t len = 1 + tf_ent_write(v, n, &code, body + 1);
 	o = tf_put_varint(o, tag);
 	o = tf_put_varint(o, len);
 	memcpy(o, body, len);
