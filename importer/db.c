@@ -89,7 +89,7 @@ int imp_db_create(struct imp_db **dbp, const char *out, bool force,
 
 	*dbp = NULL;
 	/* One thread at a time uses the connection (pass 2 hands it to the
-	 * frees inserter, then takes it back): no connection mutexes, no
+	 * inserter of sink.c, then takes it back): no connection mutexes, no
 	 * memory statistics (a lock per allocation). Only possible before
 	 * SQLite initializes. */
 	sqlite3_config(SQLITE_CONFIG_MULTITHREAD);

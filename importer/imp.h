@@ -248,10 +248,10 @@ struct imp_sink;
 int imp_sink_open(struct imp_sink **s, struct imp_db *db, uint64_t t_last,
 		  const uint32_t *tid_of, const uint32_t *pid_of,
 		  struct imp_err *e);
-/* The next allocation (its id: the previous one's + 1), not yet freed. */
-int imp_sink_alloc(struct imp_sink *s, const struct imp_alloc_row *a);
-/* A frees row, and its allocation's t_free. */
-int imp_sink_free(struct imp_sink *s, const struct imp_free_row *f,
+/* Allocation id (the previous one's + 1), not yet freed. */
+int imp_sink_alloc(struct imp_sink *s, uint64_t id, const struct imp_alloc_row *a);
+/* Frees row id (the previous one's + 1), and its allocation's t_free. */
+int imp_sink_free(struct imp_sink *s, uint64_t id, const struct imp_free_row *f,
 		  uint64_t t, bool temporary);
 /* After the last event, for every allocation still live. */
 int imp_sink_unfreed(struct imp_sink *s, uint64_t id);

@@ -213,7 +213,7 @@ static int close_block(struct replay *r, struct proc *p, struct imp_live *l,
 	};
 
 	r->free_id++;
-	if (imp_sink_free(r->sink, &f, t, temporary))
+	if (imp_sink_free(r->sink, r->free_id, &f, t, temporary))
 		return -1;
 	s->live_bytes = wrap_add(s->live_bytes, -l->size);
 	s->live_objects--;
@@ -299,7 +299,7 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 		imp_errf(r->e, "out of memory (live set of %zu blocks)", p->live.n);
 		return -1;
 	}
-	if (imp_sink_alloc(r->sink, &row))
+	if (imp_sink_alloc(r->sink, n.id, &row))
 		return -1;
 	st->last_alloc = n.id;
 	if (!ss->alloc_objects)
@@ -470,7 +470,13 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 		}
 	if (imp_spill_open(&r->ckpts, imp_db_dir(r->db)))
 		return io_err(r, "create");
-	if (imp_sink_open(&r->sink, r->db, r->o->duration - 1, r->tid_of, r->pid_of, r->e))
+	/* The placeholder t_free: no event is later (events before a
+	 * keyframe's window move to its start, which may be past t_max). */
+	uint64_t t_last = r->o->duration - 1;
+	for (size_t t = 0; t < ntr; t++)
+		if (r->procs[t].window > t_last)
+			t_last = r->procs[t].window;
+	if (imp_sink_open(&r->sink, r->db, t_last, r->tid_of, r->pid_of, r->e))
 		return -1;
 	return 0;
 nomem:

@@ -18,7 +18,6 @@
  * never reorder a table's rows (their ids are SQLite's appends, checked
  * batch by batch), and never send a fix before the row it fixes.
  */
-#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -273,17 +272,28 @@ static int leave(struct imp_sink *s, bool over)
 	return 0;
 }
 
-int imp_sink_alloc(struct imp_sink *s, const struct imp_alloc_row *a)
+/* The replay's ids must be the rowids the rows will get. */
+static int out_of_step(struct imp_sink *s)
 {
+	imp_errf(s->e, "%s: row ids out of step", imp_db_path(s->db));
+	return -1;
+}
+
+int imp_sink_alloc(struct imp_sink *s, uint64_t id, const struct imp_alloc_row *a)
+{
+	if (id != s->made + 1)
+		return out_of_step(s);
 	if (s->made - s->sent == SINK_WINDOW && leave(s, false))
 		return -1;
 	s->win[++s->made & (SINK_WINDOW - 1)] = *a;
 	return 0;
 }
 
-int imp_sink_free(struct imp_sink *s, const struct imp_free_row *f,
+int imp_sink_free(struct imp_sink *s, uint64_t id, const struct imp_free_row *f,
 		  uint64_t t, bool temporary)
 {
+	if (id != s->frees + 1 || !f->alloc_id || f->alloc_id > s->made)
+		return out_of_step(s);
 	struct imp_free_row *r = slot(s, BATCH_FREES);
 
 	if (!r)
@@ -355,8 +365,9 @@ int imp_sink_open(struct imp_sink **sp, struct imp_db *db, uint64_t t_last,
 	s->tid_of = tid_of;
 	s->pid_of = pid_of;
 	s->e = e;
-	if (pthread_create(&s->thread, NULL, inserter, s)) {
-		imp_errf(e, "cannot start a thread: %s", strerror(errno));
+	int rc = pthread_create(&s->thread, NULL, inserter, s);
+	if (rc) {
+		imp_errf(e, "cannot start a thread: %s", strerror(rc));
 		return -1;
 	}
 	s->running = true;
