@@ -233,7 +233,7 @@ void imp_chan_free(struct imp_chan *c);   /* both sides finished */
 /* ---- sink.c: the allocations and frees rows, inserted by a second thread */
 struct imp_alloc_row {                /* one allocations row */
 	uint64_t t, t_free, addr, size;
-	uint32_t stack, stream;       /* stream: gidx, which gives tid and pid */
+	uint32_t stack, tid, pid;
 	bool freed, temporary, from_realloc;
 };
 
@@ -244,9 +244,8 @@ struct imp_free_row {                 /* one frees row */
 
 struct imp_sink;
 /* Starts the inserter: until imp_sink_end, it is db's only user. t_last:
- * no event is later. tid_of and pid_of (by stream gidx) must outlive it. */
+ * no event is later. */
 int imp_sink_open(struct imp_sink **s, struct imp_db *db, uint64_t t_last,
-		  const uint32_t *tid_of, const uint32_t *pid_of,
 		  struct imp_err *e);
 /* Allocation id (the previous one's + 1), not yet freed. */
 int imp_sink_alloc(struct imp_sink *s, uint64_t id, const struct imp_alloc_row *a);

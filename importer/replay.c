@@ -72,7 +72,6 @@ struct replay {
 	struct imp_totals *tot;
 	struct proc *procs;
 	uint32_t *proc_of;            /* by stream gidx: index in procs */
-	uint32_t *tid_of, *pid_of;    /* by stream gidx */
 	size_t nprocs, nstreams;
 	struct imp_spill ckpts;
 	struct imp_sink *sink;
@@ -291,7 +290,7 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 	};
 	struct imp_alloc_row row = {
 		.t = ev->t, .addr = ev->addr, .size = ev->size, .stack = n.stack,
-		.stream = st->gidx, .from_realloc = ev->from_realloc,
+		.tid = st->tid, .pid = p->pid, .from_realloc = ev->from_realloc,
 	};
 	struct stack_state *ss = state_of(p, n.stack);
 
@@ -456,16 +455,12 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 	r->nprocs = ntr;
 	r->nstreams = nstreams;
 	r->proc_of = calloc(nstreams ? nstreams : 1, sizeof *r->proc_of);
-	r->tid_of = calloc(nstreams ? nstreams : 1, sizeof *r->tid_of);
-	r->pid_of = calloc(nstreams ? nstreams : 1, sizeof *r->pid_of);
-	if (!r->proc_of || !r->tid_of || !r->pid_of)
+	if (!r->proc_of)
 		goto nomem;
 	for (size_t t = 0; t < ntr; t++)
 		for (size_t s = 0; s < tr[t].nstreams; s++) {
 			tr[t].streams[s].gidx = g;
 			tr[t].streams[s].last_alloc = 0;
-			r->tid_of[g] = tr[t].streams[s].tid;
-			r->pid_of[g] = tr[t].pid;
 			r->proc_of[g++] = (uint32_t)t;
 		}
 	if (imp_spill_open(&r->ckpts, imp_db_dir(r->db)))
@@ -476,7 +471,7 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 	for (size_t t = 0; t < ntr; t++)
 		if (r->procs[t].window > t_last)
 			t_last = r->procs[t].window;
-	if (imp_sink_open(&r->sink, r->db, t_last, r->tid_of, r->pid_of, r->e))
+	if (imp_sink_open(&r->sink, r->db, t_last, r->e))
 		return -1;
 	return 0;
 nomem:
@@ -496,8 +491,6 @@ static void teardown(struct replay *r, size_t ntr)
 	}
 	free(r->procs);
 	free(r->proc_of);
-	free(r->tid_of);
-	free(r->pid_of);
 }
 
 int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,

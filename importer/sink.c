@@ -52,7 +52,6 @@ static const size_t row_size[BATCH_KINDS] = {
 
 struct imp_sink {
 	struct imp_db *db;
-	const uint32_t *tid_of, *pid_of;  /* by stream gidx */
 	uint64_t t_last;              /* no t_free is later: the placeholder */
 	struct imp_chan *chan;
 	struct batch *open[BATCH_KINDS];  /* being filled by the replay */
@@ -80,7 +79,6 @@ static size_t batch_cap(enum batch_kind k)
 
 /* ---- the inserter thread ------------------------------------------------- */
 struct cursor {                       /* one batch, read by the bulk table */
-	const struct imp_sink *s;
 	struct batch *b;
 	uint32_t i;
 };
@@ -116,8 +114,8 @@ static int next_alloc(void *ctx, int64_t *v, uint32_t *nulls)
 		*nulls |= 1u << 2;
 	v[3] = (int64_t)a->size;
 	v[4] = a->stack;
-	v[5] = c->s->tid_of[a->stream];
-	v[6] = c->s->pid_of[a->stream];
+	v[5] = a->tid;
+	v[6] = a->pid;
 	v[7] = (int64_t)a->addr;
 	v[8] = a->from_realloc;
 	v[9] = a->temporary;
@@ -146,7 +144,7 @@ static int fix(struct imp_sink *s, struct batch *b)
  * filled once, from empty, in id order. */
 static int insert(struct imp_sink *s, struct batch *b)
 {
-	struct cursor c = { .s = s, .b = b };
+	struct cursor c = { .b = b };
 	int rc;
 
 	if (!b->n)
@@ -349,7 +347,6 @@ int imp_sink_end(struct imp_sink *s)
 }
 
 int imp_sink_open(struct imp_sink **sp, struct imp_db *db, uint64_t t_last,
-		  const uint32_t *tid_of, const uint32_t *pid_of,
 		  struct imp_err *e)
 {
 	struct imp_sink *s = calloc(1, sizeof *s);
@@ -362,8 +359,6 @@ int imp_sink_open(struct imp_sink **sp, struct imp_db *db, uint64_t t_last,
 	}
 	s->db = db;
 	s->t_last = t_last;
-	s->tid_of = tid_of;
-	s->pid_of = pid_of;
 	s->e = e;
 	int rc = pthread_create(&s->thread, NULL, inserter, s);
 	if (rc) {

@@ -17,7 +17,6 @@
  */
 #include "rec_internal.h"
 
-
 struct released {                       /* a stream drained to its end */
 	uint32_t stream, tid;
 	uint64_t seq;

@@ -20,7 +20,6 @@
  */
 #include "rec_internal.h"
 
-
 #define KEYMAP_MIN_SLOTS (1u << 16)     /* first table: 2.5 MiB */
 
 static struct rec_key *tab;             /* addr 0 = empty slot */

@@ -162,6 +162,8 @@ uint64_t rec_now(void);               /* ns since rec_s.t0 */
 /* 1 if fd still is the file we opened (a program may close our descriptors
  * and reuse the numbers for its own files, which we must never write). */
 int rec_fd_ok(int fd, dev_t dev, ino_t ino);
+/* Its link count (0: removed) if it still is that file, else -1. */
+long rec_fd_links(int fd, dev_t dev, ino_t ino);
 int rec_fd_high(int fd);              /* fd moved to REC_FD_BASE or above (or kept) */
 void rec_fd_remember(int fd, dev_t *dev, ino_t *ino); /* for rec_fd_ok */
 void rec_session_stop(void);          /* flush, END, unlink .ring; idempotent */

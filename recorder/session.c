@@ -157,10 +157,17 @@ static int open_new(int dfd, const char *name)
 	return fd < 0 ? fd : rec_fd_high(fd);
 }
 
-int rec_fd_ok(int fd, dev_t dev, ino_t ino)
+long rec_fd_links(int fd, dev_t dev, ino_t ino)
 {
 	struct stat st;
-	return fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+	if (fstat(fd, &st) < 0 || st.st_dev != dev || st.st_ino != ino)
+		return -1;
+	return (long)st.st_nlink;
+}
+
+int rec_fd_ok(int fd, dev_t dev, ino_t ino)
+{
+	return rec_fd_links(fd, dev, ino) >= 0;
 }
 
 void rec_fd_remember(int fd, dev_t *dev, ino_t *ino)

@@ -49,7 +49,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -364,15 +363,14 @@ static void stats(void)
  * writing into a descriptor the program closed or replaced meanwhile. */
 static int check_fd(void)
 {
-	struct stat st;
 	if (failed)
 		return 0;
-	if (fstat(rec_s.trace_fd, &st) < 0 || st.st_dev != rec_s.trace_dev ||
-	    st.st_ino != rec_s.trace_ino) {
+	long links = rec_fd_links(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino);
+	if (links < 0) {
 		failed = 1;
 		rec_say_trouble("the program closed or replaced the descriptor of ",
 				rec_s.trace_path, "; recording stopped");
-	} else if (st.st_nlink == 0) {
+	} else if (links == 0) {
 		/* removed (its directory too, maybe): writing on would only
 		 * take disk space nobody can see until the program exits */
 		failed = 1;
