@@ -3,12 +3,13 @@ its trace exactly: events per kind and fn, sizes, one stack id per call site
 (and, where addr2line exists, that the innermost frame is that call site),
 threads, fork and exec traces, MODULE records for a dlopen'ed library.
 
-CASE: entry realloc threads thread_exit fork fork_exit fork_exec dlopen cxx
+CASE: entry realloc threads thread_exit fork fork_exit fork_exec dlopen cxx clock
 """
 import glob
 import os
 import shutil
 import stat
+import struct
 import sys
 
 import hrtest
@@ -208,6 +209,34 @@ def case_cxx(d):
     st = t.stats()
     assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
     print("cxx_mix: same output, %d allocations, 4 threads: ok" % t.summary["alloc"])
+
+
+# How far an event time may be from CLOCK_MONOTONIC read around its call:
+# the recorder counts time with the TSC at a rate measured against
+# CLOCK_MONOTONIC for 1 ms (recorder/clock.c: < 50 ppm off, each end of the
+# measurement within ~25 ns). A wrong rate or origin misses by far more.
+CLOCK_SLACK_NS = 5000
+CLOCK_SLACK_PPM = 200
+T0_MONO_OFFSET = 32  # trace header: u64 t0_mono_ns (trace-format/FORMAT.md)
+
+
+def case_clock(d):
+    trace = os.path.join(d, "clocked.trc")
+    p = rectest.record([hrtest.prog("clocked")], trace)
+    with open(trace, "rb") as f:
+        t0 = struct.unpack_from("<Q", f.read(T0_MONO_OFFSET + 8), T0_MONO_OFFSET)[0]
+    t = Trace(trace)
+    rows = out_lines(p)
+    assert len(rows) == 3, p.stdout
+    for size, before, after in ((int(a), int(b), int(c)) for a, b, c in rows):
+        got = t.allocs(size=size)
+        assert len(got) == 1, "%d: %s" % (size, got)
+        at = t0 + got[0]["t"]
+        slack = CLOCK_SLACK_NS + (after - t0) * CLOCK_SLACK_PPM // 1000000
+        assert before - slack <= at <= after + slack, \
+            "allocation of %d stamped %d ns, CLOCK_MONOTONIC read %d .. %d around it" % (
+                size, at, before, after)
+    print("clocked: 3 allocations stamped within CLOCK_MONOTONIC's reads around them: ok")
 
 
 def main():
