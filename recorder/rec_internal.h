@@ -353,6 +353,29 @@ void rec_ring_put(const struct tf_event *ev, unsigned n);
 /* Writer side: ring i is drained and may be claimed again. */
 void rec_ring_release(uint32_t i);
 
+/* ---- encoder.c: the writer's second encoding thread ----------------------- */
+struct rec_enc {                      /* what it encodes with */
+	struct tf_segenc *se;
+	struct tf_event *ev;          /* room for TF_SEGMENT_EVENTS + 1 events */
+};
+struct rec_enc_job {                  /* one segment's events, and the outcome */
+	struct tf_segenc *se;         /* encoded into */
+	const struct tf_event *ev;
+	size_t n;
+	uint32_t stream, tid;
+	uint64_t first_seq;
+	int rc;                       /* of tf_segenc_events */
+	struct tf_error err;
+};
+int rec_enc_start(void);              /* with the writer: the thread, idle */
+const struct rec_enc *rec_enc_get(void); /* made on first call (mmap); NULL: none */
+void rec_enc_run(struct rec_enc_job *j);    /* encodes j on this thread */
+void rec_enc_submit(struct rec_enc_job *j); /* encodes j on the encoder thread */
+void rec_enc_wait(void);              /* until the submitted job is done */
+uint64_t rec_enc_jobs(void);          /* jobs the thread did this session */
+void rec_enc_stop(void);              /* joins it; no job may be pending */
+void rec_enc_abandon(void);           /* forked child: it is not there */
+
 /* ---- writer.c: the writer thread ------------------------------------------ */
 int rec_writer_start(struct tf_writer *w);
 void rec_writer_stop(void);           /* final drain, END; joins the thread */

@@ -246,6 +246,100 @@ static int key_due(void)
 	       tf_writer_written(w) - key_written >= rec_s.max_size / KEYFRAME_EVERY;
 }
 
+/* ---- chunks: events copied out of a ring, on their way to the trace ------
+ * A chunk is encoded, appended, then its ring's tail moves past it. Chunks
+ * go out in pairs when the encoder thread is there (unbounded traces only:
+ * a bounded one decides keyframes between chunks): the first waits, copied,
+ * until a second comes; then the encoder thread encodes the first while
+ * this thread encodes the second, and both are appended in order. A first
+ * chunk left alone (settle) is encoded here. */
+struct chunk {
+	struct tf_ring *ring;
+	struct rec_enc_job job;
+	int key_after;                 /* bounded: rec_keymap_apply's last argument */
+};
+static struct chunk first, second;
+static enum { NO_FIRST, FIRST_WAITS, FIRST_ENCODING } first_state;
+
+/* Copies n events of ring r from index tail into buf, and one more if the
+ * n-th is a REALLOC's first half (a pair is never split); returns the count. */
+static size_t copy_out(struct tf_ring *r, uint64_t tail, size_t n, struct tf_event *buf)
+{
+	uint32_t cap = rec_s.rf->ring_events;
+	const struct tf_event *ev = (const struct tf_event *)(r + 1);
+	size_t at = tail & (cap - 1);
+	size_t part = n < cap - at ? n : cap - at;
+	memcpy(buf, ev + at, part * sizeof *ev);
+	memcpy(buf + part, ev, (n - part) * sizeof *ev);
+	if (buf[n - 1].kind == TF_EV_REALLOC_OLD) {
+		buf[n] = ev[(tail + n) & (cap - 1)];
+		n++;
+	}
+	return n;
+}
+
+/* Appends c (encoded) and moves its ring's tail past it. */
+static void complete(struct chunk *c)
+{
+	struct rec_enc_job *j = &c->job;
+	if (j->rc)
+		check(j->rc, &j->err);
+	else if (check_fd())  /* after the copy: see check_fd */
+		check(tf_writer_put(w, j->se, &j->err), &j->err);
+	if (rec_s.max_size)
+		rec_keymap_apply(j->stream, j->tid, j->ev, j->n, c->key_after);
+	atomic_store_explicit(&c->ring->tail, j->first_seq + j->n, memory_order_release);
+}
+
+static void encode_here(struct chunk *c)
+{
+	if (failed)
+		c->job.rc = TF_OK;  /* draining without writing */
+	else
+		rec_enc_run(&c->job);
+}
+
+/* Writes the first chunk of a pair that has one. */
+static void settle(void)
+{
+	if (first_state == FIRST_WAITS)
+		encode_here(&first);  /* with the encoder thread's encoder: it is idle */
+	else if (first_state == FIRST_ENCODING)
+		rec_enc_wait();
+	else
+		return;
+	first_state = NO_FIRST;
+	complete(&first);
+}
+
+/* Ring r's events [tail, tail + n) (n may grow by one: copy_out), on their
+ * way; returns n. */
+static size_t send(struct tf_ring *r, uint64_t tail, size_t n, int key_after)
+{
+	const struct rec_enc *e = NULL;
+	if (first_state == NO_FIRST && !rec_s.max_size && !failed)
+		e = rec_enc_get();
+	struct chunk *c = e ? &first : &second;
+	struct tf_event *buf = e ? e->ev : scratch;
+	n = copy_out(r, tail, n, buf);
+	c->ring = r;
+	c->key_after = key_after;
+	c->job = (struct rec_enc_job){ .se = e ? e->se : tf_writer_segenc(w), .ev = buf, .n = n,
+				       .stream = r->stream, .tid = r->tid, .first_seq = tail };
+	if (e) {
+		first_state = FIRST_WAITS;
+		return n;
+	}
+	if (first_state == FIRST_WAITS && !failed) {
+		rec_enc_submit(&first.job);
+		first_state = FIRST_ENCODING;
+	}
+	encode_here(c);
+	settle();
+	complete(c);
+	return n;
+}
+
 /* Drains ring i; returns how many events it wrote. */
 static uint64_t drain(uint32_t i, enum round_mode mode)
 {
@@ -261,8 +355,6 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	uint64_t end = atomic_load_explicit(&r->head, memory_order_acquire), head = end;
 	int held = mode == NORMAL && key_pending && a->key_stream == r->stream;
-	uint32_t cap = rec_s.rf->ring_events;
-	const struct tf_event *ev = (const struct tf_event *)(r + 1);
 	if (held && tail >= a->key_b)
 		held = 0;               /* a flush (SYNC round) drained it past b */
 	if (held && head > a->key_b)
@@ -277,26 +369,14 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 		size_t n = head - tail < DRAIN_CHUNK ? head - tail : DRAIN_CHUNK;
 		if (held && tail < a->key_a && tail + n > a->key_a)
 			n = a->key_a - tail;  /* the keymap tags both sides apart */
-		size_t first = tail & (cap - 1);
-		size_t part = n < cap - first ? n : cap - first;
-		memcpy(scratch, ev + first, part * sizeof *ev);
-		memcpy(scratch + part, ev, (n - part) * sizeof *ev);
-		if (scratch[n - 1].kind == TF_EV_REALLOC_OLD) { /* never split a pair */
-			scratch[n] = ev[(tail + n) & (cap - 1)];
-			n++;
-		}
-		struct tf_error err;
-		if (check_fd())  /* after the copy: see check_fd */
-			check(tf_write_events(w, r->stream, r->tid, tail, scratch, n, &err), &err);
-		if (rec_s.max_size)
-			rec_keymap_apply(r->stream, r->tid, scratch, n, !held || tail >= a->key_a);
-		tail += n;
-		atomic_store_explicit(&r->tail, tail, memory_order_release);
+		tail += send(r, tail, n, !held || tail >= a->key_a);
 		if (mode == NORMAL && key_due())
 			return wrote;   /* time for a keyframe: the rest later */
 	}
 	if (tail != end)
 		return wrote;
+	if (state == TF_RING_CLOSED || mode == FINAL)
+		settle();       /* the ring's events all in the trace first */
 	if (state == TF_RING_CLOSED) {
 		thread_record(i, r); /* the name the thread had at exit */
 		if (rec_s.max_size)
@@ -323,6 +403,7 @@ static uint64_t round_all(enum round_mode mode)
 	uint64_t wrote = 0;
 	for (uint32_t i = 0; i < used && !(mode == NORMAL && key_due()); i++)
 		wrote += drain(i, mode);
+	settle();
 	emit_nodes(mode == FINAL); /* nodes of the events just written */
 	return wrote;
 }
@@ -339,7 +420,9 @@ static void stats(void)
 	p = rec_cat(p, e, " nodes=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.rf->nodes_next) - 1);
 	p = rec_cat(p, e, " sample_overflows=");
-	rec_utoa(p, e, rec_sample_overflows());
+	p = rec_utoa(p, e, rec_sample_overflows());
+	p = rec_cat(p, e, " helper_segments=");
+	rec_utoa(p, e, rec_enc_jobs());
 	rec_writer_mark(rec_now(), label);
 }
 
@@ -486,6 +569,7 @@ static void *writer_main(void *arg)
 	}
 	check_fd();
 	round_all(FINAL);
+	rec_enc_stop();
 	rec_ctl_drain_marks();
 	rec_ctl_close();
 	stats();
@@ -525,15 +609,20 @@ int rec_writer_start(struct tf_writer *tw)
 	modules_emitted = 0;
 	lost_emitted = 0;
 	atomic_store(&stopping, 0);
+	first_state = NO_FIRST;
 	/* The module map goes to disk before any event can: a process killed
 	 * before the first round still has a trace that symbolizes. */
 	emit_modules();
+	if (!rec_s.max_size)
+		rec_enc_start();  /* without it, chunks are encoded one by one */
 
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int rc = pthread_create(&thread, NULL, writer_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc != 0)
+		rec_enc_stop();
 	return rc == 0 ? 0 : -1;
 }
 
@@ -542,6 +631,7 @@ void rec_writer_abandon(void)
 	if (w)
 		tf_writer_abandon(w);
 	w = NULL;
+	rec_enc_abandon();
 }
 
 void rec_writer_stop(void)

@@ -11,8 +11,10 @@
  * through the same functions, which is what keeps them in step. It is reset
  * at every segment so each segment decodes on its own.
  *
- * The encoder runs on the recorder's writer thread: it must never allocate
- * (tf_colenc_new does, once) and never perform I/O.
+ * The encoder runs on the recorder's writer threads: it must never allocate
+ * (tf_colenc_new does, once, with mmap only: the recorder may make one on a
+ * writer thread, where malloc could wait for a lock an application thread
+ * holds while it waits for the writer) and never perform I/O.
  */
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -205,15 +207,23 @@ static void model_free(struct tf_model *m, uint64_t addr, size_t ref)
 	m->free_addr[m->nfree++] = addr;
 }
 
-/* Gives m room for the history of `cap` records; -1 if out of memory. */
-static int model_arrays(struct tf_model *m, size_t cap)
+#define TF_MODEL_WORDS 3     /* alloc_addr, alloc_size, free_addr: words per record */
+
+/* The history arrays of m in a, room for cap records. */
+static void model_place(struct tf_model *m, uint64_t *a, size_t cap)
 {
-	uint64_t *a = realloc(m->alloc_addr, 3 * cap * sizeof *a);
-	if (!a)
-		return -1;
 	m->alloc_addr = a;
 	m->alloc_size = a + cap;
 	m->free_addr = a + 2 * cap;
+}
+
+/* Gives m room for the history of `cap` records; -1 if out of memory. */
+static int model_arrays(struct tf_model *m, size_t cap)
+{
+	uint64_t *a = realloc(m->alloc_addr, TF_MODEL_WORDS * cap * sizeof *a);
+	if (!a)
+		return -1;
+	model_place(m, a, cap);
 	return 0;
 }
 
@@ -264,20 +274,39 @@ static void *zeroed(size_t bytes)
 	return p == MAP_FAILED ? NULL : p;
 }
 
+/* Memory always written before it is read: pages come as they are used. */
+static void *mapped(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
 #define TF_ENC_SLOTS_BYTES (((size_t)2 << TF_HASH_BITS) * sizeof(struct tf_slot))
+#define TF_ENC_HISTORY_BYTES (TF_MODEL_WORDS * TF_SEG_RECS * sizeof(uint64_t))
+
+static size_t cols_bytes(void)
+{
+	size_t total = 0;
+	for (int c = 1; c < TF_COL_COUNT; c++)
+		total += (size_t)col_per_rec[c] * TF_SEG_RECS;
+	return total * sizeof(uint64_t);
+}
 
 struct tf_colenc *tf_colenc_new(void)
 {
 	struct tf_colenc *e = zeroed(sizeof *e);
 	if (!e)
 		return NULL;
-	size_t total = 0;
-	for (int c = 1; c < TF_COL_COUNT; c++)
-		total += (size_t)col_per_rec[c] * TF_SEG_RECS;
-	uint64_t *cols = malloc(total * sizeof *cols);
+	uint64_t *cols = mapped(cols_bytes());
+	uint64_t *history = mapped(TF_ENC_HISTORY_BYTES);
 	e->allocs = zeroed(TF_ENC_SLOTS_BYTES);
-	if (!cols || !e->allocs || model_arrays(&e->m, TF_SEG_RECS) < 0) {
-		free(cols);
+	e->val[1] = cols;
+	if (history)
+		model_place(&e->m, history, TF_SEG_RECS);
+	if (!cols || !history || !e->allocs) {
+		if (history)
+			munmap(history, TF_ENC_HISTORY_BYTES);
+		e->m.alloc_addr = NULL;
 		tf_colenc_free(e);
 		return NULL;
 	}
@@ -293,8 +322,10 @@ void tf_colenc_free(struct tf_colenc *e)
 {
 	if (!e)
 		return;
-	free(e->val[1]);
-	free(e->m.alloc_addr);
+	if (e->val[1])
+		munmap(e->val[1], cols_bytes());
+	if (e->m.alloc_addr)
+		munmap(e->m.alloc_addr, TF_ENC_HISTORY_BYTES);
 	if (e->allocs)
 		munmap(e->allocs, TF_ENC_SLOTS_BYTES);
 	munmap(e, sizeof *e);

@@ -173,8 +173,8 @@ int tf_ent_get(struct tf_entdec *d, uint64_t *v);
 /* ---- event segment encoding (tf_columns.c) ------------------------------ */
 struct tf_colenc;
 
-/* Allocates an encoder for up to TF_SEG_EVENTS records (the writer's only
- * allocation besides its own buffers); NULL if out of memory. */
+/* Allocates an encoder for up to TF_SEG_EVENTS records, with mmap only
+ * (tf_segenc_new says why); NULL if out of memory. */
 struct tf_colenc *tf_colenc_new(void);
 void tf_colenc_free(struct tf_colenc *e);
 /* Worst-case payload bytes for n records. */

@@ -5,19 +5,39 @@
  * to the start of the ring when a segment would end past the bound and
  * stamps every segment with its lap.
  *
- * It runs on the recorder's writer thread inside the traced process, so it
- * allocates only in tf_writer_open, writes with write(2) only (no stdio),
- * never prints, and after a failed write cuts the file back to the end of
- * the last complete segment so that everything already written stays
- * readable.
+ * A segment can also be encoded apart (tf_segenc_events, on any thread,
+ * one tf_segenc per thread) and appended later (tf_writer_put): the
+ * recorder encodes on two threads when it has the events for it.
+ *
+ * It runs on the recorder's writer threads inside the traced process, so it
+ * allocates only in tf_writer_open and tf_segenc_new (with mmap only: the
+ * recorder makes a tf_segenc on its writer thread, where malloc could wait
+ * for a lock an application thread holds while it waits for the writer),
+ * writes with write(2) only (no stdio), never prints, and after a failed
+ * write cuts the file back to the end of the last complete segment so that
+ * everything already written stays readable.
  */
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <lz4frame.h>
 
 #include "tf_internal.h"
+
+/* One segment being made: its encoder and buffers. The writer has its own
+ * (meta segments, tf_write_events); tf_segenc_new makes more, for other
+ * threads to encode with while the writer's thread appends. */
+struct tf_segenc {
+	LZ4F_preferences_t prefs;
+	struct tf_colenc *enc;
+	uint8_t *raw;               /* one segment's payload before LZ4 */
+	size_t raw_cap;
+	uint8_t *out;               /* segment header + LZ4 frame */
+	size_t out_cap;
+	size_t len;                 /* bytes of out that make the segment */
+};
 
 struct tf_writer {
 	int fd;
@@ -26,12 +46,7 @@ struct tf_writer {
 	uint64_t bound;             /* bounded: ring size in bytes; else 0 */
 	uint32_t lap;               /* bounded: 1 + times the ring wrapped */
 	uint64_t written;           /* bytes appended, all laps */
-	LZ4F_preferences_t prefs;
-	struct tf_colenc *enc;
-	uint8_t *raw;               /* one segment's payload before LZ4 */
-	size_t raw_cap;
-	uint8_t *out;               /* segment header + LZ4 frame */
-	size_t out_cap;
+	struct tf_segenc se;
 	uint8_t *meta;              /* queued meta records (encoded) */
 	size_t meta_len;
 	uint32_t meta_count;
@@ -89,36 +104,33 @@ static int wrap_if_needed(struct tf_writer *w, size_t n, struct tf_error *err)
 	return TF_OK;
 }
 
-/* Compresses w->raw[0..len) as one LZ4 frame into w->out after the room
- * for a segment header; *flen gets the frame's length. The one-shot frame
- * API keeps its state on the stack (about 16 KiB) and allocates nothing,
- * unlike LZ4F_compressBegin, which allocates a buffer per frame. */
-static int compress(struct tf_writer *w, size_t len, size_t *flen,
-		    struct tf_error *err)
+/* Compresses se->raw[0..len) as one LZ4 frame into se->out after the
+ * room for a segment header; *flen gets the frame's length. The one-shot
+ * frame API keeps its state on the stack (about 16 KiB) and allocates
+ * nothing, unlike LZ4F_compressBegin, which allocates a buffer per frame. */
+static int compress(struct tf_segenc *se, size_t len, size_t *flen, struct tf_error *err)
 {
-	w->prefs.frameInfo.contentSize = len;
-	size_t r = LZ4F_compressFrame(w->out + TF_SEG_HEADER,
-				      w->out_cap - TF_SEG_HEADER, w->raw, len,
-				      &w->prefs);
+	se->prefs.frameInfo.contentSize = len;
+	size_t r = LZ4F_compressFrame(se->out + TF_SEG_HEADER, se->out_cap - TF_SEG_HEADER,
+				      se->raw, len, &se->prefs);
 	if (LZ4F_isError(r))
-		return tf_fail(err, TF_E_NOMEM, w->off, "LZ4 compression failed: %s",
+		return tf_fail(err, TF_E_NOMEM, 0, "LZ4 compression failed: %s",
 			       LZ4F_getErrorName(r));
 	*flen = r;
 	return TF_OK;
 }
 
-/* Appends w->raw[0..len) as one segment. */
-static int put_segment(struct tf_writer *w, uint32_t stream, uint32_t tid,
-		       uint64_t first_seq, uint32_t count, uint64_t t_first,
-		       uint64_t t_last, size_t len, struct tf_error *err)
+/* Makes se->raw[0..len) a segment in se->out: everything but the lap and
+ * the header's checksum, which tf_writer_put sets. */
+static int seal(struct tf_segenc *se, uint32_t stream, uint32_t tid, uint64_t first_seq,
+		uint32_t count, uint64_t t_first, uint64_t t_last, size_t len,
+		struct tf_error *err)
 {
 	size_t at = 0;
-	int rc = compress(w, len, &at, err);
+	int rc = compress(se, len, &at, err);
 	if (rc)
 		return rc;
-	if ((rc = wrap_if_needed(w, TF_SEG_HEADER + at, err)))
-		return rc;
-	uint8_t *h = w->out;
+	uint8_t *h = se->out;
 	tf_put32(h + 0, TF_SEG_MAGIC);
 	tf_put32(h + 4, stream);
 	tf_put32(h + 8, tid);
@@ -128,9 +140,87 @@ static int put_segment(struct tf_writer *w, uint32_t stream, uint32_t tid,
 	tf_put64(h + 32, t_last);
 	tf_put32(h + 40, (uint32_t)len);
 	tf_put32(h + 44, (uint32_t)at);
+	se->len = TF_SEG_HEADER + at;
+	return TF_OK;
+}
+
+int tf_writer_put(struct tf_writer *w, struct tf_segenc *se, struct tf_error *err)
+{
+	int rc = wrap_if_needed(w, se->len, err);
+	if (rc)
+		return rc;
+	uint8_t *h = se->out;
 	tf_put32(h + 48, w->lap);
 	tf_put32(h + 52, tf_crc32(h, TF_SEG_HEADER - 4));
-	return write_all(w, w->out, TF_SEG_HEADER + at, err);
+	return write_all(w, h, se->len, err);
+}
+
+struct tf_segenc *tf_writer_segenc(struct tf_writer *w)
+{
+	return &w->se;
+}
+
+/* Appends w->se.raw[0..len) as one segment. */
+static int put_segment(struct tf_writer *w, uint32_t stream, uint32_t tid,
+		       uint64_t first_seq, uint32_t count, uint64_t t_first,
+		       uint64_t t_last, size_t len, struct tf_error *err)
+{
+	int rc = seal(&w->se, stream, tid, first_seq, count, t_first, t_last, len, err);
+	return rc ? rc : tf_writer_put(w, &w->se, err);
+}
+
+/* Memory for the encoder's buffers: mmap, not malloc (tf_segenc_new). */
+static void *mapped(size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void segenc_fini(struct tf_segenc *se)
+{
+	tf_colenc_free(se->enc);
+	if (se->raw)
+		munmap(se->raw, se->raw_cap);
+	if (se->out)
+		munmap(se->out, se->out_cap);
+}
+
+/* out_min: what else the writer builds in se->out (its file header). */
+static int segenc_init(struct tf_segenc *se, size_t out_min)
+{
+	se->prefs.frameInfo.blockSizeID = LZ4F_max4MB;
+	se->prefs.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
+	se->prefs.frameInfo.blockChecksumFlag = LZ4F_blockChecksumEnabled;
+	se->raw_cap = tf_colenc_bound(TF_SEG_EVENTS + 1);
+	if (se->raw_cap < TF_META_QUEUE)
+		se->raw_cap = TF_META_QUEUE;
+	se->out_cap = TF_SEG_HEADER + LZ4F_compressFrameBound(se->raw_cap, &se->prefs);
+	if (se->out_cap < out_min)
+		se->out_cap = out_min;
+	se->raw = mapped(se->raw_cap);
+	se->out = mapped(se->out_cap);
+	se->enc = tf_colenc_new();
+	return se->raw && se->out && se->enc ? 0 : -1;  /* the caller finis */
+}
+
+int tf_segenc_new(struct tf_segenc **out, struct tf_error *err)
+{
+	struct tf_segenc *se = mapped(sizeof *se);  /* zeroed */
+	*out = NULL;
+	if (!se || segenc_init(se, 0) < 0) {
+		tf_segenc_free(se);
+		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
+	}
+	*out = se;
+	return TF_OK;
+}
+
+void tf_segenc_free(struct tf_segenc *se)
+{
+	if (!se)
+		return;
+	segenc_fini(se);
+	munmap(se, sizeof *se);
 }
 
 static int put_file_header(struct tf_writer *w, const struct tf_header *hd,
@@ -142,7 +232,7 @@ static int put_file_header(struct tf_writer *w, const struct tf_header *hd,
 	cmd_n = cmd_n > TF_MAX_STR ? TF_MAX_STR : cmd_n;
 	size_t total = TF_FILE_FIXED + exe_n + cmd_n + 4;
 
-	uint8_t *h = w->out;
+	uint8_t *h = w->se.out;
 	memcpy(h, TF_FILE_MAGIC, TF_FILE_MAGIC_LEN);
 	tf_put32(h + 8, TF_VERSION);
 	tf_put32(h + 12, (uint32_t)total);
@@ -165,9 +255,7 @@ static int put_file_header(struct tf_writer *w, const struct tf_header *hd,
 
 static void writer_free(struct tf_writer *w)
 {
-	tf_colenc_free(w->enc);
-	free(w->raw);
-	free(w->out);
+	segenc_fini(&w->se);
 	free(w->meta);
 	free(w);
 }
@@ -182,21 +270,9 @@ int tf_writer_open(struct tf_writer **wp, int fd, const struct tf_header *h,
 	if (!w)
 		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
 	w->fd = fd;
-	w->prefs.frameInfo.blockSizeID = LZ4F_max4MB;
-	w->prefs.frameInfo.contentChecksumFlag = LZ4F_contentChecksumEnabled;
-	w->prefs.frameInfo.blockChecksumFlag = LZ4F_blockChecksumEnabled;
-	w->raw_cap = tf_colenc_bound(TF_SEG_EVENTS + 1);
-	if (w->raw_cap < TF_META_QUEUE)
-		w->raw_cap = TF_META_QUEUE;
-	w->out_cap = TF_SEG_HEADER + LZ4F_compressFrameBound(w->raw_cap, &w->prefs);
-	if (w->out_cap < TF_FILE_FIXED + 2 * TF_MAX_STR + 4)
-		w->out_cap = TF_FILE_FIXED + 2 * TF_MAX_STR + 4;
-	w->raw = malloc(w->raw_cap);
-	w->out = malloc(w->out_cap);
 	w->meta = malloc(TF_META_QUEUE);
-	w->enc = tf_colenc_new();
 	w->meta_tmin = UINT64_MAX;
-	if (!w->raw || !w->out || !w->meta || !w->enc) {
+	if (segenc_init(&w->se, TF_FILE_FIXED + 2 * TF_MAX_STR + 4) < 0 || !w->meta) {
 		writer_free(w);
 		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
 	}
@@ -216,7 +292,7 @@ int tf_writer_bound(struct tf_writer *w, uint64_t max_bytes, struct tf_error *er
 		return tf_fail(err, TF_E_ARG, 0, "bound below %u bytes or set too late",
 			       (uint64_t)TF_BOUND_MIN);
 	/* Set the header's flag: read it back, patch, checksum, rewrite. */
-	uint8_t *h = w->out;
+	uint8_t *h = w->se.out;
 	size_t n = (size_t)w->data_start;
 	if (pread(w->fd, h, n, 0) != (ssize_t)n)
 		return io_fail(w, err, "reading the header back");
@@ -257,6 +333,33 @@ static int check_events(const struct tf_event *ev, size_t n,
 	return TF_OK;
 }
 
+/* Encodes ev[0..n) (checked, one segment's worth) into se. */
+static int encode(struct tf_segenc *se, uint32_t stream, uint32_t tid, uint64_t first_seq,
+		  const struct tf_event *ev, size_t n, struct tf_error *err)
+{
+	size_t recs = 0;
+	for (size_t i = 0; i < n; i++)
+		recs += ev[i].kind != TF_EV_REALLOC_NEW;
+	uint64_t t0, t1;
+	size_t len = tf_colenc_encode(se->enc, ev, n, se->raw, &t0, &t1);
+	return seal(se, stream, tid, first_seq, (uint32_t)recs, t0, t1, len, err);
+}
+
+int tf_segenc_events(struct tf_segenc *se, uint32_t stream, uint32_t tid,
+		     uint64_t first_seq, const struct tf_event *ev, size_t n,
+		     struct tf_error *err)
+{
+	if (stream == 0)
+		return tf_fail(err, TF_E_ARG, 0, "stream 0 is the meta stream");
+	/* one more than TF_SEG_EVENTS only for the second half of a pair */
+	size_t max = TF_SEG_EVENTS + (n > TF_SEG_EVENTS &&
+				      ev[TF_SEG_EVENTS - 1].kind == TF_EV_REALLOC_OLD);
+	if (n == 0 || n > max)
+		return tf_fail(err, TF_E_ARG, 0, "%u events do not make one segment", (uint64_t)n);
+	int rc = check_events(ev, n, err);
+	return rc ? rc : encode(se, stream, tid, first_seq, ev, n, err);
+}
+
 int tf_write_events(struct tf_writer *w, uint32_t stream, uint32_t tid,
 		    uint64_t first_seq, const struct tf_event *ev, size_t n,
 		    struct tf_error *err)
@@ -270,13 +373,9 @@ int tf_write_events(struct tf_writer *w, uint32_t stream, uint32_t tid,
 		size_t k = n < TF_SEG_EVENTS ? n : TF_SEG_EVENTS;
 		if (ev[k - 1].kind == TF_EV_REALLOC_OLD)
 			k++;        /* keep the pair together */
-		size_t recs = 0;
-		for (size_t i = 0; i < k; i++)
-			recs += ev[i].kind != TF_EV_REALLOC_NEW;
-		uint64_t t0, t1;
-		size_t len = tf_colenc_encode(w->enc, ev, k, w->raw, &t0, &t1);
-		rc = put_segment(w, stream, tid, first_seq, (uint32_t)recs, t0, t1,
-				 len, err);
+		rc = encode(&w->se, stream, tid, first_seq, ev, k, err);
+		if (!rc)
+			rc = tf_writer_put(w, &w->se, err);
 		if (rc)
 			return rc;
 		first_seq += k;
@@ -290,7 +389,7 @@ int tf_writer_flush(struct tf_writer *w, struct tf_error *err)
 {
 	if (!w->meta_count)
 		return TF_OK;
-	memcpy(w->raw, w->meta, w->meta_len);
+	memcpy(w->se.raw, w->meta, w->meta_len);
 	uint64_t t0 = w->meta_tmin == UINT64_MAX ? 0 : w->meta_tmin;
 	int rc = put_segment(w, 0, 0, w->meta_seq, w->meta_count, t0,
 			     w->meta_tmax, w->meta_len, err);

@@ -168,9 +168,10 @@ struct tf_header {
 #define TF_HDR_BOUNDED 1u
 
 /* ---- writer ---------------------------------------------------------------
- * Used by the recorder's writer thread (never by application threads) and by
- * tests. It allocates only in tf_writer_open; all later calls reuse buffers,
- * so it can run inside a process whose allocator is being traced. */
+ * Used by the recorder's writer threads (never by application threads) and by
+ * tests. It allocates only in tf_writer_open and tf_segenc_new; all later
+ * calls reuse buffers, so it can run inside a process whose allocator is
+ * being traced. */
 struct tf_writer;
 
 /* fd: an open, writable, empty file (the caller creates it 0600, O_EXCL). */
@@ -189,6 +190,28 @@ int tf_writer_open(struct tf_writer **w, int fd, const struct tf_header *h,
 int tf_write_events(struct tf_writer *w, uint32_t stream, uint32_t tid,
 		    uint64_t first_seq, const struct tf_event *ev, size_t n,
 		    struct tf_error *err);
+
+/* A segment encoded apart from the writer, so that one thread can encode
+ * while another appends. A tf_segenc is used by one thread at a time;
+ * tf_segenc_new allocates with mmap only. */
+struct tf_segenc;
+int tf_segenc_new(struct tf_segenc **se, struct tf_error *err);
+void tf_segenc_free(struct tf_segenc *se);
+
+/* Encodes ev[0..n) of one stream as one segment into se, replacing what se
+ * held: n at most TF_SEGMENT_EVENTS, one more only if the last two are a
+ * REALLOC pair. first_seq as for tf_write_events. */
+int tf_segenc_events(struct tf_segenc *se, uint32_t stream, uint32_t tid,
+		     uint64_t first_seq, const struct tf_event *ev, size_t n,
+		     struct tf_error *err);
+
+/* Appends the segment se holds (tf_segenc_events succeeded on it). */
+int tf_writer_put(struct tf_writer *w, struct tf_segenc *se, struct tf_error *err);
+
+/* The writer's own encoder, for its thread. Meta records share its buffers:
+ * append what it holds before the next tf_write_meta, tf_writer_flush or
+ * tf_write_events. */
+struct tf_segenc *tf_writer_segenc(struct tf_writer *w);
 
 /* Queue one meta record (STACK, THREAD, MODULE, MARK, LOST) for stream 0;
  * queued meta records go out as a segment when the queue fills or at

@@ -3,7 +3,7 @@ its trace exactly: events per kind and fn, sizes, one stack id per call site
 (and, where addr2line exists, that the innermost frame is that call site),
 threads, fork and exec traces, MODULE records for a dlopen'ed library.
 
-CASE: entry realloc threads thread_exit fork fork_exit fork_exec dlopen cxx clock
+CASE: entry realloc threads thread_exit fork fork_exit fork_exec dlopen cxx clock pairs
 """
 import glob
 import os
@@ -209,6 +209,36 @@ def case_cxx(d):
     st = t.stats()
     assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
     print("cxx_mix: same output, %d allocations, 4 threads: ok" % t.summary["alloc"])
+
+
+def case_pairs(d):
+    n, k = 4, 2000
+    trace = os.path.join(d, "pairs.trc")
+    p = rectest.record([hrtest.prog("pairs"), str(n), str(k)], trace)
+    assert out_lines(p)[-1] == ["flush", "0"], p.stdout
+    t = Trace(trace)
+    for i in range(n):
+        got = t.allocs(size=3000 + i)
+        assert len(got) == k, "size %d: %d allocations, expected %d" % (3000 + i, len(got), k)
+        assert len({r["tid"] for r in got}) == 1, "size %d allocated by several threads" % (3000 + i)
+        ours = {r["addr"] for r in got}
+        freed = [r for r in t.frees() if r["addr"] in ours]
+        assert len(freed) == k and {r["tid"] for r in freed} == {got[0]["tid"]}, \
+            "size %d: %d frees" % (3000 + i, len(freed))
+    stacks = {r["stack"] for i in range(n) for r in t.allocs(size=3000 + i)}
+    assert len(stacks) == 1, "one call site, stacks %s" % stacks
+    # each thread's events, in file order, keep their order: pairs of
+    # chunks are written in the order they left their rings
+    last = {}
+    for r in t.events:
+        assert r["t"] >= last.get(r["tid"], 0), "thread %d goes back in time: %s" % (r["tid"], r)
+        last[r["tid"]] = r["t"]
+    st = t.stats()
+    assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
+    # the flush found the n rings full of events: at least one pair
+    assert st["helper_segments"] >= 1, st
+    print("pairs: %d x %d allocations and frees, %d segments by the encoder thread: ok"
+          % (n, k, st["helper_segments"]))
 
 
 # How far an event time may be from CLOCK_MONOTONIC read around its call:

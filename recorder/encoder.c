@@ -1,0 +1,139 @@
+/*
+ * encoder.c - the writer's second thread ("heapreel-enc"): it encodes one
+ * chunk of events while the writer encodes the next (writer.c pairs them),
+ * so that on a machine whose cores the program's threads keep busy the
+ * writer gets two threads' share of the CPU, not one, and keeps up. (With
+ * 4 busy threads on 2 cores the writer alone gets a fifth of the CPU, about
+ * what it needs for them: each time it fell behind, a thread whose ring was
+ * full had to wait for it.)
+ *
+ * One job at a time: rec_enc_submit hands it over through the futex word
+ * `go`, the thread encodes it into its own tf_segenc and bumps `done`; the
+ * writer appends the segment itself (tf_writer_put), in order. The thread
+ * is made when the writer starts, idle until the first job; its encoder and
+ * events buffer (~11 MiB) only when writer.c first pairs two chunks, on the
+ * writer's thread, with mmap only (tf_segenc_new says why). A process whose
+ * writer never has two chunks at once (one busy thread) never maps them.
+ *
+ * The thread runs with the re-entrancy guard set (its allocations are not
+ * recorded) and all signals blocked, like the writer.
+ *
+ * Must never: call malloc, or touch the trace file.
+ */
+#include "rec_internal.h"
+
+#include <linux/futex.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+static pthread_t thread;
+static int running;                    /* the thread exists (this process) */
+static int unusable;                   /* no memory for the encoder: never again */
+static struct rec_enc enc;             /* made on first use, kept across sessions */
+static struct rec_enc_job *job;
+static _Atomic uint32_t go, done;      /* jobs handed over, jobs finished */
+static _Atomic int quit;
+static uint64_t jobs;                  /* encoded by the thread this session */
+
+static void futex_wait(_Atomic uint32_t *word, uint32_t seen)
+{
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *word)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+void rec_enc_run(struct rec_enc_job *j)
+{
+	j->rc = tf_segenc_events(j->se, j->stream, j->tid, j->first_seq, j->ev, j->n, &j->err);
+}
+
+static void *enc_main(void *arg)
+{
+	(void)arg;
+	rec_guard = 1;
+	prctl(PR_SET_NAME, "heapreel-enc");
+	uint32_t seen = atomic_load_explicit(&go, memory_order_acquire);
+	for (;;) {
+		uint32_t g;
+		while ((g = atomic_load_explicit(&go, memory_order_acquire)) == seen &&
+		       !atomic_load(&quit))
+			futex_wait(&go, seen);
+		if (g == seen)
+			return NULL;  /* quit, and no job left: the writer settled first */
+		seen = g;
+		rec_enc_run(job);
+		atomic_store_explicit(&done, g, memory_order_release);
+		futex_wake(&done);
+	}
+}
+
+int rec_enc_start(void)
+{
+	jobs = 0;
+	atomic_store(&quit, 0);
+	atomic_store(&done, atomic_load(&go));
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	running = pthread_create(&thread, NULL, enc_main, NULL) == 0;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return running ? 0 : -1;
+}
+
+const struct rec_enc *rec_enc_get(void)
+{
+	if (!running || unusable)
+		return NULL;
+	if (enc.se)
+		return &enc;
+	struct tf_error err;
+	enc.ev = rec_map_private((TF_SEGMENT_EVENTS + 1) * sizeof *enc.ev);
+	if (!enc.ev || tf_segenc_new(&enc.se, &err) != TF_OK) {
+		if (enc.ev)
+			munmap(enc.ev, (TF_SEGMENT_EVENTS + 1) * sizeof *enc.ev);
+		enc.ev = NULL;
+		unusable = 1;
+		return NULL;
+	}
+	return &enc;
+}
+
+void rec_enc_submit(struct rec_enc_job *j)
+{
+	job = j;
+	jobs++;
+	atomic_fetch_add_explicit(&go, 1, memory_order_release);
+	futex_wake(&go);
+}
+
+void rec_enc_wait(void)
+{
+	uint32_t g = atomic_load_explicit(&go, memory_order_relaxed), d;
+	while ((d = atomic_load_explicit(&done, memory_order_acquire)) != g)
+		futex_wait(&done, d);
+}
+
+uint64_t rec_enc_jobs(void)
+{
+	return jobs;
+}
+
+void rec_enc_stop(void)
+{
+	if (!running)
+		return;
+	atomic_store(&quit, 1);
+	futex_wake(&go);
+	pthread_join(thread, NULL);
+	running = 0;
+}
+
+void rec_enc_abandon(void)
+{
+	running = 0;  /* a forked child has no such thread; its encoder is a copy, kept */
+}
