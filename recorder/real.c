@@ -18,37 +18,28 @@
 struct rec_real rec_real;
 REC_TLS int rec_guard;
 
-/* dlsym needs a few hundred bytes once; 64 KiB leaves room for a program or
- * another preloaded library that allocates before our constructor. */
-#define BOOT_ARENA_BYTES (64 * 1024)
 /* Each bootstrap block is preceded by its size, so realloc can copy it. */
 #define BOOT_HEADER 16
 
-static _Alignas(64) unsigned char boot_arena[BOOT_ARENA_BYTES];
+_Alignas(64) unsigned char rec_boot_arena[REC_BOOT_ARENA_BYTES];
 static _Atomic size_t boot_used;
 static _Atomic int resolving;    /* 1 while a thread runs rec_real_resolve */
-
-int rec_boot_owns(const void *p)
-{
-	const unsigned char *c = p;
-	return c >= boot_arena && c < boot_arena + BOOT_ARENA_BYTES;
-}
 
 void *rec_boot_alloc(size_t size, size_t align)
 {
 	if (align < BOOT_HEADER)
 		align = BOOT_HEADER;
-	if (align > 4096 || size > BOOT_ARENA_BYTES)
+	if (align > 4096 || size > REC_BOOT_ARENA_BYTES)
 		return NULL;
 	size_t used = atomic_load(&boot_used), start, end;
 	do {
 		start = (used + BOOT_HEADER + align - 1) & ~(align - 1);
 		end = start + ((size + 15) & ~(size_t)15);
-		if (end > BOOT_ARENA_BYTES)
+		if (end > REC_BOOT_ARENA_BYTES)
 			return NULL;
 	} while (!atomic_compare_exchange_weak(&boot_used, &used, end));
-	memcpy(boot_arena + start - sizeof(size_t), &size, sizeof size);
-	return memset(boot_arena + start, 0, size); /* serves calloc too */
+	memcpy(rec_boot_arena + start - sizeof(size_t), &size, sizeof size);
+	return memset(rec_boot_arena + start, 0, size); /* serves calloc too */
 }
 
 size_t rec_boot_size(const void *p)

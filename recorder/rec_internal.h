@@ -70,8 +70,16 @@ extern REC_TLS int rec_guard;
  * once and before the constructor; dlsym's own allocations are served from
  * the bootstrap arena. */
 void rec_real_resolve(void);
-/* Bootstrap arena: serves allocations while the real functions are unknown. */
-int rec_boot_owns(const void *p);
+/* Bootstrap arena: serves allocations while the real functions are unknown.
+ * 64 KiB: dlsym needs a few hundred bytes once; the rest is room for a
+ * program or another preloaded library that allocates before our constructor. */
+#define REC_BOOT_ARENA_BYTES (64 * 1024)
+extern unsigned char rec_boot_arena[REC_BOOT_ARENA_BYTES];
+/* Inline: every free asks. */
+static inline int rec_boot_owns(const void *p)
+{
+	return (uintptr_t)p - (uintptr_t)rec_boot_arena < REC_BOOT_ARENA_BYTES;
+}
 void *rec_boot_alloc(size_t size, size_t align);
 size_t rec_boot_size(const void *p);
 
