@@ -11,9 +11,10 @@
  * `go`, the thread encodes it into its own tf_segenc and bumps `done`; the
  * writer appends the segment itself (tf_writer_put), in order. The thread
  * is made when the writer starts, idle until the first job; its encoder and
- * events buffer (~11 MiB) only when writer.c first pairs two chunks, on the
- * writer's thread, with mmap only (tf_segenc_new says why). A process whose
- * writer never has two chunks at once (one busy thread) never maps them.
+ * events buffer (~11 MiB) only when writer.c first has two chunks to pair,
+ * on the writer's thread, with mmap only (tf_segenc_new says why). A
+ * process whose writer never has two chunks at once (one busy thread)
+ * never maps them.
  *
  * The thread runs with the re-entrancy guard set (its allocations are not
  * recorded) and all signals blocked, like the writer.
@@ -52,20 +53,22 @@ void rec_enc_run(struct rec_enc_job *j)
 	j->rc = tf_segenc_events(j->se, j->stream, j->tid, j->first_seq, j->ev, j->n, &j->err);
 }
 
+/* arg: `go` when the thread was made; a job handed over before the thread
+ * first looks has moved it on. Every move of `go` is a job, or the stop
+ * (`quit` set first): a wake-up is never about anything else, so none can
+ * be missed between looking and sleeping. */
 static void *enc_main(void *arg)
 {
-	(void)arg;
+	uint32_t seen = (uint32_t)(uintptr_t)arg;
 	rec_guard = 1;
 	prctl(PR_SET_NAME, "heapreel-enc");
-	uint32_t seen = atomic_load_explicit(&go, memory_order_acquire);
 	for (;;) {
 		uint32_t g;
-		while ((g = atomic_load_explicit(&go, memory_order_acquire)) == seen &&
-		       !atomic_load(&quit))
+		while ((g = atomic_load_explicit(&go, memory_order_acquire)) == seen)
 			futex_wait(&go, seen);
-		if (g == seen)
-			return NULL;  /* quit, and no job left: the writer settled first */
 		seen = g;
+		if (atomic_load_explicit(&quit, memory_order_relaxed))
+			return NULL;  /* no job is pending: the writer settled first */
 		rec_enc_run(job);
 		atomic_store_explicit(&done, g, memory_order_release);
 		futex_wake(&done);
@@ -76,18 +79,24 @@ int rec_enc_start(void)
 {
 	jobs = 0;
 	atomic_store(&quit, 0);
-	atomic_store(&done, atomic_load(&go));
+	uint32_t g = atomic_load(&go);
+	atomic_store(&done, g);
 	sigset_t all, old;
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	running = pthread_create(&thread, NULL, enc_main, NULL) == 0;
+	running = pthread_create(&thread, NULL, enc_main, (void *)(uintptr_t)g) == 0;
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return running ? 0 : -1;
 }
 
+int rec_enc_ready(void)
+{
+	return running && !unusable;
+}
+
 const struct rec_enc *rec_enc_get(void)
 {
-	if (!running || unusable)
+	if (!rec_enc_ready())
 		return NULL;
 	if (enc.se)
 		return &enc;
@@ -127,7 +136,8 @@ void rec_enc_stop(void)
 {
 	if (!running)
 		return;
-	atomic_store(&quit, 1);
+	atomic_store_explicit(&quit, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&go, 1, memory_order_release);
 	futex_wake(&go);
 	pthread_join(thread, NULL);
 	running = 0;

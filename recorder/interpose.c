@@ -179,7 +179,7 @@ static void note_alloc(void *p, size_t size, unsigned fn, int track, enum how h)
 static void note_free(void *p, unsigned fn, enum how h)
 {
 	uint32_t at = h == NESTED ? rec_nested_reserve(1) : 0;
-	struct tf_event ev = { .t = rec_now_before(), .addr = (uintptr_t)p, .kind = TF_EV_FREE,
+	struct tf_event ev = { .t = rec_now(), .addr = (uintptr_t)p, .kind = TF_EV_FREE,
 			       .fn = (uint8_t)fn };
 	record(&ev, 1, h, at);
 }
@@ -255,7 +255,7 @@ static void *resize(void *old, size_t size, unsigned fn, void *(*real_call)(void
 	if (!take_old && !take_new)
 		return real_call(old, n, m);
 	uint32_t at = h == NESTED ? rec_nested_reserve(2) : 0;
-	uint64_t before = rec_now_before();
+	uint64_t before = rec_now();
 	void *p = real_call(old, n, m);
 	int e = errno;
 	struct tf_event ev[2];

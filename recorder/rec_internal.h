@@ -20,9 +20,6 @@
 #include <stdint.h>
 #include <sys/mman.h>
 #include <sys/types.h>
-#ifdef __x86_64__
-#include <x86intrin.h>
-#endif
 
 #define REC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define REC_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -169,46 +166,7 @@ static inline int rec_on(void)
 	return atomic_load_explicit(&rec_s.state, memory_order_relaxed) == REC_ON;
 }
 
-/* ---- clock.c: event times, in ns since rec_s.t0 --------------------------- */
-#define REC_CLOCK_SHIFT 32            /* ns = counter ticks * mult >> REC_CLOCK_SHIFT */
-struct rec_clock {
-	int tsc;                      /* 1: count with the TSC; 0: clock_gettime */
-	uint64_t mult;                /* ns per tick << REC_CLOCK_SHIFT */
-	uint64_t tsc0;                /* the counter at rec_s.t0 */
-};
-extern struct rec_clock rec_clock;
-void rec_clock_init(void);            /* once per program: is the TSC usable, its rate */
-uint64_t rec_clock_start(void);       /* a trace starts: CLOCK_MONOTONIC ns, the origin */
-uint64_t rec_clock_mono(void);        /* CLOCK_MONOTONIC in ns */
-
-static inline uint64_t rec_clock_ns(uint64_t tsc)
-{
-	uint64_t d = tsc > rec_clock.tsc0 ? tsc - rec_clock.tsc0 : 0;
-	return (uint64_t)(((unsigned __int128)d * rec_clock.mult) >> REC_CLOCK_SHIFT);
-}
-
-/* A stamp no later than anything this thread does after it (a free's). */
-static inline uint64_t rec_now_before(void)
-{
-#ifdef __x86_64__
-	if (REC_LIKELY(rec_clock.tsc))
-		return rec_clock_ns(__rdtsc());
-#endif
-	return rec_clock_mono() - rec_s.t0;
-}
-
-/* A stamp also no earlier than anything this thread did before it. */
-static inline uint64_t rec_now(void)
-{
-#ifdef __x86_64__
-	if (REC_LIKELY(rec_clock.tsc)) {
-		_mm_lfence();
-		return rec_clock_ns(__rdtsc());
-	}
-#endif
-	return rec_clock_mono() - rec_s.t0;
-}
-
+uint64_t rec_now(void);               /* ns since rec_s.t0 */
 /* 1 if fd still is the file we opened (a program may close our descriptors
  * and reuse the numbers for its own files, which we must never write). */
 int rec_fd_ok(int fd, dev_t dev, ino_t ino);
@@ -376,6 +334,7 @@ struct rec_enc_job {                  /* one segment's events, and the outcome *
 	struct tf_error err;
 };
 int rec_enc_start(void);              /* with the writer: the thread, idle */
+int rec_enc_ready(void);              /* the thread is there (its encoder may not be) */
 const struct rec_enc *rec_enc_get(void); /* made on first call (mmap); NULL: none */
 void rec_enc_run(struct rec_enc_job *j);    /* encodes j on this thread */
 void rec_enc_submit(struct rec_enc_job *j); /* encodes j on the encoder thread */

@@ -59,6 +59,13 @@ struct rec_session rec_s;
 static struct tf_writer *writer;
 static char cmdline[4096];
 
+uint64_t rec_now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - rec_s.t0;
+}
+
 void rec_say(const char *a, const char *b, const char *c)
 {
 	char line[8448], *e = line + sizeof line - 1;
@@ -329,9 +336,10 @@ static void start(int single_thread)
 	atomic_store(&rec_s.stacks_unknown, 0);
 	atomic_store(&rec_s.reserve_failed, 0);
 	atomic_store(&rec_s.said_trouble, 0);
-	struct timespec real;
-	rec_s.t0 = rec_clock_start();
+	struct timespec mono, real;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
 	clock_gettime(CLOCK_REALTIME, &real);
+	rec_s.t0 = (uint64_t)mono.tv_sec * 1000000000u + (uint64_t)mono.tv_nsec;
 
 	int err = create_files();
 	if (err) {
@@ -478,7 +486,6 @@ __attribute__((constructor)) static void rec_init(void)
 	rec_real_resolve();
 	rec_s.depth = parse_depth();
 	rec_s.max_size = parse_max_size();
-	rec_clock_init();
 	rec_ctl_init();
 	if (rec_stack_init() < 0) {
 		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");

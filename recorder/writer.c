@@ -11,12 +11,14 @@
  *     thread that got no staging ring: all in use, or no disk space),
  *   - for every ring in use: a THREAD record when it first sees the stream
  *     (name read from /proc/self/task/TID/comm), then, once enough are
- *     pending (DRAIN_MIN), the events [tail, head) through tf_write_events,
- *     advancing tail only after each write returned; a CLOSED ring drained
- *     to its head is released.
- * Events are copied out of the ring first, in chunks that never end between
- * the two events of a realloc (which the thread publishes together), so a
- * pair that wraps around the ring's end still goes out in one call.
+ *     pending (DRAIN_MIN), the events [tail, head) as segments, advancing
+ *     tail only after each write returned; a CLOSED ring drained to its
+ *     head is released.
+ * Events are copied out of the ring first, in chunks of one segment that
+ * never end between the two events of a realloc (which the thread
+ * publishes together), so a pair that wraps around the ring's end still
+ * goes out in one segment. Chunks are encoded two at a time when they can
+ * be, one by the encoder thread (encoder.c, "chunks" below).
  *
  * After each round it serves the control socket, writes the marks queued
  * by rec_mark, trace-ctl, start and stop, and answers rec_flush with a
@@ -26,8 +28,9 @@
  * keymap, and a keyframe is written between rounds each time a quarter of
  * the ring has been written (keyframe_step, keyframe.c).
  *
- * On stop it does a last round, writes a "heapreel.stats" MARK (ring waits,
- * lost events, unknown stacks, nodes, sampled-set overflows), and
+ * On stop it does a last round, stops the encoder thread, writes a
+ * "heapreel.stats" MARK (ring waits, lost events, unknown stacks, nodes,
+ * sampled-set overflows, segments the encoder thread encoded), and
  * tf_writer_close writes END.
  *
  * The thread runs with the re-entrancy guard set (its allocations are not
@@ -247,19 +250,19 @@ static int key_due(void)
 }
 
 /* ---- chunks: events copied out of a ring, on their way to the trace ------
- * A chunk is encoded, appended, then its ring's tail moves past it. Chunks
- * go out in pairs when the encoder thread is there (unbounded traces only:
- * a bounded one decides keyframes between chunks): the first waits, copied,
- * until a second comes; then the encoder thread encodes the first while
- * this thread encodes the second, and both are appended in order. A first
- * chunk left alone (settle) is encoded here. */
+ * A chunk is encoded, appended, then its ring's tail moves past it. While
+ * the encoder thread is there (unbounded traces: a bounded one decides
+ * keyframes between chunks), a chunk waits, copied out, for the next one:
+ * if one comes, the encoder thread encodes the waiting chunk while this
+ * thread encodes the new one, and both are appended in order; if none
+ * comes (settle), this thread encodes it alone. */
 struct chunk {
 	struct tf_ring *ring;
 	struct rec_enc_job job;
 	int key_after;                 /* bounded: rec_keymap_apply's last argument */
 };
-static struct chunk first, second;
-static enum { NO_FIRST, FIRST_WAITS, FIRST_ENCODING } first_state;
+static struct chunk waiting, current;
+static enum { NONE_WAITS, WAITS, ENCODING } waiting_state;
 
 /* Copies n events of ring r from index tail into buf, and one more if the
  * n-th is a REALLOC's first half (a pair is never split); returns the count. */
@@ -299,40 +302,44 @@ static void encode_here(struct chunk *c)
 		rec_enc_run(&c->job);
 }
 
-/* Writes the first chunk of a pair that has one. */
+/* Writes the waiting chunk, if there is one. */
 static void settle(void)
 {
-	if (first_state == FIRST_WAITS)
-		encode_here(&first);  /* with the encoder thread's encoder: it is idle */
-	else if (first_state == FIRST_ENCODING)
+	if (waiting_state == WAITS)
+		encode_here(&waiting);
+	else if (waiting_state == ENCODING)
 		rec_enc_wait();
 	else
 		return;
-	first_state = NO_FIRST;
-	complete(&first);
+	waiting_state = NONE_WAITS;
+	complete(&waiting);
 }
 
 /* Ring r's events [tail, tail + n) (n may grow by one: copy_out), on their
- * way; returns n. */
+ * way; returns n. A waiting chunk's events are in scratch, encoded with
+ * the writer's encoder unless the encoder thread takes it; a new chunk
+ * that pairs with it goes in the encoder thread's buffer. */
 static size_t send(struct tf_ring *r, uint64_t tail, size_t n, int key_after)
 {
 	const struct rec_enc *e = NULL;
-	if (first_state == NO_FIRST && !rec_s.max_size && !failed)
-		e = rec_enc_get();
-	struct chunk *c = e ? &first : &second;
+	if (waiting_state == WAITS && (failed || !(e = rec_enc_get())))
+		settle();       /* cannot pair: the waiting chunk alone */
+	int wait = waiting_state == NONE_WAITS && !rec_s.max_size && !failed && rec_enc_ready();
+	struct chunk *c = wait ? &waiting : &current;
 	struct tf_event *buf = e ? e->ev : scratch;
 	n = copy_out(r, tail, n, buf);
 	c->ring = r;
 	c->key_after = key_after;
-	c->job = (struct rec_enc_job){ .se = e ? e->se : tf_writer_segenc(w), .ev = buf, .n = n,
+	c->job = (struct rec_enc_job){ .se = tf_writer_segenc(w), .ev = buf, .n = n,
 				       .stream = r->stream, .tid = r->tid, .first_seq = tail };
-	if (e) {
-		first_state = FIRST_WAITS;
+	if (wait) {
+		waiting_state = WAITS;
 		return n;
 	}
-	if (first_state == FIRST_WAITS && !failed) {
-		rec_enc_submit(&first.job);
-		first_state = FIRST_ENCODING;
+	if (e) {
+		waiting.job.se = e->se;
+		rec_enc_submit(&waiting.job);
+		waiting_state = ENCODING;
 	}
 	encode_here(c);
 	settle();
@@ -609,7 +616,7 @@ int rec_writer_start(struct tf_writer *tw)
 	modules_emitted = 0;
 	lost_emitted = 0;
 	atomic_store(&stopping, 0);
-	first_state = NO_FIRST;
+	waiting_state = NONE_WAITS;
 	/* The module map goes to disk before any event can: a process killed
 	 * before the first round still has a trace that symbolizes. */
 	emit_modules();

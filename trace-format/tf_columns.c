@@ -304,10 +304,7 @@ struct tf_colenc *tf_colenc_new(void)
 	if (history)
 		model_place(&e->m, history, TF_SEG_RECS);
 	if (!cols || !history || !e->allocs) {
-		if (history)
-			munmap(history, TF_ENC_HISTORY_BYTES);
-		e->m.alloc_addr = NULL;
-		tf_colenc_free(e);
+		tf_colenc_free(e);  /* unmaps what was mapped */
 		return NULL;
 	}
 	e->frees = e->allocs + ((size_t)1 << TF_HASH_BITS);

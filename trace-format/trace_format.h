@@ -12,9 +12,7 @@
  * is the event stream of one thread: ALLOC, FREE, REALLOC in the thread's
  * program order, so its times never decrease.
  *
- * Times are nanoseconds since the header's t0_mono_ns, of a clock that is
- * CLOCK_MONOTONIC at t0 and runs at its rate (the recorder may count them
- * with the TSC: recorder/clock.c).
+ * Times are nanoseconds of CLOCK_MONOTONIC since the header's t0_mono_ns.
  * Ordering rule: an ALLOC is timestamped after the real allocator returned,
  * a FREE before the real free runs; a REALLOC carries both instants. At equal
  * times a reader orders frees before allocations.

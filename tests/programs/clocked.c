@@ -1,7 +1,9 @@
 /*
  * clocked - allocations bracketed by CLOCK_MONOTONIC reads, for the test that
- * the recorder's event times are CLOCK_MONOTONIC's (recorder/clock.c counts
- * them with the TSC). Allocates ROUNDS blocks of 4242 + i bytes, i = 0.., with
+ * the recorder's event times are CLOCK_MONOTONIC's: the trace's t0_mono_ns
+ * plus an allocation's time lies between the two reads around its call
+ * (the recorder stamps it after the real malloc returned).
+ * Allocates ROUNDS blocks of 4242 + i bytes, i = 0.., with
  * SLEEP_MS of sleep before each, and prints per block "SIZE BEFORE AFTER":
  * CLOCK_MONOTONIC in ns read just before the malloc and just after it.
  */

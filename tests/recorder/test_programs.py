@@ -241,12 +241,6 @@ def case_pairs(d):
           % (n, k, st["helper_segments"]))
 
 
-# How far an event time may be from CLOCK_MONOTONIC read around its call:
-# the recorder counts time with the TSC at a rate measured against
-# CLOCK_MONOTONIC for 1 ms (recorder/clock.c: < 50 ppm off, each end of the
-# measurement within ~25 ns). A wrong rate or origin misses by far more.
-CLOCK_SLACK_NS = 5000
-CLOCK_SLACK_PPM = 200
 T0_MONO_OFFSET = 32  # trace header: u64 t0_mono_ns (trace-format/FORMAT.md)
 
 
@@ -262,8 +256,7 @@ def case_clock(d):
         got = t.allocs(size=size)
         assert len(got) == 1, "%d: %s" % (size, got)
         at = t0 + got[0]["t"]
-        slack = CLOCK_SLACK_NS + (after - t0) * CLOCK_SLACK_PPM // 1000000
-        assert before - slack <= at <= after + slack, \
+        assert before <= at <= after, \
             "allocation of %d stamped %d ns, CLOCK_MONOTONIC read %d .. %d around it" % (
                 size, at, before, after)
     print("clocked: 3 allocations stamped within CLOCK_MONOTONIC's reads around them: ok")
