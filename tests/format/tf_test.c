@@ -746,6 +746,69 @@ static void spit(const char *path, const uint8_t *b, size_t n)
 	close(fd);
 }
 
+/* Segments encoded apart (two tf_segencs taking turns, as the recorder's
+ * writer and encoder threads do) and appended with tf_writer_put make the
+ * same file as tf_write_events; tf_segenc_events refuses what is not one
+ * segment of one event stream. */
+static void test_segenc(void)
+{
+	enum { N = 3 * TF_SEGMENT_EVENTS + 1000 };
+	struct tf_event *ev = malloc(N * sizeof *ev);
+	uint64_t t = 0;
+	size_t n = random_events(ev, N, &t);
+	const char *paths[2] = { tmp_path("whole.trc"), tmp_path("apart.trc") };
+	struct tf_segenc *se[2] = { NULL, NULL };
+	struct tf_error e = { 0 };
+#ifdef TF_TEST_COUNTS_ALLOCS
+	allocs = 0;
+	counting = 1;
+#endif
+	for (int i = 0; i < 2; i++)
+		CHECK(tf_segenc_new(&se[i], &e) == TF_OK, "%s", e.msg);
+#ifdef TF_TEST_COUNTS_ALLOCS
+	counting = 0;
+	CHECK(allocs == 0, "tf_segenc_new called malloc %lu times", allocs);
+#endif
+	for (int way = 0; way < 2; way++) {
+		int fd = create(paths[way]);
+		struct tf_writer *w;
+		CHECK(tf_writer_open(&w, fd, &hdr, &e) == TF_OK, "%s", e.msg);
+		if (way == 0) {
+			CHECK(tf_write_events(w, 3, 30, 0, ev, n, &e) == TF_OK, "%s", e.msg);
+		} else {
+			for (size_t at = 0, turn = 0; at < n; turn++) {
+				size_t k = n - at < TF_SEGMENT_EVENTS ? n - at : TF_SEGMENT_EVENTS;
+				if (ev[at + k - 1].kind == TF_EV_REALLOC_OLD)
+					k++;
+				struct tf_segenc *s = se[turn % 2];
+				CHECK(tf_segenc_events(s, 3, 30, at, ev + at, k, &e) == TF_OK, "%s", e.msg);
+				CHECK(tf_writer_put(w, s, &e) == TF_OK, "%s", e.msg);
+				at += k;
+			}
+		}
+		CHECK(tf_writer_close(w, t, &e) == TF_OK, "%s", e.msg);
+		close(fd);
+	}
+	size_t len[2];
+	uint8_t *bytes[2] = { slurp(paths[0], &len[0]), slurp(paths[1], &len[1]) };
+	CHECK(len[0] == len[1] && !memcmp(bytes[0], bytes[1], len[0]),
+	      "segments encoded apart differ from tf_write_events' (%zu vs %zu bytes)",
+	      len[0], len[1]);
+	size_t big = TF_SEGMENT_EVENTS + 1;
+	while (ev[TF_SEGMENT_EVENTS - 1].kind == TF_EV_REALLOC_OLD)
+		ev[TF_SEGMENT_EVENTS - 1].kind = TF_EV_FREE;  /* no pair at the cut */
+	ev[TF_SEGMENT_EVENTS].kind = TF_EV_FREE;
+	CHECK(tf_segenc_events(se[0], 0, 1, 0, ev, 10, &e) == TF_E_ARG, "stream 0 accepted");
+	CHECK(tf_segenc_events(se[0], 3, 1, 0, ev, 0, &e) == TF_E_ARG, "no events accepted");
+	CHECK(tf_segenc_events(se[0], 3, 1, 0, ev, big, &e) == TF_E_ARG,
+	      "%zu events (no pair at the cut) made one segment", big);
+	for (int i = 0; i < 2; i++) {
+		free(bytes[i]);
+		tf_segenc_free(se[i]);
+	}
+	free(ev);
+}
+
 /* Segment starts of a trace, in file order. */
 static size_t segment_starts(const char *path, uint64_t *off, size_t max)
 {
@@ -1319,6 +1382,7 @@ int main(int argc, char **argv)
 	test_names();
 	test_writer_args();
 	test_dense_segment();
+	test_segenc();
 	test_round_trip();
 	test_round_trip_realistic();
 	test_unknown_kinds();
