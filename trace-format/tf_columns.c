@@ -261,25 +261,14 @@ struct tf_colenc {
 	uint32_t gen;
 };
 
-/* Zeroed memory with every page already in place. The recorder's writer
- * reads these tables before it writes them; a read of an untouched page
- * maps the shared zero page, and the first write after it then copies the
- * page and flushes the TLB of every CPU the traced program runs on (an
- * interrupt to each of its threads). calloc, or malloc and memset (which
- * compilers turn into calloc), would leave fresh mmap'd pages untouched. */
-static void *zeroed(size_t bytes)
-{
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-/* Memory always written before it is read: pages come as they are used. */
-static void *mapped(size_t bytes)
-{
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
+/* The tables are zeroed memory with every page already in place
+ * (tf_map(.., 1)). The recorder's writer reads them before it writes them;
+ * a read of an untouched page maps the shared zero page, and the first
+ * write after it then copies the page and flushes the TLB of every CPU the
+ * traced program runs on (an interrupt to each of its threads). calloc, or
+ * malloc and memset (which compilers turn into calloc), would leave fresh
+ * mmap'd pages untouched. Memory always written before it is read gets its
+ * pages as they are used (tf_map(.., 0)). */
 
 #define TF_ENC_SLOTS_BYTES (((size_t)2 << TF_HASH_BITS) * sizeof(struct tf_slot))
 #define TF_ENC_HISTORY_BYTES (TF_MODEL_WORDS * TF_SEG_RECS * sizeof(uint64_t))
@@ -294,12 +283,12 @@ static size_t cols_bytes(void)
 
 struct tf_colenc *tf_colenc_new(void)
 {
-	struct tf_colenc *e = zeroed(sizeof *e);
+	struct tf_colenc *e = tf_map(sizeof *e, 1);
 	if (!e)
 		return NULL;
-	uint64_t *cols = mapped(cols_bytes());
-	uint64_t *history = mapped(TF_ENC_HISTORY_BYTES);
-	e->allocs = zeroed(TF_ENC_SLOTS_BYTES);
+	uint64_t *cols = tf_map(cols_bytes(), 0);
+	uint64_t *history = tf_map(TF_ENC_HISTORY_BYTES, 0);
+	e->allocs = tf_map(TF_ENC_SLOTS_BYTES, 1);
 	e->val[1] = cols;
 	if (history)
 		model_place(&e->m, history, TF_SEG_RECS);

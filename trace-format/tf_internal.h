@@ -12,6 +12,7 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "trace_format.h"
 
@@ -169,6 +170,16 @@ size_t tf_ent_write(const uint64_t *v, size_t n, const struct tf_entcode *c,
 int tf_ent_init(struct tf_entdec *d, const uint8_t *p, size_t len);
 /* Next value; -1 at the column's end or on an invalid code. */
 int tf_ent_get(struct tf_entdec *d, uint64_t *v);
+
+/* Zeroed anonymous memory, NULL if none; populate: every page in place at
+ * once. The encoder's memory comes from here, never from malloc
+ * (tf_segenc_new says why). */
+static inline void *tf_map(size_t bytes, int populate)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
+	return p == MAP_FAILED ? NULL : p;
+}
 
 /* ---- event segment encoding (tf_columns.c) ------------------------------ */
 struct tf_colenc;

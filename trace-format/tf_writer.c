@@ -19,7 +19,6 @@
  */
 #include <errno.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <lz4frame.h>
@@ -169,13 +168,6 @@ static int put_segment(struct tf_writer *w, uint32_t stream, uint32_t tid,
 	return rc ? rc : tf_writer_put(w, &w->se, err);
 }
 
-/* Memory for the encoder's buffers: mmap, not malloc (tf_segenc_new). */
-static void *mapped(size_t bytes)
-{
-	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
 static void segenc_fini(struct tf_segenc *se)
 {
 	tf_colenc_free(se->enc);
@@ -197,15 +189,15 @@ static int segenc_init(struct tf_segenc *se, size_t out_min)
 	se->out_cap = TF_SEG_HEADER + LZ4F_compressFrameBound(se->raw_cap, &se->prefs);
 	if (se->out_cap < out_min)
 		se->out_cap = out_min;
-	se->raw = mapped(se->raw_cap);
-	se->out = mapped(se->out_cap);
+	se->raw = tf_map(se->raw_cap, 0);
+	se->out = tf_map(se->out_cap, 0);
 	se->enc = tf_colenc_new();
 	return se->raw && se->out && se->enc ? 0 : -1;  /* the caller finis */
 }
 
 int tf_segenc_new(struct tf_segenc **out, struct tf_error *err)
 {
-	struct tf_segenc *se = mapped(sizeof *se);  /* zeroed */
+	struct tf_segenc *se = tf_map(sizeof *se, 0);  /* zeroed */
 	*out = NULL;
 	if (!se || segenc_init(se, 0) < 0) {
 		tf_segenc_free(se);
