@@ -228,6 +228,11 @@ def fmt_ratio(st):
     return "%.2fx (%.2f-%.2f)" % (st[1], st[2], st[3])
 
 
+def median_run(runs):
+    """The run of median wall time (the upper one of an even count)."""
+    return sorted(runs, key=lambda x: x.wall)[len(runs) // 2]
+
+
 def fmt_bytes(n):
     sign = "-" if n < 0 else "+"
     n = abs(n)
@@ -417,8 +422,8 @@ def bench_sampling(name, argv, tools, work, runs):
         if p == SAMPLE_PERIODS[-1]:
             verdict = ", target <= %.2fx: %s" % (SAMPLE_TARGET,
                                                   "MET" if med <= SAMPLE_TARGET else "NOT MET")
-        print("  %-17s %.2fx (%.2f-%.2f) wall, %s CPU, paired; %s events%s" % (
-            label, med, min(wall), max(wall),
+        print("  %-17s %s wall, %s CPU, paired; %s events%s" % (
+            label, fmt_ratio((None, med, min(wall), max(wall))),
             "%.2fx" % statistics.median(cpu) if cpu else "n/a", events.get(p, "?"), verdict))
 
 
@@ -492,7 +497,7 @@ def bench_import(res, tools, work):
         imports.append(r)
         if ht:
             prints.append(timed(["heaptrack_print", ht], cwd=work))
-    r = sorted(imports, key=lambda x: x.wall)[len(imports) // 2]
+    r = median_run(imports)
     events = int((res["summary"] or {}).get("events", 0))
     try:
         nalloc = db_allocations(db)
@@ -504,8 +509,7 @@ def bench_import(res, tools, work):
         r.wall, rate, r.rss / MIB, os.path.getsize(db) / MIB, per_alloc, len(imports)))
     ht_print = None
     if ht:
-        hp = next((x for x in prints if not x.ok), None) or \
-            sorted(prints, key=lambda x: x.wall)[len(prints) // 2]
+        hp = next((x for x in prints if not x.ok), None) or median_run(prints)
         if hp.ok:
             ht_print = hp.wall
             print("  heaptrack_print   %.2f s, peak RSS %.0f MiB (on heaptrack's trace of the same run; median of %d)" % (

@@ -69,8 +69,9 @@
  * gets at most TF_SEGMENT_EVENTS, so a thread waiting for room gets some
  * before the whole ring is written. Half a segment (a quarter of a 4 MiB
  * ring) keeps three quarters of the ring free for the writer's delays:
- * churn 4x4.5M 5.05 B/event with no ring waits, against 5.16 at a quarter
- * of a segment (the writer, with its encoder thread, drained that often). */
+ * churn 4x4.5M 5.05 B/event, against 5.16 at a quarter of a segment (the
+ * writer, with its encoder thread, drained that often); two runs of each
+ * had no ring waits. */
 #define DRAIN_MIN (TF_SEGMENT_EVENTS / 2)
 #define DRAIN_AGE_ROUNDS 200
 #define DRAIN_CHUNK TF_SEGMENT_EVENTS
