@@ -130,6 +130,19 @@ static inline int rec_sampled(uint64_t period, size_t size)
 }
 void rec_sampled_add(uint64_t addr);  /* a sampled block is live */
 int rec_sampled_take(uint64_t addr);  /* a free: was addr sampled? (removes it) */
+/* The first look of every free (sample.c says why): one cache line of
+ * counts, by the top REC_SAMPLE_L0_LOG bits of the address's hash. */
+#define REC_SAMPLE_HASH_MUL 0x9e3779b97f4a7c15ull /* Fibonacci hashing: top bits well mixed */
+#define REC_SAMPLE_L0_LOG 6
+extern _Atomic uint8_t rec_sample_l0[1u << REC_SAMPLE_L0_LOG];
+/* May the block at addr be sampled? 0: surely not. Inline: every free
+ * asks, and nearly every answer is "no" from this first look. */
+static inline int rec_sampled_maybe(uint64_t addr)
+{
+	uint64_t h = addr * REC_SAMPLE_HASH_MUL;
+	return atomic_load_explicit(&rec_sample_l0[h >> (64 - REC_SAMPLE_L0_LOG)],
+				    memory_order_acquire) != 0;
+}
 
 /* ---- session.c: one trace being written ----------------------------------- */
 enum rec_state { REC_OFF = 0, REC_ON = 1, REC_CLOSED = 2 };
