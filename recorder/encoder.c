@@ -101,7 +101,7 @@ const struct rec_enc *rec_enc_get(void)
 	if (enc.se)
 		return &enc;
 	struct tf_error err;
-	enc.ev = rec_map_private((TF_SEGMENT_EVENTS + 1) * sizeof *enc.ev);
+	enc.ev = rec_map_private((TF_SEGMENT_EVENTS + 1) * sizeof *enc.ev, 0);
 	if (!enc.ev || tf_segenc_new(&enc.se, &err) != TF_OK) {
 		if (enc.ev)
 			munmap(enc.ev, (TF_SEGMENT_EVENTS + 1) * sizeof *enc.ev);

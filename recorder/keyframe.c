@@ -37,7 +37,7 @@ int rec_keyframe_init(void)
 	nrel = 0;
 	keyframes = 0;
 	untracked = 0;
-	rel = rec_map_private(caprel * sizeof *rel);
+	rel = rec_map_private(caprel * sizeof *rel, 0);  /* entries written before read */
 	return rel ? rec_keymap_init() : -1;
 }
 

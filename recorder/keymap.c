@@ -42,14 +42,14 @@ int rec_keymap_init(void)
 	t_max = 0;
 	epoch = 0;
 	broken = 0;
-	tab = rec_map_private(cap * sizeof *tab);
+	tab = rec_map_private(cap * sizeof *tab, 1);
 	return tab ? 0 : -1;
 }
 
 static int grow(void)
 {
 	size_t ncap = cap * 2;
-	struct rec_key *n = rec_map_private(ncap * sizeof *tab);
+	struct rec_key *n = rec_map_private(ncap * sizeof *tab, 1);
 	if (!n)
 		return -1;
 	for (size_t i = 0; i < cap; i++) {

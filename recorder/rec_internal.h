@@ -377,15 +377,17 @@ void rec_keyframe_released(uint32_t stream, uint32_t tid, uint64_t seq);
 void rec_keyframe_write(uint32_t nodes, uint32_t modules);
 
 /* Zeroed private memory for the recorder's tables, outside the program's
- * heap; NULL if there is none. Populated at once: the tables are read before
- * they are written, and the first write to a page that a read had mapped to
- * the zero page copies it and flushes every CPU's TLB (an interrupt for each
- * program thread). mmap may take the kernel's mm lock for long: the writer
- * calls this, an allocation hook only on stackid.c's once-per-stack path. */
-static inline void *rec_map_private(size_t bytes)
+ * heap; NULL if there is none. populate: every page in place at once, for
+ * tables read before they are written (the first write to a page that a
+ * read had mapped to the zero page copies it and flushes every CPU's TLB,
+ * an interrupt for each program thread); buffers always written first get
+ * their pages as they are used. mmap may take the kernel's mm lock for
+ * long: the writer calls this, an allocation hook only on stackid.c's
+ * once-per-stack path. */
+static inline void *rec_map_private(size_t bytes, int populate)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		       MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
 	return p == MAP_FAILED ? NULL : p;
 }
 

@@ -101,7 +101,7 @@ static void hash128(void *const *ips, unsigned n, uint64_t *h1, uint64_t *h2)
 
 static struct stk_table *stk_new(uint64_t slots)
 {
-	struct stk_table *t = rec_map_private(sizeof *t + slots * sizeof(struct stk_slot));
+	struct stk_table *t = rec_map_private(sizeof *t + slots * sizeof(struct stk_slot), 1);
 	if (t)
 		t->mask = slots - 1;
 	return t;
@@ -119,7 +119,7 @@ int rec_stackid_init(int unmap_old)
 	said_full = 0;
 	ntab_mask = NODE_INITIAL_SLOTS - 1;
 	ntab_used = 0;
-	ntab = rec_map_private(NODE_INITIAL_SLOTS * sizeof *ntab);
+	ntab = rec_map_private(NODE_INITIAL_SLOTS * sizeof *ntab, 1);
 	struct stk_table *t = stk_new(STK_INITIAL_SLOTS);
 	atomic_store(&stk, t);
 	return ntab && t ? 0 : -1;
@@ -179,7 +179,7 @@ static inline uint64_t node_hash(uint32_t parent, uint64_t ip)
 static int ntab_grow(void)
 {
 	uint64_t slots = 2 * (ntab_mask + 1);
-	struct node_slot *g = rec_map_private(slots * sizeof *g);
+	struct node_slot *g = rec_map_private(slots * sizeof *g, 1);
 	if (!g)
 		return -1;
 	for (uint64_t i = 0; i <= ntab_mask; i++) {

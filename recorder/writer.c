@@ -602,8 +602,8 @@ int rec_writer_start(struct tf_writer *tw)
 		munmap(scratch, sbytes);
 	if (announced)
 		munmap(announced, abytes);
-	scratch = rec_map_private(sbytes);
-	announced = rec_map_private(abytes);
+	scratch = rec_map_private(sbytes, 0);   /* events are copied in before read */
+	announced = rec_map_private(abytes, 1);
 	if (!scratch || !announced)
 		return -1;  /* the next start unmaps whichever was mapped */
 	if (rec_s.max_size && rec_keyframe_init() < 0) {

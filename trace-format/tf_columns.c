@@ -46,6 +46,8 @@
 
 #define TF_SEG_RECS (TF_SEG_EVENTS + 1) /* the writer may add a REALLOC half */
 #define TF_HASH_BITS 17                 /* 2^17 slots >= 2 x TF_SEG_RECS */
+#define TF_HASH_MIN_BITS 9              /* the fewest slots a segment uses: 2 pages */
+#define TF_PAGE 4096                    /* the smallest page there is */
 #define TF_PREFETCH 8                   /* events ahead whose slots are fetched */
 
 struct tf_ctx {               /* what the latest allocation at a stack did */
@@ -258,17 +260,22 @@ struct tf_colenc {
 	size_t n[TF_COL_COUNT];
 	struct tf_slot *allocs;  /* address -> index in m.alloc_addr */
 	struct tf_slot *frees;   /* address -> index in m.free_addr */
+	unsigned bits;           /* this segment's tables: their first 2^bits slots */
+	size_t ready;            /* bytes of each table with their pages in place */
 	uint32_t gen;
 };
 
-/* The tables are zeroed memory with every page already in place
- * (tf_map(.., 1)). The recorder's writer reads them before it writes them;
- * a read of an untouched page maps the shared zero page, and the first
- * write after it then copies the page and flushes the TLB of every CPU the
- * traced program runs on (an interrupt to each of its threads). calloc, or
- * malloc and memset (which compilers turn into calloc), would leave fresh
- * mmap'd pages untouched. Memory always written before it is read gets its
- * pages as they are used (tf_map(.., 0)). */
+/* The tables are read before they are written: a read of an untouched page
+ * maps the shared zero page, and the first write after it then copies the
+ * page and flushes the TLB of every CPU the traced program runs on (an
+ * interrupt to each of its threads). So every page of them is put in place
+ * by a write before any read: the struct's at once (tf_map(.., 1)), the
+ * address tables' as segments need them (slots_ready; populating their
+ * 4 MiB at once took ~3 ms of every traced program's start, most of it for
+ * nothing in a program that records little). calloc, or malloc and memset
+ * (which compilers turn into calloc), would leave fresh mmap'd pages
+ * untouched. Memory always written before it is read gets its pages as
+ * they are used (tf_map(.., 0)). */
 
 #define TF_ENC_SLOTS_BYTES (((size_t)2 << TF_HASH_BITS) * sizeof(struct tf_slot))
 #define TF_ENC_HISTORY_BYTES (TF_MODEL_WORDS * TF_SEG_RECS * sizeof(uint64_t))
@@ -288,7 +295,7 @@ struct tf_colenc *tf_colenc_new(void)
 		return NULL;
 	uint64_t *cols = tf_map(cols_bytes(), 0);
 	uint64_t *history = tf_map(TF_ENC_HISTORY_BYTES, 0);
-	e->allocs = tf_map(TF_ENC_SLOTS_BYTES, 1);
+	e->allocs = tf_map(TF_ENC_SLOTS_BYTES, 0);
 	e->val[1] = cols;
 	if (history)
 		model_place(&e->m, history, TF_SEG_RECS);
@@ -325,16 +332,38 @@ size_t tf_colenc_bound(size_t nrec)
 	return b;
 }
 
-static size_t hash_slot(uint64_t addr)
+/* The address tables' size for a segment of n records: twice n slots or
+ * more (short probes), from 2^TF_HASH_MIN_BITS up. */
+static unsigned slot_bits(size_t n)
 {
-	return (size_t)(((addr >> TF_ALIGN_SHIFT) * 0x9e3779b97f4a7c15ull) >>
-			(64 - TF_HASH_BITS));
+	unsigned b = TF_HASH_MIN_BITS;
+	while (b < TF_HASH_BITS && ((size_t)1 << b) < 2 * n)
+		b++;
+	return b;
 }
 
-static void hash_put(struct tf_slot *t, uint32_t gen, uint64_t addr, size_t idx)
+/* Puts in place, each by a write, the pages of both tables' first 2^bits
+ * slots (never read before: see above tf_colenc_new). */
+static void slots_ready(struct tf_colenc *e, unsigned bits)
 {
-	size_t mask = ((size_t)1 << TF_HASH_BITS) - 1;
-	for (size_t s = hash_slot(addr);; s = (s + 1) & mask) {
+	size_t want = ((size_t)1 << bits) * sizeof(struct tf_slot);
+	for (size_t off = e->ready; off < want; off += TF_PAGE) {
+		((volatile char *)e->allocs)[off] = 0;
+		((volatile char *)e->frees)[off] = 0;
+	}
+	if (want > e->ready)
+		e->ready = want;
+}
+
+static size_t hash_slot(uint64_t addr, unsigned bits)
+{
+	return (size_t)(((addr >> TF_ALIGN_SHIFT) * 0x9e3779b97f4a7c15ull) >> (64 - bits));
+}
+
+static void hash_put(struct tf_slot *t, unsigned bits, uint32_t gen, uint64_t addr, size_t idx)
+{
+	size_t mask = ((size_t)1 << bits) - 1;
+	for (size_t s = hash_slot(addr, bits);; s = (s + 1) & mask) {
 		struct tf_slot *h = &t[s];
 		if (h->gen != gen || h->addr == addr) {
 			*h = (struct tf_slot){ addr, (uint32_t)idx, gen };
@@ -343,10 +372,10 @@ static void hash_put(struct tf_slot *t, uint32_t gen, uint64_t addr, size_t idx)
 	}
 }
 
-static size_t hash_get(const struct tf_slot *t, uint32_t gen, uint64_t addr)
+static size_t hash_get(const struct tf_slot *t, unsigned bits, uint32_t gen, uint64_t addr)
 {
-	size_t mask = ((size_t)1 << TF_HASH_BITS) - 1;
-	for (size_t s = hash_slot(addr);; s = (s + 1) & mask) {
+	size_t mask = ((size_t)1 << bits) - 1;
+	for (size_t s = hash_slot(addr, bits);; s = (s + 1) & mask) {
 		const struct tf_slot *h = &t[s];
 		if (h->gen != gen)
 			return SIZE_MAX;
@@ -403,7 +432,7 @@ static void enc_alloc_addr(struct tf_colenc *e, uint64_t addr, uint64_t size)
 	 * free of the segment was: name that free, or else the distance from
 	 * the prediction, whichever is the smaller number. */
 	uint64_t d = addr - predict_addr(m), code = UINT64_MAX;
-	size_t ref = hash_get(e->frees, e->gen, addr);
+	size_t ref = hash_get(e->frees, e->bits, e->gen, addr);
 	if (!(d & ((1u << TF_ALIGN_SHIFT) - 1)))
 		code = 2 * tf_zigzag((int64_t)d >> TF_ALIGN_SHIFT);
 	if (ref != SIZE_MAX && 2 * (uint64_t)(m->nfree - 1 - ref) + 1 < code)
@@ -414,18 +443,18 @@ static void enc_alloc_addr(struct tf_colenc *e, uint64_t addr, uint64_t size)
 	} else {
 		put_v(e, TF_COL_ADDR, TF_ACODE_DELTA + code);
 	}
-	hash_put(e->allocs, e->gen, addr, m->nalloc);
+	hash_put(e->allocs, e->bits, e->gen, addr, m->nalloc);
 	model_alloc(m, addr, size, 1);
 	return;
 done:
-	hash_put(e->allocs, e->gen, addr, m->nalloc);
+	hash_put(e->allocs, e->bits, e->gen, addr, m->nalloc);
 	model_alloc(m, addr, size, 0);
 }
 
 static void enc_free_addr(struct tf_colenc *e, uint64_t addr)
 {
 	struct tf_model *m = &e->m;
-	size_t ref = hash_get(e->allocs, e->gen, addr);
+	size_t ref = hash_get(e->allocs, e->bits, e->gen, addr);
 	if (ref != SIZE_MAX) {
 		put_v(e, TF_COL_FADDR, 2 * (uint64_t)(m->nalloc - 1 - ref));
 	} else {
@@ -438,7 +467,7 @@ static void enc_free_addr(struct tf_colenc *e, uint64_t addr)
 			put_v(e, TF_COL_FADDR, 2 * (z + 1) + 1);
 		}
 	}
-	hash_put(e->frees, e->gen, addr, m->nfree);
+	hash_put(e->frees, e->bits, e->gen, addr, m->nfree);
 	model_free(m, addr, ref);
 }
 
@@ -516,9 +545,12 @@ size_t tf_colenc_encode(struct tf_colenc *e, const struct tf_event *ev,
 
 	model_reset(m);
 	if (++e->gen == 0) {    /* wrapped: slots of generation 0 look live */
-		memset(e->allocs, 0, ((size_t)2 << TF_HASH_BITS) * sizeof *e->allocs);
+		memset(e->allocs, 0, e->ready);
+		memset(e->frees, 0, e->ready);
 		e->gen = 1;
 	}
+	e->bits = slot_bits(n);
+	slots_ready(e, e->bits);
 	memset(e->n, 0, sizeof e->n);
 
 	for (size_t i = 0; i < n; i++) {
@@ -527,7 +559,7 @@ size_t tf_colenc_encode(struct tf_colenc *e, const struct tf_event *ev,
 		/* The address tables are larger than the caches: fetch the slots
 		 * a later event will probe while this one is coded. */
 		if (i + TF_PREFETCH < n) {
-			size_t s = hash_slot(ev[i + TF_PREFETCH].addr);
+			size_t s = hash_slot(ev[i + TF_PREFETCH].addr, e->bits);
 			__builtin_prefetch(&e->allocs[s], 1);
 			__builtin_prefetch(&e->frees[s], 1);
 		}
