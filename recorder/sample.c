@@ -19,17 +19,18 @@
  * line (rec_sample_l0), counts the live sampled blocks of each of its 64
  * slots; every free looks there first, inline, so the line stays in L1 and
  * the free of an unsampled block costs a multiply and an L1 load while few
- * sampled blocks are live (sqlite3 at 512 KiB: about 20). (Without it, the
- * second filter's byte missed L1 on most of sqlite3's frees: a sampled
- * sqlite3 spent 1.2 % of its time on that load.) The second, 8 KiB of
- * one-byte slots, holds how many live sampled blocks hash to each slot
- * (3 bits) and the XOR of their 5-bit fingerprints (more bits of the hash),
- * so a slot of one block names it up to 1 in 32. A slot that may hold the
- * block (a sampled block, or a collision: live sampled blocks / 8192, over
- * 32 where a slot has one) probes the set, at most MAX_PROBE slots. (With
- * plain counters in 16 KiB, set probes of collisions were a third of a
- * sampled churn's free cost, the filter's cache misses half.) Insert and
- * remove happen only for sampled blocks. The same address cannot be in the set twice: a block
+ * sampled blocks are live (the bench's sqlite3 at 512 KiB: 20 at most).
+ * (Without it, the second filter's byte missed L1 on most of sqlite3's
+ * frees: 1.2 % of a sampled sqlite3's profile, three quarters on that
+ * load.) The second, 8 KiB of one-byte slots, holds how many live sampled
+ * blocks hash to each slot (3 bits) and the XOR of their 5-bit
+ * fingerprints (more bits of the hash), so a slot of one block names it up
+ * to 1 in 32. A slot that may hold the block (a sampled block, or a
+ * collision: live sampled blocks / 8192, over 32 where a slot has one)
+ * probes the set, at most MAX_PROBE slots. (With plain counters in 16 KiB,
+ * set probes of collisions were a third of a sampled churn's free cost,
+ * the filter's cache misses half.) Insert and remove happen only for
+ * sampled blocks. The same address cannot be in the set twice: a block
  * is removed before the real free runs and inserted after the real
  * allocator returned it. Removed entries become tombstones (reused by
  * inserts; an entry never moves back to empty), so a lookup may stop at the
