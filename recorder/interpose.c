@@ -97,10 +97,7 @@ static inline enum how how_now(uintptr_t caller)
 
 /* The common case decided inline, with no call, so that a call passed
  * through (with sampling, nearly every one) costs no frame and no saved
- * registers on the way to the real function. (Before, the pass-through
- * path saved five registers for the recording path's sake: with the first
- * filter of sample.c, 22 % of the instructions sampling added to sqlite3.)
- * alloc_passes: 1 if the call is surely not recorded; 0 sends it the slow
+ * registers on the way to the real function. alloc_passes: 1 if the call is surely not recorded; 0 sends it the slow
  * way (below), which decides everything again. It takes size from the
  * sampling countdown only when it answers 1 (the countdown does not cross
  * zero), so the slow way counts each allocation once. */
@@ -462,8 +459,14 @@ REC_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 		return realloc(old, total);
 	enum how h = how_now(CALLER);
 	unsigned t = h ? resize_takes(old, total) : 0;
-	if (!(t & (TAKE_OLD | TAKE_NEW)))
-		return rec_real.reallocarray(old, n, size);
+	if (!(t & (TAKE_OLD | TAKE_NEW))) {
+		/* glibc's reallocarray calls realloc: inside the hook it is
+		 * passed through, not sampled a second time */
+		enter(h);
+		void *p = rec_real.reallocarray(old, n, size);
+		leave(h);
+		return p;
+	}
 	return resize_rec(old, total, TF_FN_REALLOCARRAY, call_reallocarray, n, size, h, t);
 }
 

@@ -49,7 +49,8 @@
 #endif
 
 /* The recorder's frames above the call site (capture, note_alloc or
- * resize, the interposed function): fewer than REC_STACK_SLOTS - REC_DEPTH_MAX. */
+ * resize, the interposed function or the out-of-line half it tail-calls):
+ * fewer than REC_STACK_SLOTS - REC_DEPTH_MAX. */
 #define OWN_FRAMES_MAX (REC_STACK_SLOTS - REC_DEPTH_MAX)
 
 /* Per thread, the rules of the previous walk's first MEMO_FRAMES frames,
@@ -106,12 +107,14 @@ int rec_stack_init(void)
 }
 
 /* Leaves the recorder's own frames through their frame pointers, from fp
- * (a frame of librec.so): the interposed function's return address into
- * its caller, the caller's stack pointer and frame pointer. 0 if not found. */
+ * (a frame of librec.so): the return address into the interposed
+ * function's caller (its frame's, or that of the out-of-line half it
+ * tail-called), the caller's stack pointer and frame pointer. 0 if not
+ * found. */
 static inline int call_site(const uintptr_t *fp, uintptr_t *ip, uintptr_t *sp, uintptr_t *bp)
 {
 	for (unsigned k = 0; k < OWN_FRAMES_MAX; k++) {
-		if (fp[1] < self_lo || fp[1] >= self_hi) { /* the interposed function's frame */
+		if (fp[1] < self_lo || fp[1] >= self_hi) { /* the outermost frame of librec.so */
 			*ip = fp[1];
 			*sp = (uintptr_t)(fp + 2);
 			*bp = fp[0];

@@ -45,7 +45,7 @@
 #define TF_TCTX_BITS 12      /* time contexts, direct-mapped by stack pair */
 
 #define TF_SEG_RECS (TF_SEG_EVENTS + 1) /* the writer may add a REALLOC half */
-#define TF_HASH_BITS 17                 /* 2^17 slots >= 2 x TF_SEG_RECS */
+#define TF_HASH_BITS 17                 /* 2^17 slots: about half used at most */
 #define TF_HASH_MIN_BITS 9              /* the fewest slots a segment uses: 2 pages */
 #define TF_PAGE 4096                    /* the smallest page there is */
 #define TF_PREFETCH 8                   /* events ahead whose slots are fetched */
@@ -333,7 +333,8 @@ size_t tf_colenc_bound(size_t nrec)
 }
 
 /* The address tables' size for a segment of n records: twice n slots or
- * more (short probes), from 2^TF_HASH_MIN_BITS up. */
+ * more (short probes), from 2^TF_HASH_MIN_BITS up to 2^TF_HASH_BITS (a
+ * full segment: 2 slots short of twice, still about half used). */
 static unsigned slot_bits(size_t n)
 {
 	unsigned b = TF_HASH_MIN_BITS;

@@ -2,7 +2,8 @@
  * ctl_sample.c - known totals for the sampling test (test_sample.py).
  *
  * site_a allocates 200 000 blocks of 256 bytes and frees every second one,
- * site_b 10 000 blocks of 4096 bytes, site_c 100 blocks of 100 000 bytes;
+ * site_b 10 000 blocks of 4096 bytes (by reallocarray, which glibc makes
+ * call realloc: sampled once, not twice), site_c 100 blocks of 100 000 bytes;
  * then it puts the mark "full" (rec_mark found through dlsym, so the
  * program needs no link to librec.so), frees everything and exits 0.
  * Live at "full": a 100 000 x 256, b 10 000 x 4096, c 100 x 100 000.
@@ -33,7 +34,7 @@ __attribute__((noinline)) static void site_a(void)
 __attribute__((noinline)) static void site_b(void)
 {
 	for (int i = 0; i < B_N; i++)
-		b[i] = malloc(B_SIZE);
+		b[i] = reallocarray(NULL, B_SIZE / 16, 16);
 }
 
 __attribute__((noinline)) static void site_c(void)
