@@ -95,30 +95,36 @@ static inline enum how how_now(uintptr_t caller)
 	return g == REC_GUARD_HOOK && rec_on() && !rec_stack_from_recorder(caller) ? NESTED : PASS;
 }
 
-/* The common case decided inline, with no call, so that a call passed
+/* Where a call goes, decided inline with no call, so that a call passed
  * through (with sampling, nearly every one) costs no frame and no saved
- * registers on the way to the real function. alloc_passes: 1 if the call is surely not recorded; 0 sends it the slow
- * way (below), which decides everything again. It takes size from the
- * sampling countdown only when it answers 1 (the countdown does not cross
- * zero), so the slow way counts each allocation once. */
-static inline int alloc_passes(size_t size)
+ * registers on the way to the real function:
+ *   ROUTE_PASS    not recorded: straight to the real function;
+ *   ROUTE_RECORD  recorded by this thread's hook, nothing left to decide
+ *                 (recording every allocation, or every free);
+ *   ROUTE_PROBE   a free while sampling: recorded if the sampled set has p;
+ *   ROUTE_SLOW    the slow way (below), which decides everything again:
+ *                 inside a hook, before the constructor, or a countdown
+ *                 that crosses zero.
+ * alloc_route takes size from the sampling countdown only when it answers
+ * ROUTE_PASS, so the slow way counts each allocation once. */
+enum route { ROUTE_PASS, ROUTE_RECORD, ROUTE_PROBE, ROUTE_SLOW };
+
+static inline enum route alloc_route(size_t size)
 {
 	if (REC_UNLIKELY(!rec_real.free || rec_guard))
-		return 0;
+		return ROUTE_SLOW;
 	if (!rec_on())
-		return 1;
+		return ROUTE_PASS;
 	uint64_t w = rec_ctl_now();
 	if (!(w & REC_M_ALLOCS))
-		return 1;
-	if (!(w >> REC_M_PERIOD_SHIFT) || rec_sample_left <= 0 || (uint64_t)rec_sample_left <= size)
-		return 0;
+		return ROUTE_PASS;
+	if (!(w >> REC_M_PERIOD_SHIFT))
+		return ROUTE_RECORD;
+	if (rec_sample_left <= 0 || (uint64_t)rec_sample_left <= size)
+		return ROUTE_SLOW;
 	rec_sample_left -= (int64_t)size;
-	return 1;
+	return ROUTE_PASS;
 }
-
-/* A free's way: passed through, a probe of the sampled set (a hook of this
- * thread if p was sampled), or the slow way. */
-enum route { ROUTE_PASS, ROUTE_PROBE, ROUTE_SLOW };
 
 static inline enum route free_route(const void *p)
 {
@@ -128,7 +134,7 @@ static inline enum route free_route(const void *p)
 		return ROUTE_PASS;
 	uint64_t w = rec_ctl_now();
 	if (w & REC_M_FREES)
-		return ROUTE_SLOW;
+		return ROUTE_RECORD;
 	if (!(w & REC_M_PROBE) || !rec_sampled_maybe((uintptr_t)p))
 		return ROUTE_PASS;
 	return ROUTE_PROBE;
@@ -223,7 +229,7 @@ static void note_free(void *p, unsigned fn, enum how h)
 	record(&ev, 1, h, at);
 }
 
-/* Out of line: what alloc_passes and free_route left to decide. */
+/* Out of line: the routes other than ROUTE_PASS. */
 #define SLOW __attribute__((noinline))
 
 /* An allocation call recorded: real_call(a, b) makes it (malloc, calloc,
@@ -256,14 +262,23 @@ static SLOW void *malloc_slow(size_t size, uintptr_t caller)
 	return alloc_rec(call_malloc, size, 0, size, TF_FN_MALLOC, track, h);
 }
 
+/* ROUTE_RECORD: this thread's hook, not sampling. */
+static SLOW void *malloc_rec(size_t size)
+{
+	return alloc_rec(call_malloc, size, 0, size, TF_FN_MALLOC, 0, HOOK);
+}
+
 REC_EXPORT void *malloc(size_t size)
 {
-	if (REC_LIKELY(alloc_passes(size)))
+	enum route r = alloc_route(size);
+	if (REC_LIKELY(r == ROUTE_PASS))
 		return rec_real.malloc(size);
+	if (r == ROUTE_RECORD)
+		return malloc_rec(size);
 	return malloc_slow(size, CALLER);
 }
 
-static void free_rec(void *p, enum how h)
+static SLOW void free_rec(void *p, enum how h)
 {
 	enter(h);
 	KEEP_ERRNO(note_free(p, TF_FN_FREE, h));
@@ -282,8 +297,7 @@ static SLOW void free_slow(void *p, uintptr_t caller)
 		free_rec(p, h);
 }
 
-/* ROUTE_PROBE: free_route has decided the rest (this thread's hook, and
- * only p's presence in the sampled set is left to ask). */
+/* ROUTE_PROBE: this thread's hook if p is in the sampled set. */
 static SLOW void free_probe(void *p)
 {
 	if (rec_sampled_take((uintptr_t)p))
@@ -299,6 +313,8 @@ REC_EXPORT void free(void *p)
 	enum route r = free_route(p);
 	if (REC_LIKELY(r == ROUTE_PASS))
 		rec_real.free(p);
+	else if (r == ROUTE_RECORD)
+		free_rec(p, HOOK);
 	else if (r == ROUTE_PROBE)
 		free_probe(p);
 	else
@@ -323,11 +339,20 @@ static SLOW void *calloc_slow(size_t n, size_t size, uintptr_t caller)
 	return alloc_rec(call_calloc, n, size, total, TF_FN_CALLOC, track, h);
 }
 
+/* ROUTE_RECORD: this thread's hook, not sampling; n * size does not overflow. */
+static SLOW void *calloc_rec(size_t n, size_t size)
+{
+	return alloc_rec(call_calloc, n, size, n * size, TF_FN_CALLOC, 0, HOOK);
+}
+
 REC_EXPORT void *calloc(size_t n, size_t size)
 {
 	size_t total;
-	if (REC_LIKELY(!__builtin_mul_overflow(n, size, &total) && alloc_passes(total)))
+	enum route r = __builtin_mul_overflow(n, size, &total) ? ROUTE_SLOW : alloc_route(total);
+	if (REC_LIKELY(r == ROUTE_PASS))
 		return rec_real.calloc(n, size);
+	if (r == ROUTE_RECORD)
+		return calloc_rec(n, size);
 	return calloc_slow(n, size, CALLER);
 }
 
@@ -441,9 +466,9 @@ static SLOW void *realloc_slow(void *old, size_t size, uintptr_t caller)
 
 REC_EXPORT void *realloc(void *old, size_t size)
 {
-	/* free_route first: it changes nothing, alloc_passes may */
+	/* free_route first: it changes nothing, alloc_route may */
 	if (REC_LIKELY((!old || (!rec_boot_owns(old) && free_route(old) == ROUTE_PASS)) &&
-		       alloc_passes(size)))
+		       alloc_route(size) == ROUTE_PASS))
 		return rec_real.realloc(old, size);
 	return realloc_slow(old, size, CALLER);
 }
