@@ -37,10 +37,8 @@
 #include "rec_internal.h"
 #include "rec.h"
 
-#include <linux/futex.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -142,7 +140,7 @@ void rec_ctl_serve_flush(void)
 		return;
 	rec_writer_sync();
 	atomic_store(&flush_done, asked);
-	syscall(SYS_futex, &flush_done, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+	rec_futex_wake(&flush_done, INT32_MAX);
 }
 
 int rec_ctl_start(int can_wait)
@@ -265,6 +263,6 @@ REC_EXPORT int rec_flush(void)
 		if (!rec_on())
 			return 0; /* closed meanwhile: the close wrote everything */
 		struct timespec step = { 0, WAIT_NS };
-		syscall(SYS_futex, &flush_done, FUTEX_WAIT_PRIVATE, done, &step, NULL, 0);
+		rec_futex_wait(&flush_done, done, &step);
 	}
 }

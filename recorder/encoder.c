@@ -23,11 +23,7 @@
  */
 #include "rec_internal.h"
 
-#include <linux/futex.h>
-#include <signal.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 static pthread_t thread;
 static int running;                    /* the thread exists (this process) */
@@ -37,16 +33,6 @@ static struct rec_enc_job *job;
 static _Atomic uint32_t go, done;      /* jobs handed over, jobs finished */
 static _Atomic int quit;
 static uint64_t jobs;                  /* encoded by the thread this session */
-
-static void futex_wait(_Atomic uint32_t *word, uint32_t seen)
-{
-	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, NULL, NULL, 0);
-}
-
-static void futex_wake(_Atomic uint32_t *word)
-{
-	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
 
 void rec_enc_run(struct rec_enc_job *j)
 {
@@ -65,13 +51,13 @@ static void *enc_main(void *arg)
 	for (;;) {
 		uint32_t g;
 		while ((g = atomic_load_explicit(&go, memory_order_acquire)) == seen)
-			futex_wait(&go, seen);
+			rec_futex_wait(&go, seen, NULL);
 		seen = g;
 		if (atomic_load_explicit(&quit, memory_order_relaxed))
 			return NULL;  /* no job is pending: the writer settled first */
 		rec_enc_run(job);
 		atomic_store_explicit(&done, g, memory_order_release);
-		futex_wake(&done);
+		rec_futex_wake(&done, 1);
 	}
 }
 
@@ -81,11 +67,7 @@ int rec_enc_start(void)
 	atomic_store(&quit, 0);
 	uint32_t g = atomic_load(&go);
 	atomic_store(&done, g);
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	running = pthread_create(&thread, NULL, enc_main, (void *)(uintptr_t)g) == 0;
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	running = rec_thread_start(&thread, enc_main, (void *)(uintptr_t)g) == 0;
 	return running ? 0 : -1;
 }
 
@@ -117,14 +99,14 @@ void rec_enc_submit(struct rec_enc_job *j)
 	job = j;
 	jobs++;
 	atomic_fetch_add_explicit(&go, 1, memory_order_release);
-	futex_wake(&go);
+	rec_futex_wake(&go, 1);
 }
 
 void rec_enc_wait(void)
 {
 	uint32_t g = atomic_load_explicit(&go, memory_order_relaxed), d;
 	while ((d = atomic_load_explicit(&done, memory_order_acquire)) != g)
-		futex_wait(&done, d);
+		rec_futex_wait(&done, d, NULL);
 }
 
 uint64_t rec_enc_jobs(void)
@@ -138,7 +120,7 @@ void rec_enc_stop(void)
 		return;
 	atomic_store_explicit(&quit, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&go, 1, memory_order_release);
-	futex_wake(&go);
+	rec_futex_wake(&go, 1);
 	pthread_join(thread, NULL);
 	running = 0;
 }

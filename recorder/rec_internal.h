@@ -14,12 +14,17 @@
 #include "rec_common.h"
 #include "trace_format.h"
 
+#include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/types.h>
+#include <time.h>
+#include <unistd.h>
 
 #define REC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define REC_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -331,6 +336,32 @@ void rec_ring_reset(void);            /* new session: forget every claim */
 void rec_ring_put(const struct tf_event *ev, unsigned n);
 /* Writer side: ring i is drained and may be claimed again. */
 void rec_ring_release(uint32_t i);
+
+/* ---- the recorder's own threads (writer.c, encoder.c) --------------------- */
+/* Makes one with every signal blocked (a thread keeps the mask it is made
+ * with), so no handler of the program ever runs on it; 0 or -1. */
+static inline int rec_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc == 0 ? 0 : -1;
+}
+
+/* Sleeps while *word is seen, up to timeout (NULL: no limit). */
+static inline void rec_futex_wait(_Atomic uint32_t *word, uint32_t seen,
+				  const struct timespec *timeout)
+{
+	syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, seen, timeout, NULL, 0);
+}
+
+/* Wakes up to n threads sleeping on word. */
+static inline void rec_futex_wake(_Atomic uint32_t *word, int n)
+{
+	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
 
 /* ---- encoder.c: the writer's second encoding thread ----------------------- */
 struct rec_enc {                      /* what it encodes with */

@@ -47,12 +47,9 @@
 #include "rec_internal.h"
 
 #include <fcntl.h>
-#include <linux/futex.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Writer period when nobody wakes it: 1 ms while rounds write events,
@@ -106,7 +103,7 @@ static int key_warned;
 void rec_writer_kick(void)
 {
 	atomic_fetch_add_explicit(&kick, 1, memory_order_release);
-	syscall(SYS_futex, &kick, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	rec_futex_wake(&kick, 1);
 }
 
 static int check_fd(void);
@@ -576,7 +573,7 @@ static void *writer_main(void *arg)
 		if (mark_dirty || (meta_dirty && round_no % META_FLUSH_ROUNDS == 0))
 			flush_meta();
 		struct timespec ts = { 0, period };
-		syscall(SYS_futex, &kick, FUTEX_WAIT_PRIVATE, k, &ts, NULL, 0);
+		rec_futex_wait(&kick, k, &ts);
 	}
 	check_fd();
 	round_all(FINAL);
@@ -627,14 +624,10 @@ int rec_writer_start(struct tf_writer *tw)
 	if (!rec_s.max_size)
 		rec_enc_start();  /* without it, chunks are encoded one by one */
 
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(&thread, NULL, writer_main, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc != 0)
-		rec_enc_stop();
-	return rc == 0 ? 0 : -1;
+	if (rec_thread_start(&thread, writer_main, NULL) == 0)
+		return 0;
+	rec_enc_stop();
+	return -1;
 }
 
 void rec_writer_abandon(void)
