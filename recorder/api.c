@@ -4,10 +4,11 @@
  * dlsym), used as well by the control channel (control.c) and at start
  * (REC_PAUSED, REC_SAMPLE).
  *
- * Everything the hot path needs is one atomic word, rec_ctl_word: the
- * sampling period in the high bits and flags below; every change is a CAS
- * on it, so a transition is never half seen. Derived flags tell the hot
- * path what to do:
+ * Everything the hot path needs beyond sampling's two inline answers (a
+ * countdown, a first-filter count: sample.c) is one atomic word,
+ * rec_ctl_word: the sampling period in the high bits and flags below;
+ * every change is a CAS on it, so a transition is never half seen. Derived
+ * flags tell the hot path what to do:
  *   REC_M_ALLOCS  record allocations (recording is active);
  *   REC_M_FREES   record every free: not sampling, and active or stopped
  *                 after having been active (a free while stopped may end a
@@ -29,7 +30,9 @@
  * The sampling period of a trace is fixed once it has recorded an
  * allocation: a change is accepted only before the first start (the trace
  * then holds a heapreel.sample=N mark, which the importer prefers over the
- * header's period), so every sampled event of a trace has the same period.
+ * header's period), so every sampled event of a trace has the same period;
+ * nor once a thread has drawn a countdown (sample.c), which a failed exec's
+ * new trace inherits.
  *
  * Must never: lock, allocate, or be called by the hot path except
  * rec_ctl_overflow (one CAS).
@@ -61,13 +64,18 @@ struct mark_slot {
 static struct mark_slot slots[MARK_SLOTS];
 static _Atomic uint32_t flush_asked, flush_done; /* rec_flush requests, compared mod 2^32 */
 
-/* The REC_M_* flags that follow from the period and the other flags. */
+/* The REC_M_* flags that follow from the period and the other flags, for
+ * a word about to be stored. A free whose first-filter count is 0 passes
+ * without reading the word, so a word with REC_M_FREES is only stored
+ * after every count is stuck (they stay so until the next trace's reset). */
 static uint64_t derive(uint64_t w)
 {
 	uint64_t flags = w & (REC_M_ALLOCS | F_EVER | F_OVERFLOW);
 	int sampling = (w >> REC_M_PERIOD_SHIFT) != 0;
 	if (flags & (REC_M_ALLOCS | F_EVER))  /* blocks may have been recorded */
 		flags |= sampling && !(flags & F_OVERFLOW) ? REC_M_PROBE : REC_M_FREES;
+	if (flags & REC_M_FREES)
+		rec_sample_every_free();
 	return (w & ~FLAGS_MASK) | flags;
 }
 
@@ -179,7 +187,7 @@ int rec_ctl_set_period(uint64_t period, uint64_t *have)
 		*have = old >> REC_M_PERIOD_SHIFT;
 		if (*have == period)
 			return 0;
-		if (old & (REC_M_ALLOCS | F_EVER))
+		if ((old & (REC_M_ALLOCS | F_EVER)) || rec_sample_drawn())
 			return -1;
 		now = derive((old & FLAGS_MASK) | period << REC_M_PERIOD_SHIFT);
 	} while (!atomic_compare_exchange_weak(&rec_ctl_word, &old, now));

@@ -104,13 +104,21 @@ static inline enum how how_now(uintptr_t caller)
  *   ROUTE_PROBE   a free while sampling: recorded if the sampled set has p;
  *   ROUTE_SLOW    the slow way (below), which decides everything again:
  *                 inside a hook, before the constructor, or a countdown
- *                 that crosses zero.
- * alloc_route takes size from the sampling countdown only when it answers
- * ROUTE_PASS, so the slow way counts each allocation once. */
+ *                 that ends in this allocation.
+ * Each route asks first the one question that settles sampling's common
+ * case: an allocation smaller than this thread's countdown, a free whose
+ * first-filter count is 0 (rec_internal.h says why either answer holds in
+ * every mode). alloc_route takes size from the countdown only when it
+ * answers ROUTE_PASS, so the slow way counts each allocation once. */
 enum route { ROUTE_PASS, ROUTE_RECORD, ROUTE_PROBE, ROUTE_SLOW };
 
 static inline enum route alloc_route(size_t size)
 {
+	uint64_t left = rec_sample_left;
+	if (REC_LIKELY(left > size) && REC_LIKELY(!rec_guard)) {
+		rec_sample_left = left - size;
+		return ROUTE_PASS;
+	}
 	if (REC_UNLIKELY(!rec_real.free || rec_guard))
 		return ROUTE_SLOW;
 	if (!rec_on())
@@ -118,16 +126,13 @@ static inline enum route alloc_route(size_t size)
 	uint64_t w = rec_ctl_now();
 	if (!(w & REC_M_ALLOCS))
 		return ROUTE_PASS;
-	if (!(w >> REC_M_PERIOD_SHIFT))
-		return ROUTE_RECORD;
-	if (rec_sample_left <= 0 || (uint64_t)rec_sample_left <= size)
-		return ROUTE_SLOW;
-	rec_sample_left -= (int64_t)size;
-	return ROUTE_PASS;
+	return w >> REC_M_PERIOD_SHIFT ? ROUTE_SLOW : ROUTE_RECORD;
 }
 
 static inline enum route free_route(const void *p)
 {
+	if (REC_LIKELY(!rec_sampled_maybe((uintptr_t)p)) && REC_LIKELY(rec_real.free != NULL))
+		return ROUTE_PASS;
 	if (REC_UNLIKELY(!rec_real.free || rec_guard))
 		return ROUTE_SLOW;
 	if (!rec_on())
@@ -135,9 +140,7 @@ static inline enum route free_route(const void *p)
 	uint64_t w = rec_ctl_now();
 	if (w & REC_M_FREES)
 		return ROUTE_RECORD;
-	if (!(w & REC_M_PROBE) || !rec_sampled_maybe((uintptr_t)p))
-		return ROUTE_PASS;
-	return ROUTE_PROBE;
+	return w & REC_M_PROBE ? ROUTE_PROBE : ROUTE_PASS;
 }
 
 /* The interposed function's return address: evaluated in the exported

@@ -107,8 +107,9 @@ int rec_ctl_active(void);
 int rec_ctl_start(int can_wait);
 int rec_ctl_stop(int can_wait);
 int rec_ctl_mark(const char *label, int can_wait);
-/* A new period, accepted only before anything was recorded; *have: the
- * period in force. */
+/* A new period, accepted only before anything was recorded, and before
+ * any thread drew a countdown (rec_sample_drawn); *have: the period in
+ * force. */
 int rec_ctl_set_period(uint64_t period, uint64_t *have);
 /* Writer side: queued marks into MARK records; a full round for the
  * rec_flush calls waiting, if any. */
@@ -122,26 +123,42 @@ void rec_ctl_round(void);             /* each writer round: requests, marks, flu
 void rec_ctl_close(void);             /* the session ends: close and unlink */
 
 /* ---- sample.c: byte sampling ------------------------------------------------ */
-extern REC_TLS int64_t rec_sample_left;  /* bytes to this thread's next sample */
+/* Bytes to this thread's next sample point. 0 until the thread's first
+ * draw, and while not sampling; a positive value is only ever drawn while
+ * sampling is on and recording active, in a period that then stays (see
+ * rec_sample_drawn), so any allocation smaller than it passes unrecorded
+ * whatever else is going on (the allocation's inline route asks nothing
+ * else). */
+extern REC_TLS uint64_t rec_sample_left;
 int rec_sample_init(void);            /* maps the tables (once) */
 void rec_sample_reset(void);          /* new trace: no sampled blocks */
+void rec_sample_fork_child(void);     /* the only thread: no countdown drawn */
+int rec_sample_drawn(void);           /* some thread holds a drawn countdown */
+void rec_sample_every_free(void);     /* every first-filter count stuck (below) */
 uint64_t rec_sample_overflows(void);
-int rec_sample_slow(uint64_t period, size_t size); /* countdown crossed zero */
-/* Is an allocation of size bytes sampled? (Hot path: a subtraction.) */
+int rec_sample_slow(uint64_t period, size_t size); /* the countdown ends in this block */
+/* Is an allocation of size bytes sampled? (Hot path: a compare and a
+ * subtraction.) */
 static inline int rec_sampled(uint64_t period, size_t size)
 {
-	rec_sample_left -= (int64_t)size;
-	return REC_UNLIKELY(rec_sample_left <= 0) && rec_sample_slow(period, size);
+	if (REC_LIKELY(rec_sample_left > size)) {
+		rec_sample_left -= size;
+		return 0;
+	}
+	return rec_sample_slow(period, size);
 }
 void rec_sampled_add(uint64_t addr);  /* a sampled block is live */
 int rec_sampled_take(uint64_t addr);  /* a free: was addr sampled? (removes it) */
 /* The first look of every free (sample.c says why): one cache line of
- * counts, by the top REC_SAMPLE_L0_LOG bits of the address's hash. */
+ * counts, by the top REC_SAMPLE_L0_LOG bits of the address's hash. A count
+ * of 0 means the free is not recorded, in every mode: whenever every free
+ * is (REC_M_FREES), all counts are stuck nonzero (api.c's derive sees to
+ * it before the flag can be read). */
 #define REC_SAMPLE_HASH_MUL 0x9e3779b97f4a7c15ull /* Fibonacci hashing: top bits well mixed */
 #define REC_SAMPLE_L0_LOG 6
 extern _Atomic uint8_t rec_sample_l0[1u << REC_SAMPLE_L0_LOG];
-/* May the block at addr be sampled? 0: surely not. Inline: every free
- * asks, and nearly every answer is "no" from this first look. */
+/* May the free of the block at addr be recorded? 0: surely not. Inline:
+ * every free asks, and nearly every answer is "no" from this first look. */
 static inline int rec_sampled_maybe(uint64_t addr)
 {
 	uint64_t h = addr * REC_SAMPLE_HASH_MUL;

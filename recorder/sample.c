@@ -11,15 +11,22 @@
  * it, which happens with probability 1 - exp(-s/P), independently of every
  * other allocation: that is the model pprof and jeprof unbias with
  * (scale 1 / (1 - exp(-avg/P))). Only a sampled allocation is stamped,
- * unwound and written, which is where the saving comes from.
+ * unwound and written, which is where the saving comes from. An
+ * allocation smaller than the thread's countdown passes on that alone,
+ * inline, asking nothing else: a countdown is only drawn while recording
+ * (so it may be stale after a stop or at exit: such calls pass, as they
+ * should), and the period cannot change while any thread holds one.
  *
  * Which frees: a free is recorded only if its block was sampled. Sampled
  * live blocks are kept in a lock-free open-addressing set of addresses,
  * fronted by two filters indexed by the same hash. The first, one cache
  * line (rec_sample_l0), counts the live sampled blocks of each of its 64
- * slots; every free looks there first, inline, so the line stays in L1 and
- * the free of an unsampled block costs a multiply and an L1 load while few
- * sampled blocks are live (the bench's sqlite3 at 512 KiB: 20 at most).
+ * slots; every free looks there first, inline and before anything else, so
+ * the line stays in L1 and the free of an unsampled block costs a multiply
+ * and an L1 load while few sampled blocks are live (the bench's sqlite3 at
+ * 512 KiB: 20 at most). A count of 0 passes the free in every mode: when
+ * every free is recorded (not sampling, or the set overflowed) all counts
+ * are stuck first (rec_sample_every_free, from api.c's derive).
  * (Without it, the second filter's byte missed L1 on most of sqlite3's
  * frees: 1.2 % of a sampled sqlite3's profile, three quarters on that
  * load.) The second, 8 KiB of one-byte slots, holds how many live sampled
@@ -58,9 +65,10 @@
 #define L0_STUCK UINT8_MAX             /* the same for the first filter's counts */
 #define TOMB 1u                        /* removed entry (addresses are 16-aligned: never 1) */
 
-REC_TLS int64_t rec_sample_left;
+REC_TLS uint64_t rec_sample_left;
 _Alignas(64) _Atomic uint8_t rec_sample_l0[1u << REC_SAMPLE_L0_LOG];
 static REC_TLS uint64_t rng;           /* 0: this thread has not drawn yet */
+static _Atomic int drawn;              /* a countdown was drawn in this process */
 
 static _Atomic uint8_t *filter;
 static _Atomic uint64_t *set;
@@ -101,6 +109,26 @@ void rec_sample_reset(void)
 	atomic_store(&overflowed, 0);
 }
 
+void rec_sample_fork_child(void)
+{
+	rec_sample_left = 0;
+	rng = 0;                       /* the next draw is a first one, not a sample */
+	atomic_store(&drawn, 0);
+}
+
+/* A period may change only while no thread holds a countdown of the old one:
+ * an allocation under its countdown passes without asking the period. */
+int rec_sample_drawn(void)
+{
+	return atomic_load(&drawn);
+}
+
+void rec_sample_every_free(void)
+{
+	for (unsigned i = 0; i < 1u << REC_SAMPLE_L0_LOG; i++)
+		atomic_store(&rec_sample_l0[i], L0_STUCK);
+}
+
 uint64_t rec_sample_overflows(void)
 {
 	return atomic_load(&overflowed);
@@ -123,14 +151,14 @@ static double neg_log(double u)
 }
 
 /* Bytes to the next sample point: exponential with mean period. */
-static int64_t gap(uint64_t period)
+static uint64_t gap(uint64_t period)
 {
 	rng ^= rng >> 12;
 	rng ^= rng << 25;
 	rng ^= rng >> 27;
 	uint64_t x = rng * 0x2545f4914f6cdd1dull;
 	double u = (double)((x >> 11) + 1) * 0x1p-53;   /* (0, 1] */
-	return (int64_t)(neg_log(u) * (double)period);
+	return (uint64_t)(neg_log(u) * (double)period);
 }
 
 int rec_sample_slow(uint64_t period, size_t size)
@@ -142,9 +170,13 @@ int rec_sample_slow(uint64_t period, size_t size)
 		z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
 		z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
 		rng = (z ^ (z >> 31)) | 1;
-		rec_sample_left = gap(period) - (int64_t)size;
-		if (rec_sample_left > 0)
+		if (!atomic_load_explicit(&drawn, memory_order_relaxed))
+			atomic_store(&drawn, 1);
+		uint64_t g = gap(period);
+		if (g > size) {
+			rec_sample_left = g - size;
 			return 0;
+		}
 	}
 	/* Exponential gaps are memoryless: the distance from this block's end
 	 * to the next sample point is a fresh draw. */

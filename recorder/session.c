@@ -453,6 +453,7 @@ static void fork_child(void)
 	rec_writer_abandon();
 	rec_ctl_abandon();
 	rec_cfi_fork_child();
+	rec_sample_fork_child();
 	start(1);
 	rec_guard = g;
 }
