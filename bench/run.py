@@ -40,6 +40,7 @@ QUICK_SQLITE_ROWS = 10000
 SNAP_INSTANTS = [5, 15, 25, 35, 45, 55, 65, 75, 85, 95]  # % of the trace
 SAMPLE_PERIODS = (4096, 65536, 524288)  # REC_SAMPLE bytes: overhead should fall as it grows
 SAMPLE_TARGET = 1.05          # issue 6: --sample 524288 costs at most 5 %
+SAMPLE_TARGET_ROUNDS = 3      # the target period runs this many times --runs pairs
 IMPORT_RUNS = 3               # imports (and heaptrack_prints) per workload
 BOUNDED_SIZE = "64M"          # REC_MAX_SIZE of the bounded runs (issue 7)
 TUI_STEPS = 100               # cursor steps timed by trace-tui --bench-steps
@@ -395,11 +396,16 @@ def bench_sampling(name, argv, tools, work, runs):
     shared machine the load drifts less within a pair than over the series,
     and an overhead of a few percent is smaller than that drift. Per period:
     the median of those paired ratios, of wall time and of CPU time (user +
-    system), and the trace's events."""
+    system), and the trace's events. The target period (the last) gets
+    SAMPLE_TARGET_ROUNDS times as many pairs: its verdict is on a few percent,
+    where single pairs here differ by tens."""
     pairs, events = {p: [] for p in SAMPLE_PERIODS}, {}
-    for i in range(runs):
+    target = SAMPLE_PERIODS[-1]
+    for i in range(runs * SAMPLE_TARGET_ROUNDS):
         k = i % len(SAMPLE_PERIODS)
         for p in SAMPLE_PERIODS[k:] + SAMPLE_PERIODS[:k]:
+            if len(pairs[p]) >= (runs * SAMPLE_TARGET_ROUNDS if p == target else runs):
+                continue
             b = run_variant("base", argv, tools, work, None)[0]
             r, out = run_variant("rec", argv, tools, work, tag_of(name, "sample%d" % p, i),
                                  sample=p)
@@ -422,9 +428,10 @@ def bench_sampling(name, argv, tools, work, runs):
         if p == SAMPLE_PERIODS[-1]:
             verdict = ", target <= %.2fx: %s" % (SAMPLE_TARGET,
                                                   "MET" if med <= SAMPLE_TARGET else "NOT MET")
-        print("  %-17s %s wall, %s CPU, paired; %s events%s" % (
+        print("  %-17s %s wall, %s CPU, %d pairs; %s events%s" % (
             label, fmt_ratio((None, med, min(wall), max(wall))),
-            "%.2fx" % statistics.median(cpu) if cpu else "n/a", events.get(p, "?"), verdict))
+            "%.2fx" % statistics.median(cpu) if cpu else "n/a", len(ok),
+            events.get(p, "?"), verdict))
 
 
 def check_target(stats, t_base):
