@@ -35,7 +35,7 @@
  * new trace inherits.
  *
  * Must never: lock, allocate, or be called by the hot path except
- * rec_ctl_overflow (one CAS).
+ * rec_ctl_overflow (a CAS, once the first-filter counts are stuck).
  */
 #include "rec_internal.h"
 #include "rec.h"

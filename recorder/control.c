@@ -191,7 +191,7 @@ static void serve(int c)
 			answer(c, "error the sampling period must be a number of bytes up to 2^40", "");
 		} else if (rec_ctl_set_period(v, &have) < 0) {
 			rec_utoa(num, ne, have);
-			answer(c, "error the trace has recorded with sample period ", num);
+			answer(c, "error allocations were recorded with sample period ", num);
 		} else {
 			rec_utoa(rec_cat(num, ne, "sample="), ne, v);
 			answer(c, "ok ", num);

@@ -121,11 +121,9 @@ static inline enum route alloc_route(size_t size)
 	}
 	if (REC_UNLIKELY(!rec_real.free || rec_guard))
 		return ROUTE_SLOW;
-	if (!rec_on())
-		return ROUTE_PASS;
 	uint64_t w = rec_ctl_now();
-	if (!(w & REC_M_ALLOCS))
-		return ROUTE_PASS;
+	if (!rec_on() || !(w & REC_M_ALLOCS))
+		return left ? ROUTE_SLOW : ROUTE_PASS; /* a drawn countdown ends unrecorded */
 	return w >> REC_M_PERIOD_SHIFT ? ROUTE_SLOW : ROUTE_RECORD;
 }
 
@@ -141,6 +139,20 @@ static inline enum route free_route(const void *p)
 	if (w & REC_M_FREES)
 		return ROUTE_RECORD;
 	return w & REC_M_PROBE ? ROUTE_PROBE : ROUTE_PASS;
+}
+
+/* A drawn countdown that ends in an allocation not recorded (stopped, or
+ * no trace) is drawn again (gaps are memoryless), so the next start does
+ * not sample its first allocation for sure. The first step of the slow way
+ * of malloc, calloc and realloc, whose inline routes count down. */
+static inline void countdown_unrecorded(size_t size)
+{
+	uint64_t left = rec_sample_left;
+	if (REC_UNLIKELY(left && left <= size) && !rec_guard) {
+		uint64_t w = rec_ctl_now();
+		if (!rec_on() || !(w & REC_M_ALLOCS))
+			rec_sample_skip(w >> REC_M_PERIOD_SHIFT);
+	}
 }
 
 /* The interposed function's return address: evaluated in the exported
@@ -258,6 +270,7 @@ static SLOW void *malloc_slow(size_t size, uintptr_t caller)
 {
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(size, 16);
+	countdown_unrecorded(size);
 	int track;
 	enum how h = how_now(caller);
 	if (!h || !take_alloc(size, &track))
@@ -335,6 +348,8 @@ static SLOW void *calloc_slow(size_t n, size_t size, uintptr_t caller)
 	int over = __builtin_mul_overflow(n, size, &total);
 	if (REC_UNLIKELY(!ready()))
 		return over ? NULL : rec_boot_alloc(total, 16);
+	if (!over)
+		countdown_unrecorded(total);
 	int track;
 	enum how h = how_now(caller);
 	if (!h || over || !take_alloc(total, &track))
@@ -460,6 +475,7 @@ static SLOW void *realloc_slow(void *old, size_t size, uintptr_t caller)
 	}
 	if (REC_UNLIKELY(old && rec_boot_owns(old)))
 		return move_from_boot(old, size);
+	countdown_unrecorded(size);
 	enum how h = how_now(caller);
 	unsigned t = h ? resize_takes(old, size) : 0;
 	if (!(t & (TAKE_OLD | TAKE_NEW)))

@@ -100,7 +100,7 @@ static inline uint64_t rec_ctl_now(void)
 void rec_ctl_init(void);              /* REC_SAMPLE, REC_PAUSED; constructor */
 void rec_ctl_session_start(void);     /* before a trace starts */
 void rec_ctl_session_started(void);   /* after: a paused trace says so */
-void rec_ctl_overflow(void);          /* the sampled set is full (one CAS) */
+void rec_ctl_overflow(void);          /* the sampled set is full: every free recorded */
 uint64_t rec_ctl_period(void);
 int rec_ctl_active(void);
 /* Requests; can_wait: the caller is not the writer. 0, or -1: no trace. */
@@ -124,11 +124,10 @@ void rec_ctl_close(void);             /* the session ends: close and unlink */
 
 /* ---- sample.c: byte sampling ------------------------------------------------ */
 /* Bytes to this thread's next sample point. 0 until the thread's first
- * draw, and while not sampling; a positive value is only ever drawn while
- * sampling is on and recording active, in a period that then stays (see
- * rec_sample_drawn), so any allocation smaller than it passes unrecorded
- * whatever else is going on (the allocation's inline route asks nothing
- * else). */
+ * draw, which happens while sampling and recording, and always 0 when not
+ * sampling; the period of a drawn countdown stays (rec_sample_drawn), so
+ * any allocation smaller than it passes unrecorded whatever else is going
+ * on (the allocation's inline route asks nothing else). */
 extern REC_TLS uint64_t rec_sample_left;
 int rec_sample_init(void);            /* maps the tables (once) */
 void rec_sample_reset(void);          /* new trace: no sampled blocks */
@@ -137,6 +136,9 @@ int rec_sample_drawn(void);           /* some thread holds a drawn countdown */
 void rec_sample_every_free(void);     /* every first-filter count stuck (below) */
 uint64_t rec_sample_overflows(void);
 int rec_sample_slow(uint64_t period, size_t size); /* the countdown ends in this block */
+/* The countdown ended in an allocation not recorded (stopped, or no trace):
+ * a fresh gap (gaps are memoryless), so the next start samples unbiased. */
+void rec_sample_skip(uint64_t period);
 /* Is an allocation of size bytes sampled? (Hot path: a compare and a
  * subtraction.) */
 static inline int rec_sampled(uint64_t period, size_t size)

@@ -13,9 +13,11 @@
  * (scale 1 / (1 - exp(-avg/P))). Only a sampled allocation is stamped,
  * unwound and written, which is where the saving comes from. An
  * allocation smaller than the thread's countdown passes on that alone,
- * inline, asking nothing else: a countdown is only drawn while recording
- * (so it may be stale after a stop or at exit: such calls pass, as they
- * should), and the period cannot change while any thread holds one.
+ * inline, asking nothing else: a thread's first countdown is drawn while
+ * recording (it may run on after a stop or at exit: such calls pass, as
+ * they should, and one that ends in an unrecorded allocation is drawn
+ * again, rec_sample_skip), and the period cannot change while any thread
+ * holds one.
  *
  * Which frees: a free is recorded only if its block was sampled. Sampled
  * live blocks are kept in a lock-free open-addressing set of addresses,
@@ -184,6 +186,11 @@ int rec_sample_slow(uint64_t period, size_t size)
 	return 1;
 }
 
+void rec_sample_skip(uint64_t period)
+{
+	rec_sample_left = gap(period);
+}
+
 static inline uint64_t hash(uint64_t addr)
 {
 	return addr * REC_SAMPLE_HASH_MUL;
@@ -243,7 +250,11 @@ void rec_sampled_add(uint64_t addr)
 			return;
 		}
 	}
-	if (atomic_fetch_add(&overflowed, 1) == 0)
+	/* Every thread whose block found no room waits until every free is
+	 * recorded before handing the block out: the first to overflow may
+	 * still be on its way there when this block is freed. */
+	atomic_fetch_add(&overflowed, 1);
+	if (!(atomic_load_explicit(&rec_ctl_word, memory_order_acquire) & REC_M_FREES))
 		rec_ctl_overflow();
 }
 

@@ -12,7 +12,14 @@ Binomial(N, p); the unbiased count is k/p, with standard deviation
 sqrt(N (1 - p) / p) (times s for bytes). A correct sampler fails a 5 sigma
 check with probability below 1e-6 per value; a sampler off by a few
 percent (wrong gap distribution, lost frees) fails it for site a, where
-sigma is 0.9 % of the value. Site c (p = 1 - e^-24) must be exact."""
+sigma is 0.9 % of the value. Site c (p = 1 - e^-24) must be exact.
+
+Then sampling across stops (ctl_stopstart.c): 200 times, 4 MB allocated
+while stopped, then one 1016-byte probe after rec_start, at period 2^20.
+Nothing allocated while stopped is recorded, and the probes are sampled as
+any allocation is: about 0.2 of them (Poisson: 5 or more with probability
+below 3e-6). A sample point that fell while stopped and stayed for the
+start (the countdown counted down, never drawn again) sampled 199 of 200."""
 import math
 import os
 import sqlite3
@@ -71,4 +78,11 @@ assert first.rstrip().endswith("@ heap_v2/%d" % P), first
 
 leaks = per_site("inuse_objects", ["--leaks"])
 assert leaks == dict.fromkeys(SITES, 0), leaks
+
+stops = ctltest.prog("ctl_stopstart")
+ts = os.path.join(d, "stops.trc")
+hrtest.run([ctltest.TRACE_RECORD, "--sample", "1048576", "-o", ts, "--", stops])
+sizes = [r[4] for r in hrtest.dump(ts) if r[0] == "alloc"]
+assert sizes.count("size=1000") == 0, sizes.count("size=1000")
+assert sizes.count("size=1016") <= 4, sizes.count("size=1016")
 print("ok")
