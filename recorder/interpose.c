@@ -131,14 +131,17 @@ static inline enum route free_route(const void *p)
 {
 	if (REC_LIKELY(!rec_sampled_maybe((uintptr_t)p)) && REC_LIKELY(rec_real.free != NULL))
 		return ROUTE_PASS;
+	/* the second filter's "surely not" holds too unless every free is
+	 * recorded (an overflowed set does not hold every sampled block) */
+	uint64_t w = rec_ctl_now();
+	if (!(w & REC_M_FREES) && (!(w & REC_M_PROBE) || !rec_sampled_likely((uintptr_t)p)) &&
+	    REC_LIKELY(rec_real.free != NULL))
+		return ROUTE_PASS;
 	if (REC_UNLIKELY(!rec_real.free || rec_guard))
 		return ROUTE_SLOW;
 	if (!rec_on())
 		return ROUTE_PASS;
-	uint64_t w = rec_ctl_now();
-	if (w & REC_M_FREES)
-		return ROUTE_RECORD;
-	return w & REC_M_PROBE ? ROUTE_PROBE : ROUTE_PASS;
+	return w & REC_M_FREES ? ROUTE_RECORD : ROUTE_PROBE;
 }
 
 /* A drawn countdown that ends in an allocation not recorded (stopped, or

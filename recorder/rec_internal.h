@@ -167,6 +167,31 @@ static inline int rec_sampled_maybe(uint64_t addr)
 	return atomic_load_explicit(&rec_sample_l0[h >> (64 - REC_SAMPLE_L0_LOG)],
 				    memory_order_acquire) != 0;
 }
+/* The second filter (sample.c): a byte per slot, by the hash's top
+ * REC_SAMPLE_F_LOG bits, holding how many live sampled blocks hash there
+ * (3 bits) and the XOR of their 5-bit fingerprints (the hash bits below). */
+#define REC_SAMPLE_F_LOG 13                 /* 8 KiB */
+#define REC_SAMPLE_F_COUNT 7u               /* the count's bits */
+#define REC_SAMPLE_F_FP_SHIFT 3
+#define REC_SAMPLE_F_FP_BITS 5
+extern _Atomic uint8_t *rec_sample_filter;
+static inline uint8_t rec_sample_fingerprint(uint64_t h)
+{
+	return (uint8_t)((h >> (64 - REC_SAMPLE_F_LOG - REC_SAMPLE_F_FP_BITS)) &
+			 ((1u << REC_SAMPLE_F_FP_BITS) - 1));
+}
+/* The second look, while probing (the filter is mapped): 0 if the block
+ * at addr is surely not sampled (its slot is empty, or holds one block of
+ * another fingerprint). Inline too: with a few hundred sampled blocks live,
+ * most of the first filter's counts are nonzero. */
+static inline int rec_sampled_likely(uint64_t addr)
+{
+	uint64_t h = addr * REC_SAMPLE_HASH_MUL;
+	uint8_t n = atomic_load_explicit(&rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)],
+					 memory_order_acquire);
+	unsigned k = n & REC_SAMPLE_F_COUNT;
+	return k && (k != 1 || n >> REC_SAMPLE_F_FP_SHIFT == rec_sample_fingerprint(h));
+}
 
 /* ---- session.c: one trace being written ----------------------------------- */
 enum rec_state { REC_OFF = 0, REC_ON = 1, REC_CLOSED = 2 };

@@ -34,7 +34,9 @@
  * load.) The second, 8 KiB of one-byte slots, holds how many live sampled
  * blocks hash to each slot (3 bits) and the XOR of their 5-bit
  * fingerprints (more bits of the hash), so a slot of one block names it up
- * to 1 in 32. A slot that may hold the block (a sampled block, or a
+ * to 1 in 32; the free's route reads it inline too, after the first
+ * (churn keeps a few hundred sampled blocks live: most first counts are
+ * nonzero). A slot that may hold the block (a sampled block, or a
  * collision: live sampled blocks / 8192, over 32 where a slot has one)
  * probes the set, at most MAX_PROBE slots. (With plain counters in 16 KiB,
  * set probes of collisions were a third of a sampled churn's free cost,
@@ -56,11 +58,6 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define FILTER_LOG 13                  /* 8 KiB of slots */
-#define COUNT_MASK 7u                  /* a slot's low 3 bits: its blocks */
-#define FP_SHIFT 3                     /* the high 5: their fingerprints' XOR */
-#define FP_BITS 5
-#define FP_MASK ((1u << FP_BITS) - 1)
 #define SET_LOG 20                     /* 2^20 slots: 8 MiB virtual, touched as used */
 #define MAX_PROBE 32                   /* 4 cache lines: the longest a lookup reads */
 #define COUNT_STUCK 7u                 /* a count that reached this never changes */
@@ -72,15 +69,15 @@ _Alignas(64) _Atomic uint8_t rec_sample_l0[1u << REC_SAMPLE_L0_LOG];
 static REC_TLS uint64_t rng;           /* 0: this thread has not drawn yet */
 static _Atomic int drawn;              /* a countdown was drawn in this process */
 
-static _Atomic uint8_t *filter;
+_Atomic uint8_t *rec_sample_filter;
 static _Atomic uint64_t *set;
 static _Atomic uint64_t overflowed;    /* inserts that found no room */
 
 int rec_sample_init(void)
 {
-	if (filter)
+	if (rec_sample_filter)
 		return 0;
-	size_t fbytes = (size_t)1 << FILTER_LOG;
+	size_t fbytes = (size_t)1 << REC_SAMPLE_F_LOG;
 	size_t sbytes = ((size_t)1 << SET_LOG) * sizeof *set;
 	void *f = mmap(NULL, fbytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -93,18 +90,18 @@ int rec_sample_init(void)
 			munmap(s, sbytes);
 		return -1;
 	}
-	filter = f;
+	rec_sample_filter = f;
 	set = s;
 	return 0;
 }
 
 void rec_sample_reset(void)
 {
-	if (!filter)
+	if (!rec_sample_filter)
 		return;
 	/* Zero pages again, without touching them (a forked child inherits
 	 * the parent's set, whose blocks are not in the child's trace). */
-	madvise((void *)filter, (size_t)1 << FILTER_LOG, MADV_DONTNEED);
+	madvise((void *)rec_sample_filter, (size_t)1 << REC_SAMPLE_F_LOG, MADV_DONTNEED);
 	madvise((void *)set, ((size_t)1 << SET_LOG) * sizeof *set, MADV_DONTNEED);
 	for (unsigned i = 0; i < 1u << REC_SAMPLE_L0_LOG; i++)
 		atomic_store(&rec_sample_l0[i], 0);
@@ -196,21 +193,15 @@ static inline uint64_t hash(uint64_t addr)
 	return addr * REC_SAMPLE_HASH_MUL;
 }
 
-/* Hash bits below the filter index: a block's fingerprint in its slot. */
-static inline uint8_t fingerprint(uint64_t h)
-{
-	return (uint8_t)((h >> (64 - FILTER_LOG - FP_BITS)) & FP_MASK);
-}
-
 /* Adds (+1) or removes (-1) a block of fingerprint fp to or from a slot:
  * one compare-exchange, so every value a reader sees is a whole set of
  * blocks. A full count sticks: the slot then always probes. */
 static void slot_update(_Atomic uint8_t *c, uint8_t fp, int d)
 {
+	const unsigned cm = REC_SAMPLE_F_COUNT, fs = REC_SAMPLE_F_FP_SHIFT;
 	uint8_t n = atomic_load_explicit(c, memory_order_relaxed);
-	while ((n & COUNT_MASK) != COUNT_STUCK) {
-		uint8_t m = (uint8_t)((((n & COUNT_MASK) + (unsigned)d) & COUNT_MASK) |
-				      (((n >> FP_SHIFT) ^ fp) << FP_SHIFT));
+	while ((n & cm) != COUNT_STUCK) {
+		uint8_t m = (uint8_t)((((n & cm) + (unsigned)d) & cm) | (((n >> fs) ^ fp) << fs));
 		if (atomic_compare_exchange_weak_explicit(c, &n, m, memory_order_release,
 							  memory_order_relaxed))
 			return;
@@ -245,7 +236,8 @@ void rec_sampled_add(uint64_t addr)
 		if ((v == 0 || v == TOMB) &&
 		    atomic_compare_exchange_strong_explicit(&set[i], &v, addr, memory_order_release,
 							    memory_order_relaxed)) {
-			slot_update(&filter[h >> (64 - FILTER_LOG)], fingerprint(h), 1);
+			slot_update(&rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)],
+				    rec_sample_fingerprint(h), 1);
 			l0_update(h, 1);
 			return;
 		}
@@ -260,14 +252,13 @@ void rec_sampled_add(uint64_t addr)
 
 int rec_sampled_take(uint64_t addr)
 {
-	uint64_t h = hash(addr);
-	_Atomic uint8_t *c = &filter[h >> (64 - FILTER_LOG)];
-	uint8_t n = atomic_load_explicit(c, memory_order_acquire), fp = fingerprint(h);
-	/* addr, if sampled, is in the slot until this thread takes it out:
+	/* addr, if sampled, is in its slot until this thread takes it out:
 	 * a slot of one block that is not addr's fingerprint is another's. */
-	if (REC_LIKELY((n & COUNT_MASK) == 0 ||
-		       ((n & COUNT_MASK) == 1 && n >> FP_SHIFT != fp)))
+	if (REC_LIKELY(!rec_sampled_likely(addr)))
 		return 0;
+	uint64_t h = hash(addr);
+	_Atomic uint8_t *c = &rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)];
+	uint8_t fp = rec_sample_fingerprint(h);
 	uint64_t mask = ((uint64_t)1 << SET_LOG) - 1;
 	uint64_t i = h >> (64 - SET_LOG);
 	for (unsigned k = 0; k < MAX_PROBE; k++, i = (i + 1) & mask) {
