@@ -182,7 +182,7 @@ int rec_ctl_set_period(uint64_t period, uint64_t *have)
 	uint64_t old = atomic_load(&rec_ctl_word), now;
 	*have = old >> REC_M_PERIOD_SHIFT;
 	if (period && rec_sample_init() < 0)
-		return -1;  /* no sampled set: the period in force stays */
+		return -2;  /* no sampled set: the period in force stays */
 	do {
 		*have = old >> REC_M_PERIOD_SHIFT;
 		if (*have == period)

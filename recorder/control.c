@@ -187,11 +187,13 @@ static void serve(int c)
 	}
 	if (!strncmp(req, "sample ", 7)) {
 		uint64_t v, have;
+		int rc;
 		if (rec_parse_u64(req + 7, 0, REC_PERIOD_MAX, &v) < 0) {
 			answer(c, "error the sampling period must be a number of bytes up to 2^40", "");
-		} else if (rec_ctl_set_period(v, &have) < 0) {
+		} else if ((rc = rec_ctl_set_period(v, &have)) < 0) {
 			rec_utoa(num, ne, have);
-			answer(c, "error allocations were recorded with sample period ", num);
+			answer(c, rc == -2 ? "error cannot map the sampled-address set; sample period "
+				: "error allocations were recorded with sample period ", num);
 		} else {
 			rec_utoa(rec_cat(num, ne, "sample="), ne, v);
 			answer(c, "ok ", num);

@@ -68,7 +68,13 @@ static inline int take_alloc(size_t size, int *track)
 	uint64_t w = rec_ctl_now();
 	uint64_t period = w >> REC_M_PERIOD_SHIFT;
 	*track = period != 0;
-	return (w & REC_M_ALLOCS) && (!period || rec_sampled(period, size));
+	if (!(w & REC_M_ALLOCS)) {
+		/* stopped since countdown_unrecorded looked: the same here */
+		if (REC_UNLIKELY(rec_sample_left && rec_sample_left <= size))
+			rec_sample_skip(period);
+		return 0;
+	}
+	return !period || rec_sampled(period, size);
 }
 
 /* Is the free of p to be recorded? Called before the real free, so p is
@@ -147,11 +153,13 @@ static inline enum route free_route(const void *p)
 /* A drawn countdown that ends in an allocation not recorded (stopped, or
  * no trace) is drawn again (gaps are memoryless), so the next start does
  * not sample its first allocation for sure. The first step of the slow way
- * of malloc, calloc and realloc, whose inline routes count down. */
+ * of malloc, calloc and realloc, whose inline routes count down (a
+ * handler's call inside a hook included: a hook has done with the
+ * countdown before it sets the guard). */
 static inline void countdown_unrecorded(size_t size)
 {
 	uint64_t left = rec_sample_left;
-	if (REC_UNLIKELY(left && left <= size) && !rec_guard) {
+	if (REC_UNLIKELY(left && left <= size)) {
 		uint64_t w = rec_ctl_now();
 		if (!rec_on() || !(w & REC_M_ALLOCS))
 			rec_sample_skip(w >> REC_M_PERIOD_SHIFT);

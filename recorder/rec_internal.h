@@ -108,8 +108,8 @@ int rec_ctl_start(int can_wait);
 int rec_ctl_stop(int can_wait);
 int rec_ctl_mark(const char *label, int can_wait);
 /* A new period, accepted only before anything was recorded, and before
- * any thread drew a countdown (rec_sample_drawn); *have: the period in
- * force. */
+ * any thread drew a countdown (rec_sample_drawn): 0, or -1 (refused), or
+ * -2 (the sampled set cannot be mapped); *have: the period in force. */
 int rec_ctl_set_period(uint64_t period, uint64_t *have);
 /* Writer side: queued marks into MARK records; a full round for the
  * rec_flush calls waiting, if any. */
