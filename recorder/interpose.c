@@ -6,9 +6,10 @@
  * Each one calls the real function, then (while recording, and not from
  * inside the recorder) stamps the time, captures the stack and publishes a
  * 32-byte event to the calling thread's ring. What is recorded follows one
- * word of api.c, read once per call: allocations only while started, and
- * when sampling only the sampled ones (sample.c); frees of every block, or
- * with sampling only of the sampled blocks. Ordering rule: an allocation is
+ * word of api.c, read at most once per call (sampling's common cases are
+ * settled before it is needed: sample.c): allocations only while started,
+ * and when sampling only the sampled ones; frees of every block, or with
+ * sampling only of the sampled blocks. Ordering rule: an allocation is
  * stamped after the real call returned, a free before the real free runs, so
  * an address handed out again by another thread always sorts after its free.
  *
