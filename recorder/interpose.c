@@ -70,9 +70,7 @@ static inline int take_alloc(size_t size, int *track)
 	uint64_t period = w >> REC_M_PERIOD_SHIFT;
 	*track = period != 0;
 	if (!(w & REC_M_ALLOCS)) {
-		/* stopped since countdown_unrecorded looked: the same here */
-		if (REC_UNLIKELY(rec_sample_left && rec_sample_left <= size))
-			rec_sample_skip(period);
+		rec_sample_unrecorded(period, size); /* stopped since countdown_unrecorded looked */
 		return 0;
 	}
 	return !period || rec_sampled(period, size);
@@ -136,15 +134,16 @@ static inline enum route alloc_route(size_t size)
 
 static inline enum route free_route(const void *p)
 {
-	if (REC_LIKELY(!rec_sampled_maybe((uintptr_t)p)) && REC_LIKELY(rec_real.free != NULL))
+	if (REC_UNLIKELY(!rec_real.free))
+		return ROUTE_SLOW;
+	if (REC_LIKELY(!rec_sampled_maybe((uintptr_t)p)))
 		return ROUTE_PASS;
 	/* the second filter's "surely not" holds too unless every free is
 	 * recorded (an overflowed set does not hold every sampled block) */
 	uint64_t w = rec_ctl_now();
-	if (!(w & REC_M_FREES) && (!(w & REC_M_PROBE) || !rec_sampled_likely((uintptr_t)p)) &&
-	    REC_LIKELY(rec_real.free != NULL))
+	if (!(w & REC_M_FREES) && (!(w & REC_M_PROBE) || !rec_sampled_likely((uintptr_t)p)))
 		return ROUTE_PASS;
-	if (REC_UNLIKELY(!rec_real.free || rec_guard))
+	if (rec_guard)
 		return ROUTE_SLOW;
 	if (!rec_on())
 		return ROUTE_PASS;
@@ -159,12 +158,9 @@ static inline enum route free_route(const void *p)
  * countdown before it sets the guard). */
 static inline void countdown_unrecorded(size_t size)
 {
-	uint64_t left = rec_sample_left;
-	if (REC_UNLIKELY(left && left <= size)) {
-		uint64_t w = rec_ctl_now();
-		if (!rec_on() || !(w & REC_M_ALLOCS))
-			rec_sample_skip(w >> REC_M_PERIOD_SHIFT);
-	}
+	uint64_t w = rec_ctl_now();
+	if (!rec_on() || !(w & REC_M_ALLOCS))
+		rec_sample_unrecorded(w >> REC_M_PERIOD_SHIFT, size);
 }
 
 /* The interposed function's return address: evaluated in the exported
@@ -272,6 +268,18 @@ static void *alloc_rec(void *(*real_call)(size_t, size_t), size_t a, size_t b, s
 	return p;
 }
 
+/* The slow way of an allocation call made by real_call(a, b) (after the
+ * real pointers are known): recorded, or passed to real_call. */
+static void *alloc_call(void *(*real_call)(size_t, size_t), size_t a, size_t b, size_t size,
+			unsigned fn, uintptr_t caller)
+{
+	int track;
+	enum how h = how_now(caller);
+	if (!h || !take_alloc(size, &track))
+		return real_call(a, b);
+	return alloc_rec(real_call, a, b, size, fn, track, h);
+}
+
 static void *call_malloc(size_t n, size_t m)
 {
 	(void)m;
@@ -283,11 +291,7 @@ static SLOW void *malloc_slow(size_t size, uintptr_t caller)
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(size, 16);
 	countdown_unrecorded(size);
-	int track;
-	enum how h = how_now(caller);
-	if (!h || !take_alloc(size, &track))
-		return rec_real.malloc(size);
-	return alloc_rec(call_malloc, size, 0, size, TF_FN_MALLOC, track, h);
+	return alloc_call(call_malloc, size, 0, size, TF_FN_MALLOC, caller);
 }
 
 /* ROUTE_RECORD: this thread's hook, not sampling. */
@@ -360,13 +364,10 @@ static SLOW void *calloc_slow(size_t n, size_t size, uintptr_t caller)
 	int over = __builtin_mul_overflow(n, size, &total);
 	if (REC_UNLIKELY(!ready()))
 		return over ? NULL : rec_boot_alloc(total, 16);
-	if (!over)
-		countdown_unrecorded(total);
-	int track;
-	enum how h = how_now(caller);
-	if (!h || over || !take_alloc(total, &track))
-		return rec_real.calloc(n, size);
-	return alloc_rec(call_calloc, n, size, total, TF_FN_CALLOC, track, h);
+	if (over)
+		return rec_real.calloc(n, size);  /* fails as it should */
+	countdown_unrecorded(total);
+	return alloc_call(call_calloc, n, size, total, TF_FN_CALLOC, caller);
 }
 
 /* ROUTE_RECORD: this thread's hook, not sampling; n * size does not overflow. */
@@ -547,40 +548,21 @@ REC_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 	return r;
 }
 
-/* aligned_alloc, memalign: same shape. */
-static void *aligned(void *(*real_call)(size_t, size_t), size_t align, size_t size, unsigned fn,
-		     uintptr_t caller)
-{
-	int track;
-	enum how h = how_now(caller);
-	if (!h || !take_alloc(size, &track))
-		return real_call(align, size);
-	return alloc_rec(real_call, align, size, size, fn, track, h);
-}
-
 REC_EXPORT void *aligned_alloc(size_t align, size_t size)
 {
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(size, align);
-	return aligned(rec_real.aligned_alloc, align, size, TF_FN_ALIGNED_ALLOC, CALLER);
+	return alloc_call(rec_real.aligned_alloc, align, size, size, TF_FN_ALIGNED_ALLOC, CALLER);
 }
 
 REC_EXPORT void *memalign(size_t align, size_t size)
 {
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(size, align);
-	return aligned(rec_real.memalign, align, size, TF_FN_MEMALIGN, CALLER);
+	return alloc_call(rec_real.memalign, align, size, size, TF_FN_MEMALIGN, CALLER);
 }
 
-/* valloc, pvalloc: page-aligned; real_call(size, 0) makes the call. */
-static void *paged(void *(*real_call)(size_t, size_t), size_t size, unsigned fn, uintptr_t caller)
-{
-	int track;
-	enum how h = how_now(caller);
-	if (!h || !take_alloc(size, &track))
-		return real_call(size, 0);
-	return alloc_rec(real_call, size, 0, size, fn, track, h);
-}
+/* valloc, pvalloc: page-aligned; call_valloc(size, 0) makes the call. */
 
 static void *call_valloc(size_t n, size_t m)
 {
@@ -598,14 +580,14 @@ REC_EXPORT void *valloc(size_t size)
 {
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(size, 4096);
-	return paged(call_valloc, size, TF_FN_VALLOC, CALLER);
+	return alloc_call(call_valloc, size, 0, size, TF_FN_VALLOC, CALLER);
 }
 
 REC_EXPORT void *pvalloc(size_t size)
 {
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(size, 4096);
-	return paged(call_pvalloc, size, TF_FN_PVALLOC, CALLER);
+	return alloc_call(call_pvalloc, size, 0, size, TF_FN_PVALLOC, CALLER);
 }
 
 REC_EXPORT size_t malloc_usable_size(void *p)

@@ -139,6 +139,14 @@ int rec_sample_slow(uint64_t period, size_t size); /* the countdown ends in this
 /* The countdown ended in an allocation not recorded (stopped, or no trace):
  * a fresh gap (gaps are memoryless), so the next start samples unbiased. */
 void rec_sample_skip(uint64_t period);
+/* An allocation of size bytes goes unrecorded (stopped, or no trace): a
+ * countdown that ends in it is drawn again, so the next start does not
+ * sample its first allocation for sure. */
+static inline void rec_sample_unrecorded(uint64_t period, size_t size)
+{
+	if (REC_UNLIKELY(rec_sample_left && rec_sample_left <= size))
+		rec_sample_skip(period);
+}
 /* Is an allocation of size bytes sampled? (Hot path: a compare and a
  * subtraction.) */
 static inline int rec_sampled(uint64_t period, size_t size)
@@ -156,14 +164,19 @@ int rec_sampled_take(uint64_t addr);  /* a free: was addr sampled? (removes it) 
  * of 0 means the free is not recorded, in every mode: whenever every free
  * is (REC_M_FREES), all counts are stuck nonzero (api.c's derive sees to
  * it before the flag can be read). */
-#define REC_SAMPLE_HASH_MUL 0x9e3779b97f4a7c15ull /* Fibonacci hashing: top bits well mixed */
 #define REC_SAMPLE_L0_LOG 6
 extern _Atomic uint8_t rec_sample_l0[1u << REC_SAMPLE_L0_LOG];
+/* The hash both filters and the set index by (Fibonacci hashing: the top
+ * bits are well mixed). */
+static inline uint64_t rec_sample_hash(uint64_t addr)
+{
+	return addr * 0x9e3779b97f4a7c15ull;
+}
 /* May the free of the block at addr be recorded? 0: surely not. Inline:
  * every free asks, and nearly every answer is "no" from this first look. */
 static inline int rec_sampled_maybe(uint64_t addr)
 {
-	uint64_t h = addr * REC_SAMPLE_HASH_MUL;
+	uint64_t h = rec_sample_hash(addr);
 	return atomic_load_explicit(&rec_sample_l0[h >> (64 - REC_SAMPLE_L0_LOG)],
 				    memory_order_acquire) != 0;
 }
@@ -186,7 +199,7 @@ static inline uint8_t rec_sample_fingerprint(uint64_t h)
  * most of the first filter's counts are nonzero. */
 static inline int rec_sampled_likely(uint64_t addr)
 {
-	uint64_t h = addr * REC_SAMPLE_HASH_MUL;
+	uint64_t h = rec_sample_hash(addr);
 	uint8_t n = atomic_load_explicit(&rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)],
 					 memory_order_acquire);
 	unsigned k = n & REC_SAMPLE_F_COUNT;

@@ -95,6 +95,12 @@ int rec_sample_init(void)
 	return 0;
 }
 
+static void l0_fill(uint8_t v)
+{
+	for (unsigned i = 0; i < 1u << REC_SAMPLE_L0_LOG; i++)
+		atomic_store(&rec_sample_l0[i], v);
+}
+
 void rec_sample_reset(void)
 {
 	if (!rec_sample_filter)
@@ -103,8 +109,7 @@ void rec_sample_reset(void)
 	 * the parent's set, whose blocks are not in the child's trace). */
 	madvise((void *)rec_sample_filter, (size_t)1 << REC_SAMPLE_F_LOG, MADV_DONTNEED);
 	madvise((void *)set, ((size_t)1 << SET_LOG) * sizeof *set, MADV_DONTNEED);
-	for (unsigned i = 0; i < 1u << REC_SAMPLE_L0_LOG; i++)
-		atomic_store(&rec_sample_l0[i], 0);
+	l0_fill(0);
 	atomic_store(&overflowed, 0);
 }
 
@@ -124,8 +129,7 @@ int rec_sample_drawn(void)
 
 void rec_sample_every_free(void)
 {
-	for (unsigned i = 0; i < 1u << REC_SAMPLE_L0_LOG; i++)
-		atomic_store(&rec_sample_l0[i], L0_STUCK);
+	l0_fill(L0_STUCK);
 }
 
 uint64_t rec_sample_overflows(void)
@@ -179,18 +183,13 @@ int rec_sample_slow(uint64_t period, size_t size)
 	}
 	/* Exponential gaps are memoryless: the distance from this block's end
 	 * to the next sample point is a fresh draw. */
-	rec_sample_left = gap(period);
+	rec_sample_skip(period);
 	return 1;
 }
 
 void rec_sample_skip(uint64_t period)
 {
 	rec_sample_left = gap(period);
-}
-
-static inline uint64_t hash(uint64_t addr)
-{
-	return addr * REC_SAMPLE_HASH_MUL;
 }
 
 /* Adds (+1) or removes (-1) a block of fingerprint fp to or from a slot:
@@ -222,7 +221,7 @@ static void l0_update(uint64_t h, int d)
 
 void rec_sampled_add(uint64_t addr)
 {
-	uint64_t h = hash(addr);
+	uint64_t h = rec_sample_hash(addr);
 	uint64_t mask = ((uint64_t)1 << SET_LOG) - 1;
 	uint64_t i = h >> (64 - SET_LOG);
 	for (unsigned k = 0; k < MAX_PROBE; k++, i = (i + 1) & mask) {
@@ -256,7 +255,7 @@ int rec_sampled_take(uint64_t addr)
 	 * a slot of one block that is not addr's fingerprint is another's. */
 	if (REC_LIKELY(!rec_sampled_likely(addr)))
 		return 0;
-	uint64_t h = hash(addr);
+	uint64_t h = rec_sample_hash(addr);
 	_Atomic uint8_t *c = &rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)];
 	uint8_t fp = rec_sample_fingerprint(h);
 	uint64_t mask = ((uint64_t)1 << SET_LOG) - 1;
