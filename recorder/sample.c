@@ -45,10 +45,17 @@
  * is removed before the real free runs and inserted after the real
  * allocator returned it. Removed entries become tombstones (reused by
  * inserts; an entry never moves back to empty), so a lookup may stop at the
- * first empty slot. If an insert finds no room within MAX_PROBE slots the
- * set has overflowed: from then on every free is recorded (correct, only
- * bigger: frees of unsampled blocks are unmatched frees for the importer)
- * and the heapreel.stats mark says so.
+ * first empty slot. The set is two tables: a near one of 8192 slots (64 KiB,
+ * where a few thousand live sampled blocks fit and stay in L2), and a far
+ * one of 2^20 slots (8 MiB, touched as used) for a block whose near window
+ * of MAX_PROBE slots was all live. A window once full never has an empty
+ * slot again, so a lookup goes on to the far table only when the near
+ * window had none. (One 8 MiB table put each insert on its own page: 2 000
+ * page faults and a cache miss per insert and per take in a sampled churn,
+ * a third of librec's profile.) If an insert finds no room in either window
+ * the set has overflowed: from then on every free is recorded (correct,
+ * only bigger: frees of unsampled blocks are unmatched frees for the
+ * importer) and the heapreel.stats mark says so.
  *
  * Must never: allocate, lock, or call into the dynamic loader (everything
  * here runs inside allocation hooks; the tables are mapped once at start).
@@ -58,7 +65,9 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define SET_LOG 20                     /* 2^20 slots: 8 MiB virtual, touched as used */
+#define NEAR_LOG 13                    /* the near table: 2^13 slots, 64 KiB */
+#define FAR_LOG 20                     /* the far one: 2^20 slots, 8 MiB virtual */
+#define SET_SLOTS (((size_t)1 << NEAR_LOG) + ((size_t)1 << FAR_LOG))
 #define MAX_PROBE 32                   /* 4 cache lines: the longest a lookup reads */
 #define COUNT_STUCK 7u                 /* a count that reached this never changes */
 #define L0_STUCK UINT8_MAX             /* the same for the first filter's counts */
@@ -70,7 +79,8 @@ static REC_TLS uint64_t rng;           /* 0: this thread has not drawn yet */
 static _Atomic int drawn;              /* a countdown was drawn in this process */
 
 _Atomic uint8_t *rec_sample_filter;
-static _Atomic uint64_t *set;
+static _Atomic uint64_t *set;          /* the near table, then the far one */
+static _Atomic int far_used;           /* an insert went on to the far table */
 static _Atomic uint64_t overflowed;    /* inserts that found no room */
 
 int rec_sample_init(void)
@@ -78,7 +88,7 @@ int rec_sample_init(void)
 	if (rec_sample_filter)
 		return 0;
 	size_t fbytes = (size_t)1 << REC_SAMPLE_F_LOG;
-	size_t sbytes = ((size_t)1 << SET_LOG) * sizeof *set;
+	size_t sbytes = SET_SLOTS * sizeof *set;
 	void *f = mmap(NULL, fbytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	void *s = mmap(NULL, sbytes, PROT_READ | PROT_WRITE,
@@ -108,8 +118,9 @@ void rec_sample_reset(void)
 	/* Zero pages again, without touching them (a forked child inherits
 	 * the parent's set, whose blocks are not in the child's trace). */
 	madvise((void *)rec_sample_filter, (size_t)1 << REC_SAMPLE_F_LOG, MADV_DONTNEED);
-	madvise((void *)set, ((size_t)1 << SET_LOG) * sizeof *set, MADV_DONTNEED);
+	madvise((void *)set, SET_SLOTS * sizeof *set, MADV_DONTNEED);
 	l0_fill(0);
+	atomic_store(&far_used, 0);
 	atomic_store(&overflowed, 0);
 }
 
@@ -219,27 +230,78 @@ static void l0_update(uint64_t h, int d)
 		;
 }
 
-void rec_sampled_add(uint64_t addr)
+/* The window of slots a hash may sit in, in the near (far = 0) or the far
+ * table: MAX_PROBE slots from the home slot, wrapping inside the table. */
+struct window {
+	_Atomic uint64_t *table;
+	uint64_t mask, home;
+};
+
+static struct window window(uint64_t h, int far)
 {
-	uint64_t h = rec_sample_hash(addr);
-	uint64_t mask = ((uint64_t)1 << SET_LOG) - 1;
-	uint64_t i = h >> (64 - SET_LOG);
-	for (unsigned k = 0; k < MAX_PROBE; k++, i = (i + 1) & mask) {
+	unsigned log = far ? FAR_LOG : NEAR_LOG;
+	return (struct window){
+		.table = far ? set + ((size_t)1 << NEAR_LOG) : set,
+		.mask = ((uint64_t)1 << log) - 1,
+		.home = h >> (64 - log),
+	};
+}
+
+/* Puts addr in the first empty or removed slot of w; 0 if all are live. */
+static int insert_in(struct window w, uint64_t addr)
+{
+	for (uint64_t k = 0; k < MAX_PROBE; k++) {
+		_Atomic uint64_t *e = &w.table[(w.home + k) & w.mask];
 		/* Probed by a write (an atomic add of 0, one locked xadd; an or
 		 * would compile to a load and a compare-exchange): a read
 		 * of an untouched page would map the shared zero page, and the
 		 * write after it would copy that page and flush every CPU's TLB,
 		 * an interrupt per page on each core, most of sampling's system
 		 * time in a threaded program. */
-		uint64_t v = atomic_fetch_add_explicit(&set[i], 0, memory_order_relaxed);
+		uint64_t v = atomic_fetch_add_explicit(e, 0, memory_order_relaxed);
 		if ((v == 0 || v == TOMB) &&
-		    atomic_compare_exchange_strong_explicit(&set[i], &v, addr, memory_order_release,
-							    memory_order_relaxed)) {
-			slot_update(&rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)],
-				    rec_sample_fingerprint(h), 1);
-			l0_update(h, 1);
-			return;
-		}
+		    atomic_compare_exchange_strong_explicit(e, &v, addr, memory_order_release,
+							    memory_order_relaxed))
+			return 1;
+	}
+	return 0;
+}
+
+enum found { FOUND, ABSENT, WINDOW_FULL };
+
+/* Takes addr out of w. ABSENT: an empty slot came first (it is in no
+ * table: its insert would have stopped there or before). */
+static enum found take_from(struct window w, uint64_t addr)
+{
+	for (uint64_t k = 0; k < MAX_PROBE; k++) {
+		_Atomic uint64_t *e = &w.table[(w.home + k) & w.mask];
+		uint64_t v = atomic_load_explicit(e, memory_order_acquire);
+		if (v == 0)
+			return ABSENT;
+		if (v != addr)
+			continue;
+		/* Only the thread freeing addr removes it: a plain store would
+		 * do, the CAS guards against a double free racing itself. */
+		return atomic_compare_exchange_strong_explicit(e, &v, TOMB, memory_order_relaxed,
+							       memory_order_relaxed) ? FOUND : ABSENT;
+	}
+	return WINDOW_FULL;
+}
+
+void rec_sampled_add(uint64_t addr)
+{
+	uint64_t h = rec_sample_hash(addr);
+	int in = insert_in(window(h, 0), addr);
+	if (!in) {
+		/* before the insert: whoever frees addr learned of it after */
+		atomic_store(&far_used, 1);
+		in = insert_in(window(h, 1), addr);
+	}
+	if (in) {
+		slot_update(&rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)],
+			    rec_sample_fingerprint(h), 1);
+		l0_update(h, 1);
+		return;
 	}
 	/* Every thread whose block found no room waits until every free is
 	 * recorded before handing the block out: the first to overflow may
@@ -256,24 +318,12 @@ int rec_sampled_take(uint64_t addr)
 	if (REC_LIKELY(!rec_sampled_likely(addr)))
 		return 0;
 	uint64_t h = rec_sample_hash(addr);
-	_Atomic uint8_t *c = &rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)];
-	uint8_t fp = rec_sample_fingerprint(h);
-	uint64_t mask = ((uint64_t)1 << SET_LOG) - 1;
-	uint64_t i = h >> (64 - SET_LOG);
-	for (unsigned k = 0; k < MAX_PROBE; k++, i = (i + 1) & mask) {
-		uint64_t v = atomic_load_explicit(&set[i], memory_order_acquire);
-		if (v == 0)
-			return 0;
-		if (v != addr)
-			continue;
-		/* Only the thread freeing addr removes it: a plain store would
-		 * do, the CAS guards against a double free racing itself. */
-		if (!atomic_compare_exchange_strong_explicit(&set[i], &v, TOMB, memory_order_relaxed,
-							     memory_order_relaxed))
-			return 0;
-		slot_update(c, fp, -1);
-		l0_update(h, -1);
-		return 1;
-	}
-	return 0;
+	enum found f = take_from(window(h, 0), addr);
+	if (f == WINDOW_FULL && atomic_load(&far_used))
+		f = take_from(window(h, 1), addr);
+	if (f != FOUND)
+		return 0;
+	slot_update(&rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)], rec_sample_fingerprint(h), -1);
+	l0_update(h, -1);
+	return 1;
 }
