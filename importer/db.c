@@ -226,6 +226,13 @@ int imp_db_insert(struct imp_db *db, const char *sql, const char *types, ...)
 			       : sqlite3_bind_null(st, i + 1);
 			break;
 		}
+		case 'b': {                    /* a blob: pointer, then size_t length */
+			const void *p = va_arg(ap, const void *);
+			size_t n = va_arg(ap, size_t);
+
+			rc = sqlite3_bind_blob64(st, i + 1, p, n, SQLITE_STATIC);
+			break;
+		}
 		case 't': {
 			const char *s = va_arg(ap, const char *);
 

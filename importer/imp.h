@@ -138,7 +138,8 @@ int imp_db_create(struct imp_db **db, const char *out, bool force,
 		  struct imp_err *e);
 /* Inserts one row through a cached prepared statement. types: one char per
  * parameter: 'i' int64_t, 'u' uint64_t, 'z' int64_t with 0 -> NULL,
- * 't' const char * (NULL -> NULL), 'n' NULL (no argument). */
+ * 't' const char * (NULL -> NULL), 'b' a blob (const void *, then its
+ * size_t length), 'n' NULL (no argument). */
 int imp_db_insert(struct imp_db *db, const char *sql, const char *types, ...);
 /* Bulk loading: runs sql (an INSERT ... SELECT c0, c1, ... FROM imp_bulk)
  * with the rows the callback produces. */
@@ -237,10 +238,13 @@ struct imp_alloc_row {                /* one allocations row */
 	bool freed, temporary, from_realloc;
 };
 
-struct imp_free_row {                 /* one frees row */
+struct imp_free_row {                 /* one free, as free_blocks packs it */
 	uint64_t alloc_id, size;
 	uint32_t stack, proc;
 };
+/* Frees per row of free_blocks (schema.sql; meta.free_block): a row of
+ * about 2 KiB, inside one 8 KiB page. */
+#define IMP_FREE_BLOCK 256
 
 struct imp_sink;
 /* Starts the inserter: until imp_sink_end, it is db's only user. t_last:
@@ -249,7 +253,7 @@ int imp_sink_open(struct imp_sink **s, struct imp_db *db, uint64_t t_last,
 		  struct imp_err *e);
 /* Allocation id (the previous one's + 1), not yet freed. */
 int imp_sink_alloc(struct imp_sink *s, uint64_t id, const struct imp_alloc_row *a);
-/* Frees row id (the previous one's + 1), and its allocation's t_free. */
+/* Free number id (the previous one's + 1), and its allocation's t_free. */
 int imp_sink_free(struct imp_sink *s, uint64_t id, const struct imp_free_row *f,
 		  uint64_t t, bool temporary);
 /* After the last event, for every allocation still live. */

@@ -175,7 +175,7 @@ static uint64_t sample_period(const struct imp_trace *tr)
 	return period;
 }
 
-/* proc: the process's number in frees rows (its trace's index). */
+/* proc: the process's number in free_blocks (its trace's index). */
 static int write_process(struct imp_db *db, const struct imp_trace *tr,
 			 const struct imp_proc_stats *ps, uint64_t proc)
 {
@@ -226,7 +226,8 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 			window = tr[i].window + tr[i].shift;
 	}
 	const struct meta_kv kv[] = {
-		{ "schema_version", 2 },
+		{ "schema_version", 3 },
+		{ "free_block", IMP_FREE_BLOCK },
 		{ "t0_mono_ns", tr[first].hdr->t0_mono_ns },
 		{ "t0_real_ns", tr[first].hdr->t0_real_ns },
 		{ "duration_ns", o->duration },

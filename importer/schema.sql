@@ -1,8 +1,9 @@
 -- schema.sql - the database trace-import writes and trace-snap / trace-tui read.
 -- It is the contract between importer/ and queries/: tables and columns may be
 -- added (bump schema_version if a reader must know), never renamed or removed,
--- except in frees, the snapshots' own table (version 2 took t_free out of it
--- and named the process by processes.proc instead of pid).
+-- except in the snapshots' own table of frees (version 2 took t_free out of
+-- it and named the process by processes.proc instead of pid; version 3
+-- packed its rows into free_blocks).
 -- Documented for users in README.md ("Database schema").
 --
 -- Times are nanoseconds since meta.t0_mono_ns (the earliest process start of
@@ -14,7 +15,7 @@ CREATE TABLE meta(
   key   TEXT PRIMARY KEY,
   value
 ) WITHOUT ROWID;
--- keys: format='heapreel', schema_version=2, complete=1 (written last: a
+-- keys: format='heapreel', schema_version=3, complete=1 (written last: a
 -- database without it is half-written), t0_mono_ns, t0_real_ns, duration_ns,
 -- peak_t, peak_bytes, peak_objects, peak_pid (for the first process; per-process
 -- peaks are in processes), events, allocations, unmatched_frees, lost_events,
@@ -35,7 +36,7 @@ CREATE TABLE processes(
   peak_objects  INTEGER,
   lost_events   INTEGER NOT NULL DEFAULT 0,
   recovered     INTEGER NOT NULL DEFAULT 0, -- events taken from a leftover .ring
-  proc          INTEGER NOT NULL            -- 0, 1, ...: the number frees rows name it by
+  proc          INTEGER NOT NULL            -- 0, 1, ...: the number free_blocks name it by
 );
 
 CREATE TABLE threads(
@@ -83,9 +84,9 @@ CREATE TABLE stacks(
 
 -- One row per allocation lifetime, in allocation order: id ascending means
 -- t_alloc non-decreasing (ties broken by import order), across all processes.
--- Every column but t_free is always set. (Not declared NOT NULL, here and in
--- frees: SQLite checks a NOT NULL per column of every row inserted, about 5 %
--- of the import's SQLite work for millions of rows the importer fills itself.)
+-- Every column but t_free is always set. (Not declared NOT NULL: SQLite
+-- checks a NOT NULL per column of every row inserted, about 5 % of the
+-- import's SQLite work for millions of rows the importer fills itself.)
 CREATE TABLE allocations(
   id           INTEGER PRIMARY KEY,
   t_alloc      INTEGER,
@@ -100,19 +101,21 @@ CREATE TABLE allocations(
                                    --    allocation by that thread in between
 );
 
--- The free side of allocations, in free order: id ascending means the freed
--- allocations' t_free non-decreasing. Lets a time window read frees
--- sequentially (an index on allocations.t_free would be built from unsorted
--- data: far too slow). It holds what a snapshot sums, and no more: the time is
--- allocations.t_free of alloc_id (a 6-byte copy per row was a tenth of the
--- database), the process is its small number processes.proc (0 bytes in a
--- database of one process) rather than its pid.
-CREATE TABLE frees(
-  id       INTEGER PRIMARY KEY,
-  alloc_id INTEGER,                  -- allocations.id
-  size     INTEGER,
-  stack_id INTEGER,
-  proc     INTEGER                   -- processes.proc
+-- The free side of allocations, for snapshots: every free, numbered 1, 2, ...
+-- in free order (the freed allocations' t_free non-decreasing), so that a
+-- time window reads frees sequentially (an index on allocations.t_free would
+-- be built from unsorted data: far too slow). Packed meta.free_block frees to
+-- a row: a row per free was a third of the import's SQLite work. Row b
+-- (from 0) holds frees b * free_block + 1 ... (b + 1) * free_block (the last
+-- row fewer), each as four unsigned LEB128 varints (7 bits a byte, low
+-- first, high bit = more): alloc_id as the zigzag of its difference from the
+-- previous free's in the row (from 0 for the first; zigzag: 2d for d >= 0,
+-- -2d - 1 below), then size, stack_id, and proc (processes.proc). A free's
+-- time is allocations.t_free of its alloc_id. It holds what a snapshot sums,
+-- and no more; trace-snap and trace-tui decode it (queries/frees.c).
+CREATE TABLE free_blocks(
+  id   INTEGER PRIMARY KEY,
+  data BLOB
 );
 
 CREATE TABLE marks(
@@ -156,11 +159,11 @@ CREATE TABLE checkpoints(
   PRIMARY KEY(checkpoint_id, stack_id)
 ) WITHOUT ROWID;
 
--- ---- What trace-import guarantees beyond the tables above (schema_version 2) ----
+-- ---- What trace-import guarantees beyond the tables above (schema_version 3) ----
 --
--- meta, further keys: frees (rows in frees), missed_frees (an address was
--- allocated again while live: its earlier block is closed at that instant and
--- counted here), recovered_events (taken from leftover .ring files),
+-- meta, further keys: frees (frees in free_blocks), free_block (frees per
+-- row of free_blocks), missed_frees (an address was allocated again while
+-- live: its earlier block is closed at that instant and counted here), recovered_events (taken from leftover .ring files),
 -- clamped_times (events whose time went backwards in their thread and were
 -- moved forward to keep the global order), timeline_bucket_ns.
 -- format and importer_version are text; every other value is an integer.

@@ -3,7 +3,8 @@
  * that inserts them while the replay goes on, so that SQLite's work runs on
  * the other core instead of after the replay.
  *
- * A frees row is complete when it is made and leaves at once. An
+ * Frees are packed IMP_FREE_BLOCK to a free_blocks row (schema.sql) on this
+ * side, each block in place in its batch; a block leaves with its batch. An
  * allocations row is made in allocation order, but its t_free is known only
  * once the block is freed: it waits in a window of the last SINK_WINDOW
  * allocations and leaves when it falls out, freed or not. A row that leaves
@@ -34,6 +35,16 @@
 
 enum batch_kind { BATCH_FREES, BATCH_ALLOCS, BATCH_FIXES, BATCH_KINDS };
 
+/* A free is four varints of at most 10 bytes. */
+#define FREE_BYTES_MAX 40
+
+struct free_block {                   /* one free_blocks row */
+	uint64_t id;                  /* row number, from 0 */
+	uint32_t n, len;              /* frees in it; bytes of data */
+	uint64_t prev;                /* the last free's alloc_id */
+	uint8_t data[IMP_FREE_BLOCK * FREE_BYTES_MAX];
+};
+
 struct fix_row {                      /* t_free of a row already inserted */
 	uint64_t id, t_free;
 	bool freed, temporary;
@@ -41,11 +52,11 @@ struct fix_row {                      /* t_free of a row already inserted */
 
 struct batch {                        /* the head of a channel buffer; rows follow */
 	uint32_t kind, n;
-	uint64_t last_id;             /* frees, allocations: the last row's id */
+	uint64_t last_id;             /* allocations: the last row's id */
 };
 
 static const size_t row_size[BATCH_KINDS] = {
-	[BATCH_FREES] = sizeof(struct imp_free_row),
+	[BATCH_FREES] = sizeof(struct free_block),
 	[BATCH_ALLOCS] = sizeof(struct imp_alloc_row),
 	[BATCH_FIXES] = sizeof(struct fix_row),
 };
@@ -56,6 +67,7 @@ struct imp_sink {
 	struct imp_chan *chan;
 	struct batch *open[BATCH_KINDS];  /* being filled by the replay */
 	struct imp_alloc_row *win;    /* ids (sent, made], slot id & mask */
+	struct free_block *fb;        /* being filled, in the open frees batch */
 	uint64_t made, sent, frees;
 	uint64_t *unfreed;            /* sent live and never freed: set NULL */
 	size_t nunfreed, capunfreed;
@@ -82,22 +94,6 @@ struct cursor {                       /* one batch, read by the bulk table */
 	struct batch *b;
 	uint32_t i;
 };
-
-static int next_free(void *ctx, int64_t *v, uint32_t *nulls)
-{
-	struct cursor *c = ctx;
-	const struct imp_free_row *f;
-
-	(void)nulls;
-	if (c->i == c->b->n)
-		return 0;
-	f = (const struct imp_free_row *)rows_of(c->b) + c->i++;
-	v[1] = (int64_t)f->alloc_id;
-	v[2] = (int64_t)f->size;
-	v[3] = f->stack;
-	v[4] = f->proc;
-	return 1;
-}
 
 static int next_alloc(void *ctx, int64_t *v, uint32_t *nulls)
 {
@@ -139,6 +135,17 @@ static int fix(struct imp_sink *s, struct batch *b)
 	return 0;
 }
 
+static int insert_free_blocks(struct imp_sink *s, struct batch *b)
+{
+	const struct free_block *fb = rows_of(b);
+
+	for (uint32_t i = 0; i < b->n; i++, fb++)
+		if (imp_db_insert(s->db, "INSERT INTO free_blocks VALUES(?, ?)", "ub",
+				  fb->id, fb->data, (size_t)fb->len))
+			return -1;
+	return 0;
+}
+
 /* Rows get their ids from SQLite (NULL rowid: an append, no seek; about
  * 1.5x faster than explicit ids), which equal ours because each table is
  * filled once, from empty, in id order. */
@@ -151,9 +158,7 @@ static int insert(struct imp_sink *s, struct batch *b)
 		return 0;              /* handed back unfilled (imp_sink_close) */
 	switch (b->kind) {
 	case BATCH_FREES:
-		rc = imp_db_bulk(s->db, "INSERT INTO frees SELECT NULL, c1, c2, "
-				 "c3, c4 FROM imp_bulk", next_free, &c);
-		break;
+		return insert_free_blocks(s, b);
 	case BATCH_ALLOCS:
 		rc = imp_db_bulk(s->db, "INSERT INTO allocations SELECT NULL, c1, "
 				 "c2, c3, c4, c5, c6, c7, c8, c9 FROM imp_bulk",
@@ -287,17 +292,36 @@ int imp_sink_alloc(struct imp_sink *s, uint64_t id, const struct imp_alloc_row *
 	return 0;
 }
 
+/* Appends f to b: schema.sql's four varints. */
+static void pack_free(struct free_block *b, const struct imp_free_row *f)
+{
+	uint8_t *p = b->data + b->len;
+	uint64_t d = f->alloc_id - b->prev;   /* two's complement: signed */
+
+	p = imp_put_uv(p, d >> 63 ? ~d << 1 | 1 : d << 1);   /* zigzag */
+	p = imp_put_uv(p, f->size);
+	p = imp_put_uv(p, f->stack);
+	p = imp_put_uv(p, f->proc);
+	b->prev = f->alloc_id;
+	b->len = (uint32_t)(p - b->data);
+}
+
 int imp_sink_free(struct imp_sink *s, uint64_t id, const struct imp_free_row *f,
 		  uint64_t t, bool temporary)
 {
 	if (id != s->frees + 1 || !f->alloc_id || f->alloc_id > s->made)
 		return out_of_step(s);
-	struct imp_free_row *r = slot(s, BATCH_FREES);
-
-	if (!r)
-		return -1;
-	*r = *f;
-	s->open[BATCH_FREES]->last_id = ++s->frees;
+	if (!s->fb) {
+		if (!(s->fb = slot(s, BATCH_FREES)))
+			return -1;
+		s->fb->id = s->frees / IMP_FREE_BLOCK;
+		s->fb->n = s->fb->len = 0;
+		s->fb->prev = 0;
+	}
+	pack_free(s->fb, f);
+	if (++s->fb->n == IMP_FREE_BLOCK)
+		s->fb = NULL;          /* full: the next free begins a block */
+	s->frees++;
 	if (f->alloc_id > s->sent) {
 		struct imp_alloc_row *w = &s->win[f->alloc_id & (SINK_WINDOW - 1)];
 

@@ -17,12 +17,15 @@
  * over; a larger page cache and a memory map keep those pages at hand. */
 #define CACHE_KIB 65536
 #define MMAP_BYTES (1ll << 30)
+/* The largest meta.free_block believed: a row's cache is that many frees. */
+#define Q_FREE_BLOCK_MAX 65536
 
 static const char *const stmt_sql[Q_NSTMT] = {
 	[Q_ST_SNAPSHOT] = q_sql_snapshot,
 	[Q_ST_SNAPSHOT_BACK] = q_sql_snapshot_back,
 	[Q_ST_ALLOC_AT] = q_sql_alloc_at,
-	[Q_ST_FREE_AT] = q_sql_free_at,
+	[Q_ST_FREE_BLOCK] = q_sql_free_block,
+	[Q_ST_FREE_TIME] = q_sql_free_time,
 	[Q_ST_PEAK] = q_sql_peak,
 	[Q_ST_STEADY] = q_sql_steady,
 	[Q_ST_TEMPORARY] = q_sql_temporary,
@@ -80,6 +83,17 @@ sqlite3_stmt *q_stmt(struct q_db *db, enum q_stmt which)
 	sqlite3_reset(s);
 	sqlite3_clear_bindings(s);
 	return s;
+}
+
+int q_row1(struct q_db *db, enum q_stmt which, int64_t arg, sqlite3_stmt **s, const char *what)
+{
+	if (!(*s = q_stmt(db, which)))
+		return -1;
+	sqlite3_bind_int64(*s, 1, arg);
+	int rc = sqlite3_step(*s);
+	if (rc == SQLITE_ROW)
+		return 1;
+	return rc == SQLITE_DONE ? 0 : q_sqlfail(db, what);
 }
 
 long q_proc_index(struct q_db *db, int64_t pid)
@@ -163,6 +177,14 @@ static int check_meta(struct q_db *db)
 		rc = q_fail(db, "%s: incomplete database (the import did not finish)", db->path);
 	if (rc > 0 && (rc = meta(db, s, "duration_ns", &db->duration, NULL, 0)) == 0)
 		rc = 1;
+	/* the packing of free_blocks, which the importer always writes */
+	db->frees.row = -1;
+	if (rc > 0 && ((rc = meta(db, s, "frees", &db->frees.total, NULL, 0)) == 0 ||
+	               (rc = meta(db, s, "free_block", &db->frees.per_row, NULL, 0)) == 0 ||
+	               db->frees.total < 0 || db->frees.per_row < 1 ||
+	               db->frees.per_row > Q_FREE_BLOCK_MAX))
+		rc = q_fail(db, "%s: damaged database (meta frees or free_block missing or wrong)",
+		            db->path);
 	sqlite3_finalize(s);
 	return rc < 0 ? -1 : 0;
 }
@@ -319,6 +341,7 @@ void q_close(struct q_db *db)
 		free(db->fns[i]);
 	free(db->fns);
 	free(db->fnnext);
+	free(db->frees.f);
 	q_map_free(&db->fnmap);
 	free(db->path);
 	free(db);

@@ -99,31 +99,82 @@ static const struct q_ckpt *bracket(const struct q_pdata *pd, int64_t t, int64_t
 	return lo ? &pd->ck[lo - 1] : NULL;
 }
 
-/* The last id in [lo, hi] whose time is <= t, or lo if none is (ids ascend
- * with time): bisection with point lookups, so the rows between are never
- * read. Rows may be missing from the range; which says alloc or free. */
-static int last_at(struct q_db *db, enum q_stmt which, int64_t lo, int64_t hi, int64_t t,
+/* The first event at or after number mid: 1 with its number and time, 0
+ * if there is none, -1 on error. */
+typedef int probe_fn(struct q_db *db, int64_t mid, int64_t *id, int64_t *t);
+
+/* Allocations: rows may be missing from a range (alloc_at.sql). */
+static int alloc_probe(struct q_db *db, int64_t mid, int64_t *id, int64_t *t)
+{
+	sqlite3_stmt *s;
+	int rc = q_row1(db, Q_ST_ALLOC_AT, mid, &s, "bisecting the allocations");
+	if (rc <= 0)
+		return rc;
+	*id = sqlite3_column_int64(s, 0);
+	*t = sqlite3_column_int64(s, 1);
+	return 1;
+}
+
+/* Frees: numbered without gaps; a free's time is its allocation's t_free. */
+static int free_probe(struct q_db *db, int64_t mid, int64_t *id, int64_t *t)
+{
+	const struct q_free *f;
+	int rc = q_free_get(db, mid, &f);
+	if (rc <= 0)
+		return rc;
+	sqlite3_stmt *s;
+	if ((rc = q_row1(db, Q_ST_FREE_TIME, f->alloc_id, &s, "reading a free's time")) < 0)
+		return -1;
+	if (!rc || sqlite3_column_type(s, 0) != SQLITE_INTEGER)
+		return q_fail(db, "%s: free %lld names allocation %lld, which is missing or "
+		              "was never freed", db->path, (long long)mid, (long long)f->alloc_id);
+	*id = mid;
+	*t = sqlite3_column_int64(s, 0);
+	return 1;
+}
+
+/* The last number in [lo, hi] whose time is <= t, or lo if none is
+ * (numbers ascend with time): bisection with point lookups, so the events
+ * between are never read. */
+static int last_at(struct q_db *db, probe_fn *probe, int64_t lo, int64_t hi, int64_t t,
                    int64_t *out)
 {
-	sqlite3_stmt *s = q_stmt(db, which);
-	if (!s)
-		return -1;
-	/* Invariant: rows with id <= a are at or before t; rows with id >= b
-	 * are after t (or absent). */
+	/* Invariant: events numbered <= a are at or before t; those numbered
+	 * >= b are after t (or absent). */
 	int64_t a = lo, b = hi == INT64_MAX ? hi : hi + 1;
 	while (b - a > 1) {
-		int64_t mid = a + (b - a) / 2;
-		sqlite3_bind_int64(s, 1, mid);
-		int rc = sqlite3_step(s);
-		if (rc == SQLITE_ROW && sqlite3_column_int64(s, 1) <= t)
-			a = sqlite3_column_int64(s, 0);   /* the row found, at or after mid */
-		else if (rc == SQLITE_ROW || rc == SQLITE_DONE)
-			b = mid;
+		int64_t mid = a + (b - a) / 2, id = 0, at = 0;
+		int rc = probe(db, mid, &id, &at);
+		if (rc < 0)
+			return -1;
+		if (rc && at <= t)
+			a = id;                  /* the event found, at or after mid */
 		else
-			return q_sqlfail(db, "bisecting the event tables");
-		sqlite3_reset(s);
+			b = mid;
 	}
 	*out = a;
+	return 0;
+}
+
+/* Frees numbered (lo, hi] of process proc, of allocations numbered up to
+ * alo, into p: sign -1 takes them off the live set (a snapshot forwards
+ * from a checkpoint), +1 puts them back (backwards). */
+static int add_frees(struct q_db *db, struct q_profile *p, int64_t lo, int64_t hi,
+                     int64_t alo, int64_t proc, int sign)
+{
+	const struct q_free *f;
+	int rc;
+	for (int64_t id = lo + 1; id <= hi && (rc = q_free_get(db, id, &f)) != 0; id++) {
+		if (rc < 0)
+			return -1;
+		if (f->alloc_id > alo || f->proc != proc)
+			continue;
+		struct q_row *r = row_of(db, p, f->stack_id);
+		if (!r)
+			return -1;
+		r->v[0] += sign;
+		r->v[1] += sign * f->size;
+	}
 	return 0;
 }
 
@@ -144,8 +195,7 @@ static int snapshot_into(struct q_db *db, int64_t pid, int64_t t, struct q_profi
 	int64_t alo = prev ? prev->alloc_id : 0, flo = prev ? prev->free_id : 0;
 	int64_t ahi = next ? next->alloc_id : INT64_MAX, fhi = next ? next->free_id : INT64_MAX;
 	int64_t at, ft;                        /* last alloc / free id at or before t */
-	if (last_at(db, Q_ST_ALLOC_AT, alo, ahi, t, &at) ||
-	    last_at(db, Q_ST_FREE_AT, flo, fhi, t, &ft))
+	if (last_at(db, alloc_probe, alo, ahi, t, &at) || last_at(db, free_probe, flo, fhi, t, &ft))
 		return -1;
 	bool back = next && (ahi - at) + (fhi - ft) < (at - alo) + (ft - flo);
 	sqlite3_stmt *s = q_stmt(db, back ? Q_ST_SNAPSHOT_BACK : Q_ST_SNAPSHOT);
@@ -156,19 +206,19 @@ static int snapshot_into(struct q_db *db, int64_t pid, int64_t t, struct q_profi
 		sqlite3_bind_int64(s, param(s, ":tc"), next->t);
 		sqlite3_bind_int64(s, param(s, ":alo"), at);
 		sqlite3_bind_int64(s, param(s, ":ahi"), ahi);
-		sqlite3_bind_int64(s, param(s, ":flo"), ft);
-		sqlite3_bind_int64(s, param(s, ":fhi"), fhi);
 	} else {
 		sqlite3_bind_int64(s, param(s, ":ckpt"), prev ? prev->id : -1);
 		sqlite3_bind_int64(s, param(s, ":t"), t);
 		sqlite3_bind_int64(s, param(s, ":alo"), alo);
 		sqlite3_bind_int64(s, param(s, ":ahi"), at);
-		sqlite3_bind_int64(s, param(s, ":flo"), flo);
-		sqlite3_bind_int64(s, param(s, ":fhi"), ft);
 	}
 	sqlite3_bind_int64(s, param(s, ":pid"), pid);
-	sqlite3_bind_int64(s, param(s, ":proc"), db->procs[i].proc);
-	if (sum_rows(db, s, p, "computing a snapshot"))
+	/* + frees after t up to the next checkpoint of blocks made by t
+	 * (backwards: live again), or - frees from the checkpoint up to t of
+	 * blocks it holds (forwards) */
+	if (sum_rows(db, s, p, "computing a snapshot") ||
+	    (back ? add_frees(db, p, ft, fhi, at, db->procs[i].proc, 1)
+	          : add_frees(db, p, flo, ft, alo, db->procs[i].proc, -1)))
 		return -1;
 	compact(p);
 	return 0;
@@ -267,7 +317,7 @@ int q_steady(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_prof
 	for (int k = 0; k < 2; k++) {
 		int64_t ahi, fhi;
 		const struct q_ckpt *c = bracket(&db->pd[i], t[k], &ahi, &fhi);
-		if (last_at(db, Q_ST_ALLOC_AT, c ? c->alloc_id : 0, ahi, t[k], &at[k]))
+		if (last_at(db, alloc_probe, c ? c->alloc_id : 0, ahi, t[k], &at[k]))
 			return -1;
 	}
 	if (!(s = q_stmt(db, Q_ST_STEADY)))

@@ -24,7 +24,7 @@
 #include <stdio.h>
 
 /* The schema_version this library reads (older databases: import again). */
-#define Q_SCHEMA_VERSION 2
+#define Q_SCHEMA_VERSION 3
 
 struct q_db;                                   /* opaque handle */
 

@@ -12,7 +12,8 @@
 #include "q.h"
 
 /* ---- embedded SQL (generated from queries/NAME.sql by embed_sql.py) ---- */
-extern const char q_sql_snapshot[], q_sql_snapshot_back[], q_sql_alloc_at[], q_sql_free_at[],
+extern const char q_sql_snapshot[], q_sql_snapshot_back[], q_sql_alloc_at[], q_sql_free_block[],
+	q_sql_free_time[],
 	q_sql_steady[], q_sql_temporary[], q_sql_peak[],
 	q_sql_meta[], q_sql_processes[], q_sql_checkpoints[], q_sql_stack_node[],
 	q_sql_timeline[], q_sql_marks[], q_sql_modules[];
@@ -56,8 +57,21 @@ struct q_stack_c {
 };
 
 enum q_stmt {
-	Q_ST_SNAPSHOT, Q_ST_SNAPSHOT_BACK, Q_ST_ALLOC_AT, Q_ST_FREE_AT, Q_ST_PEAK, Q_ST_STEADY, Q_ST_TEMPORARY, Q_ST_STACK_NODE, Q_ST_TIMELINE,
+	Q_ST_SNAPSHOT, Q_ST_SNAPSHOT_BACK, Q_ST_ALLOC_AT, Q_ST_FREE_BLOCK, Q_ST_FREE_TIME, Q_ST_PEAK, Q_ST_STEADY, Q_ST_TEMPORARY, Q_ST_STACK_NODE, Q_ST_TIMELINE,
 	Q_ST_MARKS, Q_ST_MODULES, Q_NSTMT
+};
+
+/* One free of free_blocks (frees.c). */
+struct q_free {
+	int64_t alloc_id, size, stack_id, proc;
+};
+
+/* The frees: how they are packed, and the one row decoded (frees.c). */
+struct q_frees {
+	int64_t total, per_row;                /* meta.frees, meta.free_block */
+	int64_t row;                           /* the row in f, -1: none */
+	uint32_t n;
+	struct q_free *f;                      /* per_row of them */
 };
 
 struct q_db {
@@ -81,6 +95,7 @@ struct q_db {
 	size_t nfns, capfns;
 	struct q_map fnmap;                    /* name hash -> chain head in fns */
 	uint32_t *fnnext;                      /* hash chain, parallel to fns */
+	struct q_frees frees;
 };
 
 /* Sets db->err from a format, returns -1. */
@@ -89,10 +104,17 @@ int q_fail(struct q_db *db, const char *fmt, ...) __attribute__((format(printf, 
 int q_sqlfail(struct q_db *db, const char *what);
 /* The prepared statement, reset and with bindings cleared; NULL on error. */
 sqlite3_stmt *q_stmt(struct q_db *db, enum q_stmt which);
+/* Statement which with parameter 1 = arg, stepped once: 1 at its row (in
+ * *s), 0 if there is none, -1 on error (db->err says what failed). */
+int q_row1(struct q_db *db, enum q_stmt which, int64_t arg, sqlite3_stmt **s, const char *what);
 /* Index of pid in db->procs, or -1 with db->err set. */
 long q_proc_index(struct q_db *db, int64_t pid);
 /* Grows *arr (of *cap elements of size sz) to hold want; -1: no memory. */
 int q_grow(void *arr, size_t *cap, size_t want, size_t sz);
+
+/* Free number id: 1 and *f (valid until the next call), 0 if there is no
+ * such free, -1 on error (db->err set). */
+int q_free_get(struct q_db *db, int64_t id, const struct q_free **f);
 
 /* ---- helpers between files ------------------------------------------------ */
 struct q_module {

@@ -3,13 +3,13 @@
 -- = the nearest checkpoint at or before :t (:ckpt, -1 if none)
 -- + allocations after it (id in (:alo, :ahi]) made at or before :t: all count
 --   as allocated, those not freed by :t as live (an alloc at :t is live at :t)
--- - frees after it (id in (:flo, :fhi]) at or before :t of allocations the
---   checkpoint already holds (a free at :t is gone at :t).
--- :ahi/:fhi are the last alloc/free ids at or before :t (found by rowid
--- bisection, never beyond the next checkpoint), so both tables are read as
--- short rowid ranges, never scanned whole; the time test is then always
--- true and only guards against an inconsistent database. Frees name their
--- process by :proc (processes.proc), allocations by :pid.
+-- - frees after it at or before :t of allocations the checkpoint already
+--   holds (a free at :t is gone at :t): profile.c adds those, from
+--   free_blocks.
+-- :ahi is the last allocation id at or before :t (found by rowid bisection,
+-- never beyond the next checkpoint), so the table is read as a short rowid
+-- range, never scanned whole; the time test is then always true and only
+-- guards against an inconsistent database.
 SELECT stack_id, live_objects, live_bytes, alloc_objects, alloc_bytes
   FROM checkpoints
  WHERE checkpoint_id = :ckpt
@@ -19,8 +19,4 @@ SELECT stack_id,
        CASE WHEN t_free IS NULL OR t_free > :t THEN size ELSE 0 END,
        1, size
   FROM allocations
- WHERE id > :alo AND id <= :ahi AND t_alloc <= :t AND pid = :pid
-UNION ALL
-SELECT stack_id, -1, -size, 0, 0
-  FROM frees
- WHERE id > :flo AND id <= :fhi AND alloc_id <= :alo AND proc = :proc;
+ WHERE id > :alo AND id <= :ahi AND t_alloc <= :t AND pid = :pid;

@@ -4,9 +4,9 @@
 -- = that checkpoint
 -- - allocations after :t up to it (id in (:alo, :ahi]): no longer counted as
 --   allocated, nor as live if they were live at :tc
--- + frees after :t up to it (id in (:flo, :fhi]) of allocations made at or
---   before :t (id <= :alo): live again.
--- :alo/:flo are the last ids at or before :t, found by rowid bisection.
+-- + frees after :t up to it of allocations made at or before :t (id <=
+--   :alo): live again (profile.c adds those, from free_blocks).
+-- :alo is the last allocation id at or before :t, found by rowid bisection.
 SELECT stack_id, live_objects, live_bytes, alloc_objects, alloc_bytes
   FROM checkpoints
  WHERE checkpoint_id = :ckpt
@@ -16,8 +16,4 @@ SELECT stack_id,
        CASE WHEN t_free IS NULL OR t_free > :tc THEN -size ELSE 0 END,
        -1, -size
   FROM allocations
- WHERE id > :alo AND id <= :ahi AND pid = :pid
-UNION ALL
-SELECT stack_id, 1, size, 0, 0
-  FROM frees
- WHERE id > :flo AND id <= :fhi AND alloc_id <= :alo AND proc = :proc;
+ WHERE id > :alo AND id <= :ahi AND pid = :pid;

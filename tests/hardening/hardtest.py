@@ -47,7 +47,7 @@ def trace_import(inputs, db, ok=(0,)):
 
 def consistency(c, max_unmatched=0, lost=0):
     """What any imported run must satisfy. Returns a dict of figures.
-    - every free pairs an allocation: frees rows <-> allocations.t_free one
+    - every free pairs an allocation: frees (free_blocks) <-> allocations.t_free one
       to one; meta unmatched_frees (a free of an address never allocated in
       the trace) at most max_unmatched; missed_frees (an address allocated
       again while live) 0; lost_events `lost` (None: any);

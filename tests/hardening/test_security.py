@@ -42,7 +42,7 @@ TRACE_CTL = hrtest.TRACE_CTL
 HOSTILE = "x'\");DROP/**/TABLE/**/allocations;--"       # no spaces: mktrace words
 HOSTILE_SPACED = "x'); DROP TABLE processes; --"
 TABLES = {"meta", "processes", "threads", "modules", "frames", "stacks", "allocations",
-          "frees", "marks", "timeline", "checkpoint_index", "checkpoints"}
+          "free_blocks", "marks", "timeline", "checkpoint_index", "checkpoints"}
 
 
 def mode_of(path):

@@ -76,10 +76,64 @@ def trace_import(args, ok=(0,)):
 
 
 def connect(db):
-    """An imported database, which must be marked complete."""
+    """An imported database, which must be marked complete. Its frees, which
+    free_blocks packs, are unpacked into a TEMP table frees(id, alloc_id,
+    size, stack_id, proc) of this connection, for the tests' SQL."""
     c = sqlite3.connect(db)
     assert meta(c, "complete") == 1, "%s not marked complete" % db
+    c.execute("CREATE TEMP TABLE frees(id INTEGER PRIMARY KEY, alloc_id, size, stack_id, proc)")
+    c.executemany("INSERT INTO temp.frees VALUES(?,?,?,?,?)", unpack_frees(c))
     return c
+
+
+def _varints(data):
+    v = shift = 0
+    for b in data:
+        v |= (b & 0x7f) << shift
+        shift += 7
+        if not b & 0x80:
+            yield v
+            v = shift = 0
+    assert shift == 0, "a varint cut short"
+
+
+def unpack_frees(c):
+    """The frees of free_blocks (importer/schema.sql), as rows (id, alloc_id,
+    size, stack_id, proc); checks each row holds meta.free_block of them (the
+    last at most) and that they number meta.frees."""
+    per, rows = meta(c, "free_block"), []
+    blocks = c.execute("SELECT id, data FROM free_blocks ORDER BY id").fetchall()
+    for k, (b, data) in enumerate(blocks):
+        assert b == k, "free_blocks row %d missing" % k
+        v, prev, n = list(_varints(data)), 0, 0
+        assert len(v) % 4 == 0, "free_blocks row %d: %d varints" % (b, len(v))
+        for i in range(0, len(v), 4):
+            zz, size, stack, proc = v[i:i + 4]
+            prev += -(zz >> 1) - 1 if zz & 1 else zz >> 1
+            rows.append((b * per + n + 1, prev, size, stack, proc))
+            n += 1
+        assert n == per or (n <= per and k == len(blocks) - 1), \
+            "free_blocks row %d holds %d frees" % (b, n)
+    assert len(rows) == (meta(c, "frees") or 0), "%d frees packed" % len(rows)
+    return rows
+
+
+def pack_frees(rows, per):
+    """free_blocks rows (id, data) for frees (alloc_id, size, stack_id, proc)
+    in free order: the inverse of unpack_frees."""
+    out = []
+    for b in range(0, len(rows), per):
+        data, prev = bytearray(), 0
+        for alloc_id, size, stack, proc in rows[b:b + per]:
+            d = alloc_id - prev
+            prev = alloc_id
+            for v in (2 * d if d >= 0 else -2 * d - 1, size, stack, proc):
+                while v >= 0x80:
+                    data.append(v & 0x7f | 0x80)
+                    v >>= 7
+                data.append(v)
+        out.append((b // per, bytes(data)))
+    return out
 
 
 def tmpdir(tag):

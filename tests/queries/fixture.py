@@ -13,6 +13,7 @@ import hrtest
 
 SCHEMA = os.path.join(hrtest.SRC, "importer", "schema.sql")
 BUCKET_NS = 1000000
+FREE_BLOCK = 2          # frees per free_blocks row: most snapshots span rows
 
 
 class Proc:
@@ -106,8 +107,8 @@ class Fixture:
         proc = {pid: k for k, pid in enumerate(sorted(self.procs))}
         for i, a in enumerate(frees, 1):
             a["free_id"] = i
-            db.execute("INSERT INTO frees VALUES(?,?,?,?,?)",
-                       (i, a["id"], a["size"], a["stack"], proc[a["pid"]]))
+        db.executemany("INSERT INTO free_blocks VALUES(?,?)", hrtest.pack_frees(
+            [(a["id"], a["size"], a["stack"], proc[a["pid"]]) for a in frees], FREE_BLOCK))
         for (ip, name, file, line, depth), fid in self.frames.items():
             db.execute("INSERT INTO frames(id,ip,function,file,line,inline_depth) "
                        "VALUES(?,?,?,?,?,?)", (fid, ip, name, file, line, depth))
@@ -140,7 +141,8 @@ class Fixture:
                 db.execute("INSERT INTO timeline VALUES(?,?,?,?,?,0,0)",
                            (pid, t, sum(v[1] for v in st.values()),
                             sum(v[0] for v in st.values()), sum(v[1] for v in st.values())))
-        meta = {"format": "heapreel", "schema_version": 2, "t0_mono_ns": 0,
+        meta = {"format": "heapreel", "schema_version": 3, "t0_mono_ns": 0,
+                "frees": len(frees), "free_block": FREE_BLOCK,
                 "duration_ns": max(p.t_end for p in self.procs.values()),
                 "checkpoint_interval": 4, "timeline_bucket_ns": BUCKET_NS * 1000}
         meta.update(meta_over or {})

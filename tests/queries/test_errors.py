@@ -3,6 +3,7 @@ exit codes: 2 bad command line or malformed time, 3 database unusable
 (missing, not ours, incomplete, newer schema), 4 not in the database (pid,
 mark, instant outside the trace)."""
 import os
+import shutil
 import sqlite3
 import subprocess
 
@@ -84,9 +85,9 @@ c.close()
 fails([other, "--peak"], 3, "other.db: not a heapreel database")
 for name, over, complete, text in [
         ("fmt.db", {"format": "other"}, True, "not a heapreel database"),
-        ("new.db", {"schema_version": 3}, True, "written by a newer heapreel (schema version 3"),
+        ("new.db", {"schema_version": 4}, True, "written by a newer heapreel (schema version 4"),
         ("old.db", {"schema_version": 1}, True,
-         "written by an older trace-import (schema version 1; this version reads 2): "
+         "written by an older trace-import (schema version 1; this version reads 3): "
          "import the trace again"),
         ("half.db", {}, False, "incomplete database")]:
     path = os.path.join(tmp, name)
@@ -94,6 +95,26 @@ for name, over, complete, text in [
     f.process(1)
     f.finish(meta_over=over, complete=complete)
     fails([path, "--peak"], 3, name + ": " + text)
+# Damaged free_blocks: a cut varint, rows with more frees than meta says a
+# row holds, a row missing (exit 1, reading failed, naming the row); no
+# meta free_block (refused at open: exit 3).
+cut = lambda d: d[:-1] + bytes([d[-1] | 0x80])
+for name, sql, code, text in [
+        ("cut.db", "UPDATE free_blocks SET data = cut(data) WHERE id = 1", 1,
+         "free_blocks row 1 is damaged"),
+        ("long.db", "UPDATE free_blocks SET data = data || data WHERE id = 1", 1,
+         "free_blocks row 1 is damaged"),
+        ("gap.db", "DELETE FROM free_blocks WHERE id = 1", 1, "free_blocks row 1 is damaged"),
+        ("nometa.db", "DELETE FROM meta WHERE key = 'free_block'", 3,
+         "damaged database (meta frees or free_block missing or wrong)")]:
+    path = os.path.join(tmp, name)
+    shutil.copy(DB, path)
+    c = sqlite3.connect(path)
+    c.create_function("cut", 1, cut)
+    c.execute(sql)
+    c.commit()
+    c.close()
+    fails([path, "--at", "3002ms"], code, name + ": " + text)
 # A failed write leaves nothing behind and says which file: exit 1.
 fails([DB, "--peak", "-o", os.path.join(tmp, "no-such-dir", "x.heap")], 1,
       "no-such-dir/x.heap: No such file or directory")

@@ -30,6 +30,7 @@ MIB = 1 << 20
 PID = 4242
 T_END = 10 * S
 BUCKET = S
+FREE_BLOCK = 3            # frees per free_blocks row: several rows, one short
 
 # (function, file, line) per frame id; ip = 0x401000 + 0x100 * id.
 FRAMES = {
@@ -88,10 +89,11 @@ def build_fixture(path, empty=False):
     allocs = [] if empty else ALLOCS
     frees = sorted((tf, i + 1) for i, (ta, tf, size, st) in enumerate(allocs) if tf is not None)
     meta = {
-        "format": "heapreel", "schema_version": 2, "t0_mono_ns": 1000, "t0_real_ns": 0,
+        "format": "heapreel", "schema_version": 3, "t0_mono_ns": 1000, "t0_real_ns": 0,
         "duration_ns": T_END, "peak_t": PEAK_T if allocs else 0,
         "peak_bytes": PEAK_BYTES if allocs else 0, "peak_objects": PEAK_OBJECTS if allocs else 0,
         "peak_pid": PID, "events": len(allocs) + len(frees), "allocations": len(allocs),
+        "frees": len(frees), "free_block": FREE_BLOCK,
         "unmatched_frees": 0, "lost_events": 0, "damaged": 0, "checkpoint_interval": 6,
         "importer_version": "fixture", "timeline_bucket_ns": BUCKET,
     }
@@ -112,9 +114,8 @@ def build_fixture(path, empty=False):
     for i, (ta, tf, size, st) in enumerate(allocs):
         db.execute("INSERT INTO allocations VALUES(?,?,?,?,?,?,?,?,0,0)",
                    (i + 1, ta, tf, size, st, PID, PID, 0x10000 + 0x1000 * i))
-    for j, (tf, aid) in enumerate(frees):
-        ta, _, size, st = allocs[aid - 1]
-        db.execute("INSERT INTO frees VALUES(?,?,?,?,?)", (j + 1, aid, size, st, 0))
+    db.executemany("INSERT INTO free_blocks VALUES(?,?)", hrtest.pack_frees(
+        [(aid, allocs[aid - 1][2], allocs[aid - 1][3], 0) for _, aid in frees], FREE_BLOCK))
     if not empty:
         for t, label in MARKS:
             db.execute("INSERT INTO marks VALUES(?,?,?)", (PID, t, label))
