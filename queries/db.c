@@ -179,12 +179,16 @@ static int check_meta(struct q_db *db)
 		rc = 1;
 	/* the packing of free_blocks, which the importer always writes */
 	db->frees.row = -1;
-	if (rc > 0 && ((rc = meta(db, s, "frees", &db->frees.total, NULL, 0)) == 0 ||
-	               (rc = meta(db, s, "free_block", &db->frees.per_row, NULL, 0)) == 0 ||
-	               db->frees.total < 0 || db->frees.per_row < 1 ||
-	               db->frees.per_row > Q_FREE_BLOCK_MAX))
-		rc = q_fail(db, "%s: damaged database (meta frees or free_block missing or wrong)",
-		            db->path);
+	if (rc > 0) {
+		struct q_frees *f = &db->frees;
+		int n = meta(db, s, "frees", &f->total, NULL, 0);
+		int per = n < 0 ? n : meta(db, s, "free_block", &f->per_row, NULL, 0);
+		if (per < 0)
+			rc = -1;
+		else if (!n || !per || f->total < 0 || f->per_row < 1 || f->per_row > Q_FREE_BLOCK_MAX)
+			rc = q_fail(db, "%s: damaged database (meta frees or free_block missing or "
+			            "wrong)", db->path);
+	}
 	sqlite3_finalize(s);
 	return rc < 0 ? -1 : 0;
 }
