@@ -140,12 +140,16 @@ int main(int argc, char **argv)
 	pthread_barrier_init(&held, NULL, WORKERS + 1);
 	pthread_barrier_init(&marked, NULL, WORKERS + 1);
 	pthread_t t[WORKERS];
+	/* every inbox lock before any worker runs: worker k hands blocks to
+	 * worker k + 1 from its first op, and initialising a mutex another
+	 * thread holds unlocks it (two threads in one inbox: a block lost) */
 	for (int k = 0; k < WORKERS; k++) {
 		w[k].k = k;
 		pthread_mutex_init(&w[k].lock, NULL);
+	}
+	for (int k = 0; k < WORKERS; k++)
 		if (pthread_create(&t[k], NULL, work, &w[k]) != 0)
 			return 1;
-	}
 	for (int round = 1; round <= rounds; round++) {
 		char label[32];
 		pthread_barrier_wait(&held);
