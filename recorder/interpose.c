@@ -83,7 +83,8 @@ static inline int take_free(const void *p)
 	uint64_t w = rec_ctl_now();
 	if (w & REC_M_FREES)
 		return 1;
-	return (w & REC_M_PROBE) && rec_sampled_maybe((uintptr_t)p) && rec_sampled_take((uintptr_t)p);
+	return (w & REC_M_PROBE) && rec_sampled_maybe((uintptr_t)p) &&
+	       rec_sampled_likely((uintptr_t)p) && rec_sampled_take((uintptr_t)p);
 }
 
 /* How a call is recorded: not at all, by this thread's hook, or as the
@@ -329,7 +330,8 @@ static SLOW void free_slow(void *p, uintptr_t caller)
 		free_rec(p, h);
 }
 
-/* ROUTE_PROBE: this thread's hook if p is in the sampled set. */
+/* ROUTE_PROBE (both filters said maybe): this thread's hook if p is in the
+ * sampled set. */
 static SLOW void free_probe(void *p)
 {
 	if (rec_sampled_take((uintptr_t)p))

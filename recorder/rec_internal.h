@@ -158,7 +158,9 @@ static inline int rec_sampled(uint64_t period, size_t size)
 	return rec_sample_slow(period, size);
 }
 void rec_sampled_add(uint64_t addr);  /* a sampled block is live */
-int rec_sampled_take(uint64_t addr);  /* a free: was addr sampled? (removes it) */
+/* A free whose filters said maybe (rec_sampled_maybe, rec_sampled_likely):
+ * was addr sampled? (removes it) */
+int rec_sampled_take(uint64_t addr);
 /* The first look of every free (sample.c says why): one cache line of
  * counts, by the top REC_SAMPLE_L0_LOG bits of the address's hash. A count
  * of 0 means the free is not recorded, in every mode: whenever every free
@@ -195,7 +197,8 @@ static inline uint8_t rec_sample_fingerprint(uint64_t h)
 }
 /* The second look, while probing (the filter is mapped): 0 if the block
  * at addr is surely not sampled (its slot is empty, or holds one block of
- * another fingerprint). Inline too: with a few hundred sampled blocks live,
+ * another fingerprint: addr, if sampled, is in its slot until the thread
+ * freeing it takes it out). Inline too: with a few hundred sampled blocks live,
  * most of the first filter's counts are nonzero. */
 static inline int rec_sampled_likely(uint64_t addr)
 {

@@ -203,13 +203,14 @@ void rec_sample_skip(uint64_t period)
 	rec_sample_left = gap(period);
 }
 
-/* Adds (+1) or removes (-1) a block of fingerprint fp to or from a slot:
- * one compare-exchange, so every value a reader sees is a whole set of
- * blocks. A full count sticks: the slot then always probes. */
-static void slot_update(_Atomic uint8_t *c, uint8_t fp, int d)
+/* Adds (+1) or removes (-1) a block of hash h to or from its second-filter
+ * slot: one compare-exchange, so every value a reader sees is a whole set
+ * of blocks. A full count sticks: the slot then always probes. */
+static void slot_update(uint64_t h, int d)
 {
 	const unsigned cm = REC_SAMPLE_F_COUNT, fs = REC_SAMPLE_F_FP_SHIFT;
-	uint8_t n = atomic_load_explicit(c, memory_order_relaxed);
+	_Atomic uint8_t *c = &rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)];
+	uint8_t fp = rec_sample_fingerprint(h), n = atomic_load_explicit(c, memory_order_relaxed);
 	while ((n & cm) != COUNT_STUCK) {
 		uint8_t m = (uint8_t)((((n & cm) + (unsigned)d) & cm) | (((n >> fs) ^ fp) << fs));
 		if (atomic_compare_exchange_weak_explicit(c, &n, m, memory_order_release,
@@ -228,6 +229,13 @@ static void l0_update(uint64_t h, int d)
 	       !atomic_compare_exchange_weak_explicit(c, &n, (uint8_t)(n + d), memory_order_release,
 						      memory_order_relaxed))
 		;
+}
+
+/* A block of hash h joins (+1) or leaves (-1) the set: both filters count it. */
+static void filters_update(uint64_t h, int d)
+{
+	slot_update(h, d);
+	l0_update(h, d);
 }
 
 /* The window of slots a hash may sit in, in the near (far = 0) or the far
@@ -298,9 +306,7 @@ void rec_sampled_add(uint64_t addr)
 		in = insert_in(window(h, 1), addr);
 	}
 	if (in) {
-		slot_update(&rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)],
-			    rec_sample_fingerprint(h), 1);
-		l0_update(h, 1);
+		filters_update(h, 1);
 		return;
 	}
 	/* Every thread whose block found no room waits until every free is
@@ -313,17 +319,12 @@ void rec_sampled_add(uint64_t addr)
 
 int rec_sampled_take(uint64_t addr)
 {
-	/* addr, if sampled, is in its slot until this thread takes it out:
-	 * a slot of one block that is not addr's fingerprint is another's. */
-	if (REC_LIKELY(!rec_sampled_likely(addr)))
-		return 0;
 	uint64_t h = rec_sample_hash(addr);
 	enum found f = take_from(window(h, 0), addr);
 	if (f == WINDOW_FULL && atomic_load(&far_used))
 		f = take_from(window(h, 1), addr);
 	if (f != FOUND)
 		return 0;
-	slot_update(&rec_sample_filter[h >> (64 - REC_SAMPLE_F_LOG)], rec_sample_fingerprint(h), -1);
-	l0_update(h, -1);
+	filters_update(h, -1);
 	return 1;
 }
