@@ -3,7 +3,9 @@
  *
  * Fast path: a walk driven by the DWARF CFI rules cfi.c caches per return
  * address: per frame one cache probe (none when the frame is where it was
- * in this thread's previous walk) and two loads from the stack. The
+ * in this thread's previous walk) and two loads from the stack; and from
+ * the first frame where the previous walk was, if no stack word that walk
+ * read above it has changed, that walk's frames. The
  * recorder's own frames are left through their frame pointers (librec.so is
  * built with -fno-omit-frame-pointer), which gives the call site's return
  * address, stack pointer and frame pointer without unw_getcontext.
@@ -53,21 +55,53 @@
  * fewer than REC_STACK_SLOTS - REC_DEPTH_MAX. */
 #define OWN_FRAMES_MAX (REC_STACK_SLOTS - REC_DEPTH_MAX)
 
-/* Per thread, the rules of the previous walk's first MEMO_FRAMES frames,
- * by depth: consecutive stacks of a thread share most frames, and a rule is
- * a function of the return address alone (within one cfi.c epoch), so a
- * frame whose address matches needs no probe of the shared cache. The
- * memo's address does not depend on the stack, so a hit takes the hash and
- * the probe off the chain of dependent loads a walk is. A stack whose
- * every frame hits, with the previous walk's depth, is the previous stack:
- * the caller reuses its id. */
+/* Per thread, the frames of the previous walk (its first MEMO_FRAMES):
+ * where each was (return address, stack and frame pointer) and its rule.
+ * Consecutive stacks of a thread share most frames, and a rule is a
+ * function of the return address alone (within one cfi.c epoch), so a
+ * frame whose address matches at the same depth needs no probe of the
+ * shared cache. A stack whose every frame matches, with the previous
+ * walk's depth, is the previous stack: the caller reuses its id.
+ *
+ * The outer part of a stack is mostly the previous one's too, and walking
+ * it is a chain of dependent loads. But a walk from a frame is a function
+ * of that frame's (ip, sp, bp) and of the stack words it reads: if the walk
+ * reaches a frame where the previous one was, with the same registers, and
+ * every word the previous walk read from there on still holds what it read,
+ * the rest of the walk is the previous one's (unchanged). Checking those
+ * words is independent loads, not a chain. The previous walk's frames are
+ * kept in one of two buffers while the walk writes the other. */
 #define MEMO_FRAMES REC_DEPTH_DEFAULT
-struct memo {
-	uint64_t ip, rule;
+struct frame {
+	uintptr_t ip, sp, bp;  /* ip 0: the end, past the outermost frame */
+	uint64_t rule;
 };
-static REC_TLS struct memo memo[MEMO_FRAMES];
+static REC_TLS struct frame frames[2][MEMO_FRAMES + 1];  /* + the end */
+static REC_TLS unsigned memo_at;  /* frames[memo_at]: the previous walk's */
 static REC_TLS uint64_t memo_epoch;
-static REC_TLS unsigned memo_n;  /* frames of the previous capture; 0 = not a walk */
+static REC_TLS unsigned memo_n;   /* frames of the previous capture; 0 = not a walk */
+static REC_TLS int memo_whole;    /* ... all of them kept, up to the end */
+
+/* Per thread, rules by return address, direct-mapped, in front of cfi.c's
+ * shared cache: a frame the memo misses is most often one this thread
+ * walked a few stacks ago, and a probe of the shared table (2 MiB, one
+ * address per cache line and most per page) is a cache and TLB miss. */
+#define NEAR_LOG 9
+#define NEAR_SLOTS (1u << NEAR_LOG)
+static REC_TLS struct near {
+	uintptr_t ip;                 /* 0: empty */
+	uint64_t rule;
+} near[NEAR_SLOTS];
+
+static inline uint64_t rule_of(uintptr_t ip, uint64_t epoch)
+{
+	struct near *e = &near[(ip * 0x9e3779b97f4a7c15ull) >> (64 - NEAR_LOG)];
+	if (REC_LIKELY(e->ip == ip))
+		return e->rule;
+	uint64_t rule = rec_cfi_find(ip, epoch);
+	*e = (struct near){ ip, rule };
+	return rule;
+}
 
 static __typeof__(unw_backtrace) *unw_bt;
 static uintptr_t self_lo, self_hi;    /* librec.so's executable segments */
@@ -145,6 +179,26 @@ static inline int step(uint64_t rule, uintptr_t *ip, uintptr_t *sp, uintptr_t *b
 	return 1;
 }
 
+/* The highest frame of p from c on whose step out reads a stack word that
+ * no longer holds what it read then; pn if none (p has pn frames and, at
+ * pn, its end). */
+static unsigned changed(const struct frame *p, unsigned c, unsigned pn)
+{
+	unsigned bad = pn;
+	for (unsigned j = c; j < pn; j++) {
+		uint64_t rule = p[j].rule;
+		if (rec_rule_flags(rule) & REC_RULE_LAST)
+			break;  /* the outermost frame: nothing read */
+		uintptr_t cfa = p[j + 1].sp;
+		uintptr_t d = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_ra_off(rule)) ^ p[j + 1].ip;
+		if (rec_rule_rbp_off(rule))
+			d |= *(const uintptr_t *)(cfa + (intptr_t)rec_rule_rbp_off(rule)) ^ p[j + 1].bp;
+		if (d)
+			bad = j;
+	}
+	return bad;
+}
+
 /* The CFI walk: the number of frames put in buf, or -1 to use libunwind.
  * *same: the frames are exactly those of the thread's previous capture. */
 static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
@@ -156,21 +210,33 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 	if (!call_site(__builtin_frame_address(0), &ip, &sp, &bp))
 		return -1;
 	if (REC_UNLIKELY(memo_epoch != epoch)) {
-		memset(memo, 0, sizeof memo);
 		memo_epoch = epoch;
 		memo_n = 0;
+		memset(near, 0, sizeof near);
 	}
-	unsigned n = 0, hits = 0;
+	const struct frame *p = frames[memo_at];
+	struct frame *q = frames[memo_at ^ 1];
+	unsigned pn = memo_n < MEMO_FRAMES ? memo_n : MEMO_FRAMES;
+	unsigned n = 0, hits = 0, total = 0, whole = 0;
+	unsigned c = memo_whole ? 0 : pn;  /* where the previous walk may rejoin */
 	while (ip && n < max) {
+		while (c < pn && p[c].sp < sp)
+			c++;
+		if (c < pn && p[c].sp == sp && p[c].ip == ip && p[c].bp == bp) {
+			unsigned bad = changed(p, c, pn);
+			if (bad == pn)
+				goto rejoin;
+			c = bad + 1;  /* a frame at or below a changed word differs */
+		}
 		uint64_t rule;
-		if (n < MEMO_FRAMES && memo[n].ip == ip) {
-			rule = memo[n].rule;
+		if (n < pn && p[n].ip == ip) {
+			rule = p[n].rule;
 			hits++;
 		} else {
-			rule = rec_cfi_find(ip, epoch);
-			if (n < MEMO_FRAMES)
-				memo[n] = (struct memo){ ip, rule };
+			rule = rule_of(ip, epoch);
 		}
+		if (n < MEMO_FRAMES)
+			q[n] = (struct frame){ ip, sp, bp, rule };
 		buf[n++] = (void *)ip;
 		int s = step(rule, &ip, &sp, &bp);
 		if (s == 0)
@@ -178,9 +244,30 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 		if (s < 0)
 			return -1;  /* not expressible, or not moving up: let libunwind judge */
 	}
-	*same = hits == n && n == memo_n;  /* hits only count below MEMO_FRAMES */
-	memo_n = n;
-	return (int)n;
+	total = n;
+	/* whole: ended at the outermost frame, and its end kept */
+	whole = n <= MEMO_FRAMES && (!ip || n < max);
+	if (whole && !ip)
+		q[n] = (struct frame){ 0, sp, bp, 0 };
+	goto done;
+rejoin: {
+	/* frames c.. of the previous walk, up to max, and what it kept of them */
+	unsigned more = pn - c;
+	total = n + more < max ? n + more : max;
+	for (unsigned j = n; j < total; j++)
+		buf[j] = (void *)p[c + j - n].ip;
+	unsigned keep = n > MEMO_FRAMES ? 0 : MEMO_FRAMES + 1 - n;
+	keep = more + 1 < keep ? more + 1 : keep;
+	for (unsigned j = 0; j < keep; j++)  /* a few frames: no rep movs */
+		q[n + j] = p[c + j];
+	whole = total == n + more && total <= MEMO_FRAMES;
+}
+done:
+	*same = hits == n && total == memo_n;  /* hits only count below MEMO_FRAMES */
+	memo_at ^= 1;
+	memo_n = total;
+	memo_whole = whole;
+	return (int)total;
 }
 
 /* Frames a call from the recorder's side climbs before a frame of
@@ -227,7 +314,8 @@ void *const *rec_stack_capture(void **buf, unsigned *n, int *same)
 		*n = (unsigned)fast;
 		return buf;
 	}
-	memo_n = 0;  /* memo[] no longer lists one whole capture */
+	memo_n = 0;  /* frames[] no longer list one whole capture */
+	memo_whole = 0;
 	*same = 0;
 	int got = unw_bt(buf, (int)rec_s.depth + OWN_FRAMES_MAX);
 	if (got < 0)

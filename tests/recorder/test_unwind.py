@@ -1,8 +1,9 @@
 """test_unwind - stacks captured through frames of every shape are whole and
 exact: cfi_walk (tests/recorder/cfi_walk.c, -O2 without frame pointers)
 allocates under 31 recursive frames with RSP-based CFAs, in a function with
-an RBP-based CFA (a VLA), and in a signal handler (a signal frame, which the
-recorder's CFI walk leaves to libunwind). Every frame is checked by name
+an RBP-based CFA (a VLA), in a signal handler (a signal frame, which the
+recorder's CFI walk leaves to libunwind), and through two callers whose
+walks meet the previous walk's frames with a different stack above them. Every frame is checked by name
 with addr2line (skips when addr2line is missing)."""
 import os
 import shutil
@@ -29,7 +30,8 @@ def main():
     trace = os.path.join(d, "walk.trc")
     rectest.record([prog], trace)
     t = Trace(trace)
-    counts = {777: REPEAT, 779: REPEAT, 778: 1}   # recursion, VLA, signal handler
+    # recursion, VLA, signal handler, via_a, via_a deeper, via_b
+    counts = {777: REPEAT, 779: REPEAT, 778: 1, 780: REPEAT, 782: REPEAT, 781: REPEAT}
     for size, n in counts.items():
         got = len(t.allocs(size=size))
         assert got == n, "size %d: %d allocations, expected %d" % (size, got, n)
@@ -41,10 +43,15 @@ def main():
     assert vla[:2] == ["with_vla", "main"], "VLA stack: %s" % vla
     sig = names(t, ids[778])
     assert sig[0] == "on_signal" and "main" in sig, "signal stack: %s" % sig
+    for size, want in ((780, ["leaf_shared", "mid_shared", "via_a", "main"]),
+                       (782, ["leaf_shared", "extra_frame", "mid_shared", "via_a", "main"]),
+                       (781, ["leaf_shared", "mid_shared", "via_b", "main"])):
+        got = names(t, ids[size])
+        assert got[:len(want)] == want, "size %d: stack %s" % (size, got)
     st = t.stats()
     assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
     shutil.rmtree(d)  # kept when a check failed, for a look
-    print("unwind: %d-frame recursion, VLA frame, signal frame: ok" % (DEPTH + 2))
+    print("unwind: %d-frame recursion, VLA frame, signal frame, shared frames: ok" % (DEPTH + 2))
 
 
 if __name__ == "__main__":
