@@ -55,13 +55,14 @@
  * fewer than REC_STACK_SLOTS - REC_DEPTH_MAX. */
 #define OWN_FRAMES_MAX (REC_STACK_SLOTS - REC_DEPTH_MAX)
 
-/* Per thread, the frames of the previous walk (its first MEMO_FRAMES):
- * where each was (return address, stack and frame pointer) and its rule.
- * Consecutive stacks of a thread share most frames, and a rule is a
- * function of the return address alone (within one cfi.c epoch), so a
- * frame whose address matches at the same depth needs no probe of the
- * shared cache. A stack whose every frame matches, with the previous
- * walk's depth, is the previous stack: the caller reuses its id.
+/* Per thread, the frames of the previous walk: where each was (return
+ * address, stack and frame pointer), its rule, and the stack hash's chain
+ * up to it (rec_hash_absorb, from the outermost frame in). Consecutive
+ * stacks of a thread share most frames, and a rule is a function of the
+ * return address alone (within one cfi.c epoch), so a frame whose address
+ * matches at the same depth needs no probe of the shared cache. A stack
+ * whose every frame matches, with the previous walk's depth, is the
+ * previous stack: the caller reuses its id.
  *
  * The outer part of a stack is mostly the previous one's too, and walking
  * it is a chain of dependent loads. But a walk from a frame is a function
@@ -69,18 +70,22 @@
  * reaches a frame where the previous one was, with the same registers, and
  * every word the previous walk read from there on still holds what it read,
  * the rest of the walk is the previous one's (unchanged). Checking those
- * words is independent loads, not a chain. The previous walk's frames are
- * kept in one of two buffers while the walk writes the other. */
+ * words is independent loads, not a chain. The frames are kept outermost
+ * first, so the new inner frames replace the old ones above that frame
+ * and neither the outer frames nor their hash chain move or are redone. */
 #define MEMO_FRAMES REC_DEPTH_DEFAULT
 struct frame {
-	uintptr_t ip, sp, bp;  /* ip 0: the end, past the outermost frame */
+	uintptr_t ip, sp, bp;
 	uint64_t rule;
+	struct rec_stack_hash h;  /* the chain over this frame and those outside it */
 };
-static REC_TLS struct frame frames[2][MEMO_FRAMES + 1];  /* + the end */
-static REC_TLS unsigned memo_at;  /* frames[memo_at]: the previous walk's */
+/* memo[1..memo_n]: the frames, outermost first; memo[0]: the end, where
+ * the outermost frame's step read return address 0 (and the chain's seed) */
+static REC_TLS struct frame memo[MEMO_FRAMES + 1];
+static REC_TLS struct frame inner[MEMO_FRAMES];  /* this walk's, innermost first */
 static REC_TLS uint64_t memo_epoch;
-static REC_TLS unsigned memo_n;   /* frames of the previous capture; 0 = not a walk */
-static REC_TLS int memo_whole;    /* ... all of them kept, up to the end */
+static REC_TLS unsigned memo_n;   /* frames of the previous capture, all in memo; 0 = none */
+static REC_TLS int memo_whole;    /* ... which ended at the outermost frame */
 
 /* Per thread, rules by return address, direct-mapped, in front of cfi.c's
  * shared cache: a frame the memo misses is most often one this thread
@@ -179,29 +184,44 @@ static inline int step(uint64_t rule, uintptr_t *ip, uintptr_t *sp, uintptr_t *b
 	return 1;
 }
 
-/* The highest frame of p from c on whose step out reads a stack word that
- * no longer holds what it read then; pn if none (p has pn frames and, at
- * pn, its end). */
-static unsigned changed(const struct frame *p, unsigned c, unsigned pn)
+/* The outermost frame of memo[1..r] whose step out read a stack word that
+ * no longer holds what it read then; 0 if none. */
+static unsigned changed(unsigned r)
 {
-	unsigned bad = pn;
-	for (unsigned j = c; j < pn; j++) {
-		uint64_t rule = p[j].rule;
+	unsigned bad = 0;
+	for (; r > 0; r--) {
+		uint64_t rule = memo[r].rule;
 		if (rec_rule_flags(rule) & REC_RULE_LAST)
 			break;  /* the outermost frame: nothing read */
-		uintptr_t cfa = p[j + 1].sp;
-		uintptr_t d = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_ra_off(rule)) ^ p[j + 1].ip;
+		const struct frame *out = &memo[r - 1];
+		uintptr_t d = *(const uintptr_t *)(out->sp + (intptr_t)rec_rule_ra_off(rule)) ^ out->ip;
 		if (rec_rule_rbp_off(rule))
-			d |= *(const uintptr_t *)(cfa + (intptr_t)rec_rule_rbp_off(rule)) ^ p[j + 1].bp;
+			d |= *(const uintptr_t *)(out->sp + (intptr_t)rec_rule_rbp_off(rule)) ^ out->bp;
 		if (d)
-			bad = j;
+			bad = r;
 	}
 	return bad;
 }
 
+/* Puts this walk's n inner frames in memo above memo[r] (the frame the walk
+ * rejoined, or the end), with their hash chain, and returns the stack's. */
+static struct rec_stack_hash keep(unsigned r, unsigned n)
+{
+	struct rec_stack_hash h = memo[r].h;  /* in registers: the chain is the cost */
+	for (unsigned i = n; i-- > 0;) {
+		h = rec_hash_absorb(h, inner[i].ip);
+		struct frame *f = &memo[++r];
+		*f = inner[i];
+		f->h = h;
+	}
+	return h;
+}
+
 /* The CFI walk: the number of frames put in buf, or -1 to use libunwind.
- * *same: the frames are exactly those of the thread's previous capture. */
-static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
+ * *same: the frames are exactly those of the thread's previous capture;
+ * *h: their hash chain. */
+static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same,
+					  struct rec_stack_hash *h)
 {
 	uint64_t epoch = rec_cfi_epoch();
 	if (epoch == UINT64_MAX)
@@ -214,29 +234,28 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 		memo_n = 0;
 		memset(near, 0, sizeof near);
 	}
-	const struct frame *p = frames[memo_at];
-	struct frame *q = frames[memo_at ^ 1];
-	unsigned pn = memo_n < MEMO_FRAMES ? memo_n : MEMO_FRAMES;
-	unsigned n = 0, hits = 0, total = 0, whole = 0;
-	unsigned c = memo_whole ? 0 : pn;  /* where the previous walk may rejoin */
+	unsigned pn = memo_n, lim = max < MEMO_FRAMES ? max : MEMO_FRAMES;
+	unsigned n = 0, hits = 0;
+	unsigned r = memo_whole ? pn : 0;  /* memo[r]: where the walk may rejoin */
 	while (ip && n < max) {
-		while (c < pn && p[c].sp < sp)
-			c++;
-		if (c < pn && p[c].sp == sp && p[c].ip == ip && p[c].bp == bp) {
-			unsigned bad = changed(p, c, pn);
-			if (bad == pn)
+		while (r > 0 && memo[r].sp < sp)
+			r--;
+		if (r > 0 && memo[r].sp == sp && memo[r].ip == ip && memo[r].bp == bp &&
+		    n + r <= lim) {
+			unsigned bad = changed(r);
+			if (!bad)
 				goto rejoin;
-			c = bad + 1;  /* a frame at or below a changed word differs */
+			r = bad - 1;  /* a frame at or inside a changed word differs */
 		}
 		uint64_t rule;
-		if (n < pn && p[n].ip == ip) {
-			rule = p[n].rule;
+		if (n < pn && memo[pn - n].ip == ip) {
+			rule = memo[pn - n].rule;
 			hits++;
 		} else {
 			rule = rule_of(ip, epoch);
 		}
 		if (n < MEMO_FRAMES)
-			q[n] = (struct frame){ ip, sp, bp, rule };
+			inner[n] = (struct frame){ .ip = ip, .sp = sp, .bp = bp, .rule = rule };
 		buf[n++] = (void *)ip;
 		int s = step(rule, &ip, &sp, &bp);
 		if (s == 0)
@@ -244,30 +263,25 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 		if (s < 0)
 			return -1;  /* not expressible, or not moving up: let libunwind judge */
 	}
-	total = n;
-	/* whole: ended at the outermost frame, and its end kept */
-	whole = n <= MEMO_FRAMES && (!ip || n < max);
-	if (whole && !ip)
-		q[n] = (struct frame){ 0, sp, bp, 0 };
-	goto done;
-rejoin: {
-	/* frames c.. of the previous walk, up to max, and what it kept of them */
-	unsigned more = pn - c;
-	total = n + more < max ? n + more : max;
-	for (unsigned j = n; j < total; j++)
-		buf[j] = (void *)p[c + j - n].ip;
-	unsigned keep = n > MEMO_FRAMES ? 0 : MEMO_FRAMES + 1 - n;
-	keep = more + 1 < keep ? more + 1 : keep;
-	for (unsigned j = 0; j < keep; j++)  /* a few frames: no rep movs */
-		q[n + j] = p[c + j];
-	whole = total == n + more && total <= MEMO_FRAMES;
-}
-done:
-	*same = hits == n && total == memo_n;  /* hits only count below MEMO_FRAMES */
-	memo_at ^= 1;
-	memo_n = total;
-	memo_whole = whole;
-	return (int)total;
+	*same = hits == n && n == pn;
+	if (n > MEMO_FRAMES) {
+		memo_n = 0;
+		*h = rec_stack_hash(buf, n);
+		return (int)n;
+	}
+	memo[0] = (struct frame){ .sp = sp, .bp = bp, .h = REC_HASH_SEED };
+	*h = keep(0, n);
+	memo_n = n;
+	memo_whole = !ip || n < max;  /* not cut at max */
+	return (int)n;
+rejoin:
+	/* memo[r] is this walk's frame n: the rest is memo[r..1] */
+	for (unsigned j = 0; j < r; j++)
+		buf[n + j] = (void *)memo[r - j].ip;
+	*same = hits == n && n + r == pn;
+	*h = keep(r, n);
+	memo_n = n + r;
+	return (int)(n + r);
 }
 
 /* Frames a call from the recorder's side climbs before a frame of
@@ -307,15 +321,14 @@ unsigned rec_stack_capture_nested(void **buf, unsigned max)
 	return n;
 }
 
-void *const *rec_stack_capture(void **buf, unsigned *n, int *same)
+void *const *rec_stack_capture(void **buf, unsigned *n, int *same, struct rec_stack_hash *h)
 {
-	int fast = walk(buf, rec_s.depth, same);
+	int fast = walk(buf, rec_s.depth, same, h);
 	if (fast >= 0) {
 		*n = (unsigned)fast;
 		return buf;
 	}
-	memo_n = 0;  /* frames[] no longer list one whole capture */
-	memo_whole = 0;
+	memo_n = 0;  /* memo no longer lists one whole capture */
 	*same = 0;
 	int got = unw_bt(buf, (int)rec_s.depth + OWN_FRAMES_MAX);
 	if (got < 0)
@@ -325,5 +338,6 @@ void *const *rec_stack_capture(void **buf, unsigned *n, int *same)
 		i++;
 	unsigned k = (unsigned)(got - i);
 	*n = k < rec_s.depth ? k : rec_s.depth;
+	*h = rec_stack_hash(buf + i, *n);
 	return buf + i;
 }
