@@ -53,12 +53,11 @@ static uint32_t current_stack(void)
 	void *buf[REC_STACK_SLOTS];
 	unsigned n;
 	int same;
-	struct rec_stack_hash h;
-	void *const *ips = rec_stack_capture(buf, &n, &same, &h);
+	void *const *ips = rec_stack_capture(buf, &n, &same);
 	uint32_t gen = atomic_load_explicit(&rec_s.gen, memory_order_relaxed);
 	if (same && last_id && last_gen == gen)
 		return last_id;
-	last_id = rec_stackid(ips, n, h);
+	last_id = rec_stackid(ips, n);
 	last_gen = gen;
 	return last_id;
 }

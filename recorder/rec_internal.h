@@ -273,46 +273,12 @@ int rec_out_dir_open(const char *path, const char **leaf);
 /* ---- stack.c: capture --------------------------------------------------- */
 /* Room for REC_DEPTH_MAX frames plus the recorder's own frames. */
 #define REC_STACK_SLOTS (REC_DEPTH_MAX + 8)
-
-/* A stack's hash (stackid.c looks stacks up by it): a chain over its return
- * addresses from the outermost frame in, so that stacks with the same outer
- * frames share the chain's state there and stack.c keeps it per frame. Two
- * 64-bit lanes, each step a 64x64->128 multiply folded to 64 bits; the lanes
- * take the address in differently (xor, add) with other constants, so a
- * collision in one says nothing about the other. */
-struct rec_stack_hash {
-	uint64_t a, b;
-};
-#define REC_HASH_SEED ((struct rec_stack_hash){ 0x9e3779b97f4a7c15ull, 0x6a09e667f3bcc909ull })
-
-static inline uint64_t rec_mum(uint64_t a, uint64_t b)
-{
-	__uint128_t r = (__uint128_t)a * b;
-	return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
-static inline struct rec_stack_hash rec_hash_absorb(struct rec_stack_hash h, uintptr_t ip)
-{
-	return (struct rec_stack_hash){ rec_mum(h.a ^ ip, 0xa0761d6478bd642full),
-					rec_mum(h.b + ip, 0xe7037ed1a0b428dbull) };
-}
-
-/* The chain over ips[0..n), innermost first (as captured). */
-static inline struct rec_stack_hash rec_stack_hash(void *const *ips, unsigned n)
-{
-	struct rec_stack_hash h = REC_HASH_SEED;
-	while (n-- > 0)
-		h = rec_hash_absorb(h, (uintptr_t)ips[n]);
-	return h;
-}
-
 int rec_stack_init(void);
 /* Captures into buf (REC_STACK_SLOTS entries) and returns where the
  * program's frames start: return addresses from the allocation's call site
- * outward, *n of them (at most rec_s.depth), and *h their hash. *same = 1
- * when they are exactly those of this thread's previous capture (its stack
- * id holds). */
-void *const *rec_stack_capture(void **buf, unsigned *n, int *same, struct rec_stack_hash *h);
+ * outward, *n of them (at most rec_s.depth). *same = 1 when they are
+ * exactly those of this thread's previous capture (its stack id holds). */
+void *const *rec_stack_capture(void **buf, unsigned *n, int *same);
 /* From a signal handler that interrupted a hook of this thread: up to max
  * return addresses, the walk cut at the first frame the cached rules cannot
  * step out of (the signal frame, usually); no lock, no libunwind, and this
@@ -394,8 +360,7 @@ void rec_cfi_forget(void);            /* objects went away unseen: new epoch */
 /* Fresh tables for a new session; the old ones are unmapped only when no
  * other thread can be reading them (a forked child). */
 int rec_stackid_init(int unmap_old);
-/* The id of stack ips[0..n) whose hash is h; 0 = unknown. */
-uint32_t rec_stackid(void *const *ips, unsigned n, struct rec_stack_hash h);
+uint32_t rec_stackid(void *const *ips, unsigned n); /* 0 = unknown */
 /* The same from a signal handler that interrupted a hook of this thread; if
  * it interrupted this thread's trie insert, a stack not seen before is 0
  * (counted as unknown). */

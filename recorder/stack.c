@@ -2,10 +2,8 @@
  * stack.c - capturing the call stack of an allocation.
  *
  * Fast path: a walk driven by the DWARF CFI rules cfi.c caches per return
- * address: per frame one cache probe (none when the frame is where it was
- * in this thread's previous walk) and two loads from the stack; and from
- * the first frame where the previous walk was, if no stack word that walk
- * read above it has changed, that walk's frames. The
+ * address: per frame one probe of a per-thread cache (none when the frame is
+ * where it was in this thread's previous walk) and two loads from the stack. The
  * recorder's own frames are left through their frame pointers (librec.so is
  * built with -fno-omit-frame-pointer), which gives the call site's return
  * address, stack pointer and frame pointer without unw_getcontext.
@@ -55,42 +53,27 @@
  * fewer than REC_STACK_SLOTS - REC_DEPTH_MAX. */
 #define OWN_FRAMES_MAX (REC_STACK_SLOTS - REC_DEPTH_MAX)
 
-/* Per thread, the frames of the previous walk: where each was (return
- * address, stack and frame pointer), its rule, and the stack hash's chain
- * up to it (rec_hash_absorb, from the outermost frame in). Consecutive
- * stacks of a thread share most frames, and a rule is a function of the
- * return address alone (within one cfi.c epoch), so a frame whose address
- * matches at the same depth needs no probe of the shared cache. A stack
- * whose every frame matches, with the previous walk's depth, is the
- * previous stack: the caller reuses its id.
- *
- * The outer part of a stack is mostly the previous one's too, and walking
- * it is a chain of dependent loads. But a walk from a frame is a function
- * of that frame's (ip, sp, bp) and of the stack words it reads: if the walk
- * reaches a frame where the previous one was, with the same registers, and
- * every word the previous walk read from there on still holds what it read,
- * the rest of the walk is the previous one's (unchanged). Checking those
- * words is independent loads, not a chain. The frames are kept outermost
- * first, so the new inner frames replace the old ones above that frame
- * and neither the outer frames nor their hash chain move or are redone. */
+/* Per thread, the rules of the previous walk's first MEMO_FRAMES frames,
+ * by depth: consecutive stacks of a thread share most frames, and a rule is
+ * a function of the return address alone (within one cfi.c epoch), so a
+ * frame whose address matches needs no probe of the shared cache. The
+ * memo's address does not depend on the stack, so a hit takes the hash and
+ * the probe off the chain of dependent loads a walk is. A stack whose
+ * every frame hits, with the previous walk's depth, is the previous stack:
+ * the caller reuses its id. */
 #define MEMO_FRAMES REC_DEPTH_DEFAULT
-struct frame {
-	uintptr_t ip, sp, bp;
-	uint64_t rule;
-	struct rec_stack_hash h;  /* the chain over this frame and those outside it */
+struct memo {
+	uint64_t ip, rule;
 };
-/* memo[1..memo_n]: the frames, outermost first; memo[0]: the end, where
- * the outermost frame's step read return address 0 (and the chain's seed) */
-static REC_TLS struct frame memo[MEMO_FRAMES + 1];
-static REC_TLS struct frame inner[MEMO_FRAMES];  /* this walk's, innermost first */
+static REC_TLS struct memo memo[MEMO_FRAMES];
 static REC_TLS uint64_t memo_epoch;
-static REC_TLS unsigned memo_n;   /* frames of the previous capture, all in memo; 0 = none */
-static REC_TLS int memo_whole;    /* ... which ended at the outermost frame */
+static REC_TLS unsigned memo_n;  /* frames of the previous capture; 0 = not a walk */
 
-/* Per thread, rules by return address, direct-mapped, in front of cfi.c's
- * shared cache: a frame the memo misses is most often one this thread
- * walked a few stacks ago, and a probe of the shared table (2 MiB, one
- * address per cache line and most per page) is a cache and TLB miss. */
+/* Per thread, rules by return address, direct-mapped, behind the memo and
+ * in front of cfi.c's shared cache: a frame the memo misses is most often
+ * one this thread walked a few stacks ago, and a probe of the shared table
+ * (2 MiB, one address per cache line and most per page) is a cache and TLB
+ * miss. */
 #define NEAR_LOG 9
 #define NEAR_SLOTS (1u << NEAR_LOG)
 static REC_TLS struct near {
@@ -184,44 +167,9 @@ static inline int step(uint64_t rule, uintptr_t *ip, uintptr_t *sp, uintptr_t *b
 	return 1;
 }
 
-/* The outermost frame of memo[1..r] whose step out read a stack word that
- * no longer holds what it read then; 0 if none. */
-static unsigned changed(unsigned r)
-{
-	unsigned bad = 0;
-	for (; r > 0; r--) {
-		uint64_t rule = memo[r].rule;
-		if (rec_rule_flags(rule) & REC_RULE_LAST)
-			break;  /* the outermost frame: nothing read */
-		const struct frame *out = &memo[r - 1];
-		uintptr_t d = *(const uintptr_t *)(out->sp + (intptr_t)rec_rule_ra_off(rule)) ^ out->ip;
-		if (rec_rule_rbp_off(rule))
-			d |= *(const uintptr_t *)(out->sp + (intptr_t)rec_rule_rbp_off(rule)) ^ out->bp;
-		if (d)
-			bad = r;
-	}
-	return bad;
-}
-
-/* Puts this walk's n inner frames in memo above memo[r] (the frame the walk
- * rejoined, or the end), with their hash chain, and returns the stack's. */
-static struct rec_stack_hash keep(unsigned r, unsigned n)
-{
-	struct rec_stack_hash h = memo[r].h;  /* in registers: the chain is the cost */
-	for (unsigned i = n; i-- > 0;) {
-		h = rec_hash_absorb(h, inner[i].ip);
-		struct frame *f = &memo[++r];
-		*f = inner[i];
-		f->h = h;
-	}
-	return h;
-}
-
 /* The CFI walk: the number of frames put in buf, or -1 to use libunwind.
- * *same: the frames are exactly those of the thread's previous capture;
- * *h: their hash chain. */
-static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same,
-					  struct rec_stack_hash *h)
+ * *same: the frames are exactly those of the thread's previous capture. */
+static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 {
 	uint64_t epoch = rec_cfi_epoch();
 	if (epoch == UINT64_MAX)
@@ -230,32 +178,22 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same,
 	if (!call_site(__builtin_frame_address(0), &ip, &sp, &bp))
 		return -1;
 	if (REC_UNLIKELY(memo_epoch != epoch)) {
+		memset(memo, 0, sizeof memo);
+		memset(near, 0, sizeof near);
 		memo_epoch = epoch;
 		memo_n = 0;
-		memset(near, 0, sizeof near);
 	}
-	unsigned pn = memo_n, lim = max < MEMO_FRAMES ? max : MEMO_FRAMES;
 	unsigned n = 0, hits = 0;
-	unsigned r = memo_whole ? pn : 0;  /* memo[r]: where the walk may rejoin */
 	while (ip && n < max) {
-		while (r > 0 && memo[r].sp < sp)
-			r--;
-		if (r > 0 && memo[r].sp == sp && memo[r].ip == ip && memo[r].bp == bp &&
-		    n + r <= lim) {
-			unsigned bad = changed(r);
-			if (!bad)
-				goto rejoin;
-			r = bad - 1;  /* a frame at or inside a changed word differs */
-		}
 		uint64_t rule;
-		if (n < pn && memo[pn - n].ip == ip) {
-			rule = memo[pn - n].rule;
+		if (n < MEMO_FRAMES && memo[n].ip == ip) {
+			rule = memo[n].rule;
 			hits++;
 		} else {
 			rule = rule_of(ip, epoch);
+			if (n < MEMO_FRAMES)
+				memo[n] = (struct memo){ ip, rule };
 		}
-		if (n < MEMO_FRAMES)
-			inner[n] = (struct frame){ .ip = ip, .sp = sp, .bp = bp, .rule = rule };
 		buf[n++] = (void *)ip;
 		int s = step(rule, &ip, &sp, &bp);
 		if (s == 0)
@@ -263,25 +201,9 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same,
 		if (s < 0)
 			return -1;  /* not expressible, or not moving up: let libunwind judge */
 	}
-	*same = hits == n && n == pn;
-	if (n > MEMO_FRAMES) {
-		memo_n = 0;
-		*h = rec_stack_hash(buf, n);
-		return (int)n;
-	}
-	memo[0] = (struct frame){ .sp = sp, .bp = bp, .h = REC_HASH_SEED };
-	*h = keep(0, n);
+	*same = hits == n && n == memo_n;  /* hits only count below MEMO_FRAMES */
 	memo_n = n;
-	memo_whole = !ip || n < max;  /* not cut at max */
 	return (int)n;
-rejoin:
-	/* memo[r] is this walk's frame n: the rest is memo[r..1] */
-	for (unsigned j = 0; j < r; j++)
-		buf[n + j] = (void *)memo[r - j].ip;
-	*same = hits == n && n + r == pn;
-	*h = keep(r, n);
-	memo_n = n + r;
-	return (int)(n + r);
 }
 
 /* Frames a call from the recorder's side climbs before a frame of
@@ -321,14 +243,14 @@ unsigned rec_stack_capture_nested(void **buf, unsigned max)
 	return n;
 }
 
-void *const *rec_stack_capture(void **buf, unsigned *n, int *same, struct rec_stack_hash *h)
+void *const *rec_stack_capture(void **buf, unsigned *n, int *same)
 {
-	int fast = walk(buf, rec_s.depth, same, h);
+	int fast = walk(buf, rec_s.depth, same);
 	if (fast >= 0) {
 		*n = (unsigned)fast;
 		return buf;
 	}
-	memo_n = 0;  /* memo no longer lists one whole capture */
+	memo_n = 0;  /* memo[] no longer lists one whole capture */
 	*same = 0;
 	int got = unw_bt(buf, (int)rec_s.depth + OWN_FRAMES_MAX);
 	if (got < 0)
@@ -338,6 +260,5 @@ void *const *rec_stack_capture(void **buf, unsigned *n, int *same, struct rec_st
 		i++;
 	unsigned k = (unsigned)(got - i);
 	*n = k < rec_s.depth ? k : rec_s.depth;
-	*h = rec_stack_hash(buf + i, *n);
 	return buf + i;
 }
