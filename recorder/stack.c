@@ -26,7 +26,8 @@
  * skipped by address: every leading frame inside librec.so's text.
  *
  * A call made while this thread's hook records is walked without the memo
- * (the interrupted walk may be using it), without waiting for cfi.c's
+ * and the rule cache (the interrupted walk may be using them, or be half
+ * way through writing an entry), without waiting for cfi.c's
  * insert lock (the interrupted code may hold it) and without libunwind. The
  * walk tells where the call comes from: it reaches a frame of librec.so if
  * the real allocator the hook called made it, and stops first at the
