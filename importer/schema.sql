@@ -163,9 +163,10 @@ CREATE TABLE checkpoints(
 --
 -- meta, further keys: frees (frees in free_blocks), free_block (frees per
 -- row of free_blocks), missed_frees (an address was allocated again while
--- live: its earlier block is closed at that instant and counted here), recovered_events (taken from leftover .ring files),
--- clamped_times (events whose time went backwards in their thread and were
--- moved forward to keep the global order), timeline_bucket_ns.
+-- live: its earlier block is closed at that instant and counted here),
+-- recovered_events (taken from leftover .ring files), clamped_times (events
+-- whose time went backwards in their thread and were moved forward to keep
+-- the global order), timeline_bucket_ns.
 -- format and importer_version are text; every other value is an integer.
 --
 -- processes: one row per trace. pid is the process id; a later trace of the

@@ -298,7 +298,7 @@ static void pack_free(struct free_block *b, const struct imp_free_row *f)
 	uint8_t *p = b->data + b->len;
 	uint64_t d = f->alloc_id - b->prev;   /* two's complement: signed */
 
-	p = imp_put_uv(p, d >> 63 ? ~d << 1 | 1 : d << 1);   /* zigzag */
+	p = imp_put_uv(p, imp_zigzag(d));
 	p = imp_put_uv(p, f->size);
 	p = imp_put_uv(p, f->stack);
 	p = imp_put_uv(p, f->proc);

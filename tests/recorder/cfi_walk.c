@@ -5,10 +5,10 @@
  * RBP-based; on_signal runs on a signal frame, which the walk leaves to
  * libunwind. via_a and via_b have the same frame size and call the same
  * leaf_shared through the same frames, from the same frame of main: the
- * walk of one reaches frames where the previous walk was (same return
- * address, same stack pointer) but above which the stack differs, which
- * the recorder must see (stack.c reuses a previous walk's outer frames
- * only where every stack word it read is unchanged).
+ * walk of one meets the previous walk's innermost frames (same return
+ * addresses at the same depths and stack pointers) under a different
+ * stack, which the recorder must not take for the previous stack (stack.c
+ * reuses a stack id only when every frame matches).
  *
  * Allocates (each block freed at once):
  *   REPEAT x 777 bytes in leaf_alloc, under DEPTH + 1 frames of descend
