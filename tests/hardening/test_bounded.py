@@ -150,7 +150,9 @@ def case_idle(d):
     p = subprocess.run([prog], env=hardtest.rec_env(trace, REC_MAX_SIZE="4M"),
                        capture_output=True, timeout=240)
     assert p.returncode == -signal.SIGKILL and not p.stderr, p
-    assert hrtest.summary(trace)["wrapped"] == 1
+    # the kill may tear the segment being written (trace-dump: damaged,
+    # exit 2, as for the import; its events are still in the .ring)
+    assert hrtest.summary(trace, ok=(0, 2))["wrapped"] == 1
     hardtest.trace_import([trace], db, ok=(0, 2))
     c = hardtest.connect(db)
     last = c.execute("SELECT COUNT(*), SUM(t_free IS NULL) FROM allocations "

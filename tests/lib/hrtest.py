@@ -172,9 +172,13 @@ def folded_per_function(db, args, names, metric):
     return got
 
 
-def summary(trace):
-    """trace-dump --summary as a dict of ints (floats where needed)."""
-    out = run([TRACE_DUMP, "--summary", trace]).stdout
+def summary(trace, ok=(0,)):
+    """trace-dump --summary as a dict of ints (floats where needed); ok: the
+    exit codes accepted (2: a damaged segment, after the summary)."""
+    p = run([TRACE_DUMP, "--summary", trace], check=False)
+    assert p.returncode in ok, "trace-dump --summary exited %d:\n%s%s" % (
+        p.returncode, p.stdout, p.stderr)
+    out = p.stdout
     d = {}
     for line in out.splitlines():
         k, _, v = line.partition(" ")
