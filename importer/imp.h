@@ -124,6 +124,9 @@ int imp_trace_node(struct imp_trace *tr, uint32_t id, uint32_t parent,
 int imp_trace_thread(struct imp_trace *tr, uint32_t tid, const char *name);
 /* Sets every trace's pid key: -1 (e) if two cannot be told apart. */
 int imp_trace_keys(struct imp_trace *tr, size_t ntr, struct imp_err *e);
+/* The run's program: the trace of the program the process of trace
+ * `first` ran last (itself, or the last program it exec'd). */
+size_t imp_main_trace(const struct imp_trace *tr, size_t ntr, size_t first);
 
 /* ring.c: takes what a killed process left in TRACE.ring (if the file
  * exists and belongs to this trace). -1 only for ENOMEM / unreadable. */
@@ -371,6 +374,7 @@ struct imp_run {
 	struct imp_trace *tr;
 	struct imp_proc_stats *ps;
 	size_t ntr, first;            /* traces opened; the earliest one */
+	size_t main;                  /* the run's program (imp_main_trace) */
 	struct imp_totals tot;
 	struct imp_symstats sst;
 	uint64_t nodes, nthreads;     /* stack nodes defined; event streams */

@@ -9,6 +9,9 @@
  * keeps the pid and the n-th later one gets pid + n * IMP_IMAGE_STEP. The
  * step is above Linux's largest pid (2^22) and a power of ten, so such a
  * key is never a real pid and reads as "image n of pid P".
+ *
+ * The run's program (imp_main_trace) is the last image of the first
+ * process: what a wrapper script or a shim exec'd is what the user ran.
  */
 #include "imp.h"
 
@@ -44,4 +47,22 @@ int imp_trace_keys(struct imp_trace *tr, size_t ntr, struct imp_err *e)
 				return -1;
 			}
 	return 0;
+}
+
+/* An exec keeps the pid and the parent, so the images of the first
+ * process are the traces of its pid and ppid; the last started one (in
+ * imp_trace_keys' order) is the program it ran last. */
+size_t imp_main_trace(const struct imp_trace *tr, size_t ntr, size_t first)
+{
+	const struct tf_header *f = tr[first].hdr;
+	size_t last = first;
+
+	for (size_t i = 0; i < ntr; i++) {
+		const struct tf_header *h = tr[i].hdr, *l = tr[last].hdr;
+
+		if (h->pid == f->pid && h->ppid == f->ppid &&
+		    (h->t0_mono_ns > l->t0_mono_ns || (h->t0_mono_ns == l->t0_mono_ns && i > last)))
+			last = i;
+	}
+	return last;
 }

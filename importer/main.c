@@ -172,17 +172,22 @@ int main(int argc, char **argv)
 		double secs = (double)(now_ns() - started) / 1e9;
 		char peak[32];
 
-		human_bytes(peak, sizeof peak, r.ps[r.first].peak_bytes);
+		const struct imp_proc_stats *run = &r.ps[r.main];
+
+		human_bytes(peak, sizeof peak, run->peak_bytes);
 		fprintf(stderr, "trace-import: %s: %" PRIu64 " events, %" PRIu64
 			" allocations, %" PRIu64 " stack nodes, %" PRIu64
 			" threads, %zu process%s, %.3f s recorded\n", r.out,
 			r.tot.events, r.tot.allocations, r.nodes, r.nthreads, r.ntr,
 			r.ntr == 1 ? "" : "es", (double)r.o.duration / 1e9);
+		if (r.ntr > 1)
+			fprintf(stderr, "trace-import: the run's program (what trace-snap "
+				"and trace-tui show without --pid) is pid %" PRIu32 ", %s\n",
+				r.tr[r.main].pid, r.tr[r.main].hdr->exe);
 		fprintf(stderr, "trace-import: peak %s (%" PRIu64 " bytes, %" PRIu64
 			" objects) at %.6f s; %" PRIu64 " unmatched frees; "
 			"imported in %.2f s (%.2f M events/s)\n", peak,
-			r.ps[r.first].peak_bytes, r.ps[r.first].peak_objects,
-			(double)r.ps[r.first].peak_t / 1e9, r.tot.unmatched_frees, secs,
+			run->peak_bytes, run->peak_objects, (double)run->peak_t / 1e9, r.tot.unmatched_frees, secs,
 			secs > 0 ? (double)r.tot.events / secs / 1e6 : 0.0);
 		for (size_t i = 0; i < r.ntr; i++)
 			if (r.tr[i].keyed)

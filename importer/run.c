@@ -83,6 +83,20 @@ static int list_dir(const char *dir, char ***out, size_t *n, struct imp_err *e)
 	return 0;
 }
 
+/* NAME.ring given with NAME (a shell glob such as run.trc* lists both): a
+ * killed process's staging file, which is read with its trace. */
+static bool ring_of_input(const char *path, char *const *inputs, size_t n)
+{
+	size_t l = strlen(path), k = l - strlen(".ring");
+
+	if (l <= strlen(".ring") || strcmp(path + k, ".ring"))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (strlen(inputs[i]) == k && !strncmp(inputs[i], path, k))
+			return true;
+	return false;
+}
+
 static int check_input(const char *path, struct imp_err *e)
 {
 	struct stat sb;
@@ -216,7 +230,7 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 	const struct imp_proc_stats *ps = r->ps;
 	const struct imp_totals *tot = &r->tot;
 	const struct imp_replay_opts *o = &r->o;
-	size_t first = r->first;
+	size_t first = r->first, run = r->main;
 	uint64_t lost = 0, recovered = 0, window = 0;
 
 	for (size_t i = 0; i < r->ntr; i++) {
@@ -231,10 +245,10 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 		{ "t0_mono_ns", tr[first].hdr->t0_mono_ns },
 		{ "t0_real_ns", tr[first].hdr->t0_real_ns },
 		{ "duration_ns", o->duration },
-		{ "peak_t", ps[first].peak_t },
-		{ "peak_bytes", ps[first].peak_bytes },
-		{ "peak_objects", ps[first].peak_objects },
-		{ "peak_pid", tr[first].pid },
+		{ "peak_t", ps[run].peak_t },
+		{ "peak_bytes", ps[run].peak_bytes },
+		{ "peak_objects", ps[run].peak_objects },
+		{ "peak_pid", tr[run].pid },
 		{ "events", tot->events },
 		{ "allocations", tot->allocations },
 		{ "frees", tot->frees },
@@ -288,10 +302,13 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 
 	/* Pass 1: every trace is opened and indexed before anything is
 	 * written, so unusable input leaves no output at all. */
-	while (r->ntr < ninputs) {
+	for (size_t k = 0; k < ninputs; k++) {
+		const char *path = inputs[k];
+
+		if (ring_of_input(path, inputs, ninputs))
+			continue;
 		/* counted before it is opened: imp_run_free closes it either way */
 		struct imp_trace *t = &tr[r->ntr++];
-		const char *path = inputs[r->ntr - 1];
 
 		if (check_input(path, e) || imp_trace_open(t, path, e))
 			return -1;
@@ -304,6 +321,7 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 	}
 	if (imp_trace_keys(tr, r->ntr, e))
 		return -1;
+	r->main = imp_main_trace(tr, r->ntr, r->first);
 	for (size_t i = 0; i < r->ntr; i++) {
 		tr[i].shift = tr[i].hdr->t0_mono_ns - t0;
 		if (tr[i].t_max + tr[i].shift > tmax)

@@ -17,8 +17,9 @@ CREATE TABLE meta(
 ) WITHOUT ROWID;
 -- keys: format='heapreel', schema_version=3, complete=1 (written last: a
 -- database without it is half-written), t0_mono_ns, t0_real_ns, duration_ns,
--- peak_t, peak_bytes, peak_objects, peak_pid (for the first process; per-process
--- peaks are in processes), events, allocations, unmatched_frees, lost_events,
+-- peak_t, peak_bytes, peak_objects, peak_pid (for the run's program: the
+-- program the first process ran last, after its execs; per-process peaks are
+-- in processes), events, allocations, unmatched_frees, lost_events,
 -- damaged (1 if a trace was damaged/truncated and only its prefix imported),
 -- checkpoint_interval (allocations between checkpoints), importer_version.
 

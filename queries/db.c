@@ -119,9 +119,24 @@ const struct q_process *q_process(const struct q_db *db, int64_t pid)
 	return NULL;
 }
 
+/* The importer's key of image n of pid P (a program P exec'd) is P + n *
+ * Q_IMAGE_STEP (importer/keys.c; README "trace-import"). */
+#define Q_IMAGE_STEP 10000000
+
+/* An exec keeps the pid and the parent: the first process's later images
+ * are the processes of its pid and ppid; the latest started is its last
+ * program. */
 const struct q_process *q_default_process(const struct q_db *db)
 {
-	return db->nprocs ? &db->procs[0] : NULL;
+	if (!db->nprocs)
+		return NULL;
+	const struct q_process *first = &db->procs[0], *last = first;
+	for (size_t i = 1; i < db->nprocs; i++) {
+		const struct q_process *p = &db->procs[i];
+		if (p->pid % Q_IMAGE_STEP == first->pid % Q_IMAGE_STEP && p->ppid == first->ppid)
+			last = p;
+	}
+	return last;
 }
 
 static char *dup_text(sqlite3_stmt *s, int col)

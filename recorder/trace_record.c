@@ -1,7 +1,8 @@
 /*
  * trace_record.c - trace-record: runs a program with librec.so preloaded
  * and the recorder's options set, waits for it, says where the trace went
- * and exits with the program's status.
+ * (and how many more the programs it exec'd and the processes it forked
+ * wrote beside it) and exits with the program's status.
  *
  *   trace-record [-o PATH] [--sample BYTES] [--paused] [--depth N] -- PROGRAM ARGS...
  *
@@ -20,6 +21,7 @@
  * Must never: print more than one line of its own on success, or replace
  * the caller's LD_PRELOAD.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -32,6 +34,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "rec_common.h"
@@ -174,6 +177,81 @@ static void expand(const char *tmpl, pid_t pid, char *out, size_t size)
 	out[o < size ? o : size - 1] = 0;
 }
 
+/* Does name fit the template's last component pat, where %p stands for a
+ * pid, with the ".N" an exec'd program's (or a pid-less fork child's) trace
+ * adds (session.c)? */
+static int of_template(const char *pat, const char *name)
+{
+	while (*pat) {
+		if (pat[0] == '%' && pat[1] == 'p') {
+			if (*name < '0' || *name > '9')
+				return 0;
+			while (*name >= '0' && *name <= '9')
+				name++;
+			pat += 2;
+		} else if (*pat++ != *name++) {
+			return 0;
+		}
+	}
+	if (!*name)
+		return 1;
+	if (*name++ != '.' || !*name)
+		return 0;
+	return strspn(name, "0123456789") == strlen(name);
+}
+
+/* Shorter names first, so NAME.2 comes before NAME.10 and pid 99 before 100. */
+static int name_before(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	return la != lb ? la < lb : strcmp(a, b) < 0;
+}
+
+/* Says where the run's traces went: the first process's, and those of the
+ * programs it exec'd and the processes it forked, when they went to the
+ * same directory (files of the template written since the run started). */
+static void say_traces(const char *tmpl, const char *path, const struct timespec *start)
+{
+	struct stat st;
+	if (stat(path, &st) != 0) {
+		fprintf(stderr, "trace-record: no trace was written to %s\n", path);
+		return;
+	}
+	const char *slash = strrchr(tmpl, '/'), *base = strrchr(path, '/') + 1;
+	char dir[PATH_MAX], first[NAME_MAX + 1] = "", second[NAME_MAX + 1] = "";
+	snprintf(dir, sizeof dir, "%.*s", (int)(base - path), path);
+	size_t more = 0;
+	DIR *d = opendir(dir);
+	struct dirent *de;
+	while (d && (de = readdir(d))) {
+		if (!strcmp(de->d_name, base) || !of_template(slash + 1, de->d_name) ||
+		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    !S_ISREG(st.st_mode) || st.st_mtim.tv_sec < start->tv_sec ||
+		    (st.st_mtim.tv_sec == start->tv_sec && st.st_mtim.tv_nsec < start->tv_nsec))
+			continue;
+		more++;
+		if (!*first || name_before(de->d_name, first)) {
+			snprintf(second, sizeof second, "%s", first);
+			snprintf(first, sizeof first, "%s", de->d_name);
+		} else if (!*second || name_before(de->d_name, second)) {
+			snprintf(second, sizeof second, "%s", de->d_name);
+		}
+	}
+	if (d)
+		closedir(d);
+	/* without %p they are all PATH.N: a glob names them (the importer reads
+	 * a .ring the glob also lists with its trace) */
+	int fixed = !strstr(slash + 1, "%p");
+	if (!more)
+		fprintf(stderr, "trace-record: trace written to %s\n", path);
+	else
+		fprintf(stderr, "trace-record: %zu traces written: %s, and beside it %zu of the "
+			"programs it exec'd and the processes it forked (%s%s%s%s); import them "
+			"together: trace-import %s%s DB\n", more + 1, path, more, first,
+			more > 1 ? ", " : "", more > 1 ? second : "", more > 2 ? ", ..." : "",
+			fixed ? path : "TRACE...", fixed ? "*" : "");
+}
+
 static void pass_on(int sig)
 {
 	if (child > 0)
@@ -253,6 +331,9 @@ int main(int argc, char **argv)
 	if (pipe2(report, O_CLOEXEC) < 0)
 		return fail(1, "cannot make a pipe: %s", strerror(errno));
 	char path[PATH_MAX];
+	struct timespec start;
+	/* file times come from the coarse clock, which may lag the fine one */
+	clock_gettime(CLOCK_REALTIME_COARSE, &start);
 	child = fork();
 	if (child < 0)
 		return fail(1, "cannot start %s: %s", prog[0], strerror(errno));
@@ -288,10 +369,6 @@ int main(int argc, char **argv)
 	if (failed > 0)
 		return code; /* the program never ran: the child said why */
 	expand(tmpl, child, path, sizeof path);
-	struct stat st;
-	if (stat(path, &st) == 0)
-		fprintf(stderr, "trace-record: trace written to %s\n", path);
-	else
-		fprintf(stderr, "trace-record: no trace was written to %s\n", path);
+	say_traces(tmpl, path, &start);
 	return code;
 }

@@ -1,5 +1,5 @@
 """trace-record: runs a program preloaded, passes its options on, says
-where the trace went, exits with the program's status (128 + N for a
+where the trace went (and counts the traces of its forks and execs), exits with the program's status (128 + N for a
 signal), appends to LD_PRELOAD, refuses a --max-size below 4M or not a size,
 bad values and an existing trace file."""
 import os
@@ -35,6 +35,34 @@ assert p.returncode == 0 and m and os.path.exists(m.group(1)), p.stderr
 p = rec(["-o", "pid-%p.trc", "--", "sh", "-c", "echo $$"])
 pid = p.stdout.strip()
 assert p.stderr.strip() == "trace-record: trace written to %s/pid-%s.trc" % (d, pid), p.stderr
+
+# A run that forks and execs (forker: the child execs true) leaves three
+# traces; trace-record counts those written since it started, not an older
+# file of the same name, and names them for trace-import.
+forker = hrtest.prog("forker")
+stale = os.path.join(d, "f.trc.7")
+open(stale, "w").close()
+os.utime(stale, (1e9, 1e9))
+t = os.path.join(d, "f.trc")
+p = rec(["-o", t, "--", forker, "exec", "/bin/true"])
+assert p.returncode == 0, p.stderr
+assert p.stderr.splitlines()[-1] == (
+    "trace-record: 3 traces written: %s, and beside it 2 of the programs it exec'd and "
+    "the processes it forked (f.trc.1, f.trc.2); import them together: trace-import %s* DB"
+    % (t, t)), p.stderr
+os.unlink(stale)
+db = os.path.join(d, "f.db")
+hrtest.trace_import([t, t + ".1", t + ".2", db])
+c = hrtest.connect(db)
+assert [r[0] for r in c.execute("SELECT exe FROM processes ORDER BY t_start")] == \
+    [forker, forker, "/usr/bin/true"]
+c.close()
+p = rec(["--", forker, "exec", "/bin/true"])
+parent, child = p.stdout.split()[1], p.stdout.split()[7]
+assert p.returncode == 0 and p.stderr.splitlines()[-1] == (
+    "trace-record: 3 traces written: %s/forker.%s.trc, and beside it 2 of the programs it "
+    "exec'd and the processes it forked (forker.%s.trc, forker.%s.trc.1); import them "
+    "together: trace-import TRACE... DB" % (d, parent, child, child)), p.stderr
 
 # Options become the recorder's environment; LD_PRELOAD is appended to.
 other = "/lib/x86_64-linux-gnu/libm.so.6"

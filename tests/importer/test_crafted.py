@@ -186,6 +186,58 @@ def case_multi(d):
         c.close()
 
 
+# A shim (pid 3000) forks a helper (3001) and execs the real program, which
+# has the same pid and parent: three traces, three processes.
+SHIM = """header 3000 1 1000000000 1700000000000000000 0 /bin/shim shim
+node 1 0 403000
+events 1 3000
+a 10 7000 100 1
+close 20
+"""
+
+SHIM_CHILD = """header 3001 3000 1000000015 1700000000000000015 0 /bin/helper helper
+node 1 0 404000
+events 1 3001
+a 5 7000 90000 1
+close 50
+"""
+
+SHIM_REAL = """header 3000 1 1000000030 1700000000000000030 0 /bin/real real
+node 1 0 405000
+events 1 3000
+a 10 7000 5000 1
+a 20 8000 3000 1
+f 30 7000
+close 40
+"""
+
+
+def case_exec_chain(d):
+    """The run's program is what the first process exec'd last (not the
+    shim it started as, nor a forked child with a larger peak): meta.peak_*,
+    the import summary and trace-snap's default process all name it."""
+    run = os.path.join(d, "run")
+    os.mkdir(run)
+    for name, script in (("r.trc", SHIM), ("r.3001.trc", SHIM_CHILD), ("r.trc.1", SHIM_REAL)):
+        mktrace(os.path.join(run, name), script)
+    db = os.path.join(d, "x.db")
+    err = trace_import([run, db]).stderr
+    real = 3000 + 10000000
+    assert "the run's program (what trace-snap and trace-tui show without --pid) " \
+        "is pid %d, /bin/real\n" % real in err, err
+    assert "peak 7.8 KiB (8000 bytes, 2 objects) at " in err, err
+    c = connect(db)
+    assert c.execute("SELECT pid, ppid, exe FROM processes ORDER BY t_start").fetchall() == \
+        [(3000, 1, "/bin/shim"), (3001, 3000, "/bin/helper"), (real, 1, "/bin/real")]
+    assert [meta(c, k) for k in ("peak_pid", "peak_t", "peak_bytes", "peak_objects")] == \
+        [real, 50, 8000, 2]
+    check_invariants(c)
+    c.close()
+    for args, total in (([], 8000), (["--pid", "3000"], 100), (["--pid", "3001"], 90000)):
+        out = hrtest.run([hrtest.TRACE_SNAP, db, "--peak"] + args).stdout
+        assert out.startswith("Total: %d B\n" % total), (args, out)
+
+
 SEGMENTS = HEADER + """
 node 1 0 401000
 flush
@@ -336,10 +388,12 @@ rev 1 a 65 6000 7 2
 
 def case_ring(d):
     """A killed process: the trace lacks END and the last events, which
-    the leftover .ring still has (seq 3 and 4 are in both: taken once)."""
+    the leftover .ring still has (seq 3 and 4 are in both: taken once).
+    A .ring named with its trace is read with it, not as a trace."""
     trc = mktrace(os.path.join(d, "k.trc"), RECOVER)
     db = os.path.join(d, "k.db")
-    trace_import(["-q", trc, db])
+    # the .ring listed too (a glob such as k.trc*) is read with its trace
+    trace_import(["-q", trc + ".ring", trc, db])
     c = connect(db)
     assert c.execute("SELECT t_alloc, t_free, size, tid, from_realloc FROM allocations"
                      " ORDER BY id").fetchall() == [
@@ -362,6 +416,10 @@ def case_ring(d):
     os.rename(os.path.join(d, "saved.ring"), other + ".ring")
     trace_import(["-q", "--force", other, db])
     assert one(connect(db), "SELECT COUNT(*) FROM allocations") == 4
+    # a .ring without its trace is no trace
+    p = trace_import(["--force", other + ".ring", db], expect=1)
+    assert p.stderr == "trace-import: %s.ring: byte 0: not a heapreel trace (bad magic)\n" \
+        % other, p.stderr
 
 
 PADS = "".join("pad 20 %d %x 1\nflush\n" % (31 + 40 * i, 0x100000 + 0x10000 * i)
