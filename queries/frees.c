@@ -20,6 +20,8 @@ static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 		uint8_t b = *(*p)++;
 		x |= (uint64_t)(b & 0x7f) << shift;
 		if (!(b & 0x80)) {
+			if (shift == 63 && b > 1)
+				return -1;     /* the tenth byte holds bit 63 only */
 			*v = x;
 			return 0;
 		}

@@ -95,12 +95,16 @@ for name, over, complete, text in [
     f.process(1)
     f.finish(meta_over=over, complete=complete)
     fails([path, "--peak"], 3, name + ": " + text)
-# Damaged free_blocks: a cut varint, rows with more frees than meta says a
-# row holds, a row missing (exit 1, reading failed, naming the row); no
-# meta free_block (refused at open: exit 3).
+# Damaged free_blocks: a cut varint, a varint over 64 bits (its tenth byte
+# above 1), rows with more frees than meta says a row holds, a row missing
+# (exit 1, reading failed, naming the row); no meta free_block (refused at
+# open: exit 3).
 cut = lambda d: d[:-1] + bytes([d[-1] | 0x80])
+wide = lambda d: b"\x80" * 9 + b"\x02" + d[next(i for i, b in enumerate(d) if b < 0x80) + 1:]
 for name, sql, code, text in [
         ("cut.db", "UPDATE free_blocks SET data = cut(data) WHERE id = 1", 1,
+         "free_blocks row 1 is damaged"),
+        ("wide.db", "UPDATE free_blocks SET data = wide(data) WHERE id = 1", 1,
          "free_blocks row 1 is damaged"),
         ("long.db", "UPDATE free_blocks SET data = data || data WHERE id = 1", 1,
          "free_blocks row 1 is damaged"),
@@ -111,6 +115,7 @@ for name, sql, code, text in [
     shutil.copy(DB, path)
     c = sqlite3.connect(path)
     c.create_function("cut", 1, cut)
+    c.create_function("wide", 1, wide)
     c.execute(sql)
     c.commit()
     c.close()
