@@ -14,8 +14,10 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -49,6 +51,23 @@ struct progress {
 	bool on;
 	uint64_t t_start, t_last;         /* 0 until the first call; last redraw */
 };
+
+/* The recorder names the trace of a program TRACE's process exec'd (and of
+ * a child it forked, when REC_OUT has no %p) TRACE.1, TRACE.2, ...: a
+ * trace given alone with TRACE.1 beside it is likely one part of its run. */
+static void hint_siblings(char *const *inputs, size_t n)
+{
+	char sib[PATH_MAX];
+	struct stat sb;
+
+	if (n != 1 || stat(inputs[0], &sb) || !S_ISREG(sb.st_mode) ||
+	    snprintf(sib, sizeof sib, "%s.1", inputs[0]) >= (int)sizeof sib ||
+	    stat(sib, &sb) || !S_ISREG(sb.st_mode))
+		return;
+	fprintf(stderr, "trace-import: %s is beside %s: likely the trace of a program it "
+		"exec'd or a process it forked (trace-import %s* DB imports them together)\n",
+		sib, inputs[0], inputs[0]);
+}
 
 static uint64_t now_ns(void)
 {
@@ -207,6 +226,7 @@ int main(int argc, char **argv)
 				" return addresses unresolved (named module+offset)%s\n",
 				r.sst.unresolved, r.sst.ips, r.sst.mismatched ?
 				"; some modules changed since recording (build id)" : "");
+		hint_siblings(r.inputs, r.ninputs);
 	}
 	rc = r.damaged ? EXIT_DAMAGED : 0;
 	goto done;

@@ -215,7 +215,8 @@ close 40
 def case_exec_chain(d):
     """The run's program is what the first process exec'd last (not the
     shim it started as, nor a forked child with a larger peak): meta.peak_*,
-    the import summary and trace-snap's default process all name it."""
+    the import summary and trace-snap's default process all name it. The
+    shim's trace imported alone: the summary names the trace beside it."""
     run = os.path.join(d, "run")
     os.mkdir(run)
     for name, script in (("r.trc", SHIM), ("r.3001.trc", SHIM_CHILD), ("r.trc.1", SHIM_REAL)):
@@ -236,6 +237,13 @@ def case_exec_chain(d):
     for args, total in (([], 8000), (["--pid", "3000"], 100), (["--pid", "3001"], 90000)):
         out = hrtest.run([hrtest.TRACE_SNAP, db, "--peak"] + args).stdout
         assert out.startswith("Total: %d B\n" % total), (args, out)
+    # the shim's trace alone: its exec'd program's trace beside it is named
+    shim = os.path.join(run, "r.trc")
+    err = trace_import(["--force", shim, db]).stderr
+    assert err.endswith("trace-import: %s.1 is beside %s: likely the trace of a program it "
+                        "exec'd or a process it forked (trace-import %s* DB imports them "
+                        "together)\n" % (shim, shim, shim)), err
+    assert "is beside" not in trace_import(["--force", run, db]).stderr
 
 
 SEGMENTS = HEADER + """
