@@ -23,6 +23,8 @@ struct tui_data {
 	struct q_db *db;
 	const char *path;
 	int64_t pid, t_start, t_end, peak_t, peak_bytes, period;
+	const char *exe;             /* q's string */
+	size_t nprocs;
 	struct tui_point *pts;
 	size_t npts;
 	struct q_mark *marks;        /* the user's marks: owned array, q's strings */
@@ -69,6 +71,8 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t 
 		goto fail;
 	}
 	d->pid = p->pid;
+	d->exe = p->exe;
+	q_processes(d->db, &d->nprocs);
 	d->t_start = p->t_start;
 	d->t_end = p->t_end;
 	d->peak_t = p->peak_t;
@@ -130,6 +134,13 @@ void tui_data_close(struct tui_data *d)
 	free(d->marks);
 	free(d->sv);
 	free(d);
+}
+
+void tui_data_process(const struct tui_data *d, int64_t *pid, const char **exe, size_t *nprocs)
+{
+	*pid = d->pid;
+	*exe = d->exe;
+	*nprocs = d->nprocs;
 }
 
 void tui_data_span(const struct tui_data *d, int64_t *t_start, int64_t *t_end)

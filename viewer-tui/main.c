@@ -361,6 +361,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trace-tui: %s\n", err);
 		return 1;
 	}
+	tui_data_process(u.d, &u.pid, &u.exe, &u.nprocs);
 	tui_data_span(u.d, &u.t_start, &u.t_end);
 	tui_data_peak(u.d, &u.peak_t, &u.peak_bytes);
 	u.marks = tui_data_marks(u.d, &u.nmarks);

@@ -117,12 +117,17 @@ static void draw_status(struct tui_ui *u, int y)
 
 static void draw_title(const struct tui_ui *u)
 {
-	char dur[32], pb[32], pt[32], line[512];
+	char dur[32], pb[32], pt[32], proc[128] = "", line[512];
 	tui_fmt_time(dur, sizeof dur, u->t_end - u->t_start);
 	tui_fmt_bytes(pb, sizeof pb, u->peak_bytes);
 	tui_fmt_time(pt, sizeof pt, u->peak_t);
-	snprintf(line, sizeof line, "trace-tui %s  duration %s  peak %s at %s  (? for help)",
-	         u->dbname, dur, pb, pt);
+	if (u->nprocs > 1) {          /* which one of the run's processes */
+		const char *base = strrchr(u->exe, '/');
+		snprintf(proc, sizeof proc, "  %s [pid %lld]", base ? base + 1 : u->exe,
+		         (long long)u->pid);
+	}
+	snprintf(line, sizeof line, "trace-tui %s%s  duration %s  peak %s at %s  (? for help)",
+	         u->dbname, proc, dur, pb, pt);
 	mvhline(0, 0, ' ', COLS);
 	attron(A_BOLD);
 	mvaddnstr(0, 0, line, COLS);

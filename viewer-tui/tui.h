@@ -44,11 +44,15 @@ enum tui_kind { TUI_SNAPSHOT, TUI_GROWTH, TUI_STEADY };
 struct tui_data;                                   /* opaque, see data.c */
 
 /* Opens path, checks it is a complete heapreel database whose process (pid,
- * or the first one if pid < 0) made at least one allocation; on failure
+ * or the run's program if pid < 0: q_default_process) made at least one
+ * allocation; on failure
  * returns NULL and writes one line naming the file into err. */
 struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t errn);
 void tui_data_close(struct tui_data *d);
 
+/* The process shown (its executable may be "") and how many the database
+ * holds. */
+void tui_data_process(const struct tui_data *d, int64_t *pid, const char **exe, size_t *nprocs);
 /* The process's span, its peak, timeline (bucket start, max bytes) and marks. */
 void tui_data_span(const struct tui_data *d, int64_t *t_start, int64_t *t_end);
 void tui_data_peak(const struct tui_data *d, int64_t *t, int64_t *bytes);
@@ -152,6 +156,9 @@ struct tui_ui {
 	struct tui_chart chart;
 	struct tui_model *model;
 	int64_t t_start, t_end, peak_t, peak_bytes;   /* the process's span and peak */
+	int64_t pid;                /* the process shown: named when there are several */
+	const char *exe;
+	size_t nprocs;
 	const struct q_mark *marks;
 	size_t nmarks;
 

@@ -5,10 +5,13 @@ instants, the numbers at the cursor and the table rows are exact, the tree
 and the stack pane name the known functions with file:line, `[`/`]` show the
 growth and the steady window, `s` sorts, `/` finds, `?` helps, a resize and
 an 80x24 terminal work, colours follow NO_COLOR, a terminal without UTF-8
-gets ASCII bars, and --bench-steps reports its figures.
+gets ASCII bars, --bench-steps reports its figures, and the title names
+the process shown when the database holds several.
 """
 import os
 import re
+import shutil
+import sqlite3
 import subprocess
 import sys
 
@@ -219,6 +222,27 @@ def test_bench_option():
         text = f.read()
     assert re.match(r"trace-tui: 7 steps \(query \+ redraw\): median [\d.]+ ms, max [\d.]+ ms\n$",
                     text), text
+
+
+def test_process_in_title():
+    """One process: the title names none. Several (a forked child added):
+    it names the one shown, the run's program."""
+    with tt.Tmux([TUI, DB]) as tm:
+        _, scr = tt.wait_status(tm)
+        assert scr.splitlines()[0].startswith("trace-tui %s  duration " % DB), scr
+    two = os.path.join(D, "two.db")
+    shutil.copy(DB, two)
+    c = sqlite3.connect(two)
+    c.execute("INSERT INTO processes(pid, ppid, exe, cmdline, trace_path, t_start, t_end,"
+              " sample_period, peak_t, peak_bytes, peak_objects, proc)"
+              " VALUES(?, ?, '/opt/fixture/helper', 'helper', 'run.1.trc', 1, 2, 0, 0, 0, 0, 1)",
+              (tt.PID + 1, tt.PID))
+    c.commit()
+    c.close()
+    with tt.Tmux([TUI, two]) as tm:
+        _, scr = tt.wait_status(tm)
+        assert scr.splitlines()[0].startswith(
+            "trace-tui %s  phases [pid %d]  duration " % (two, tt.PID)), scr
 
 
 for name, fn in list(globals().items()):
