@@ -206,7 +206,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trace-import: peak %s (%" PRIu64 " bytes, %" PRIu64
 			" objects) at %.6f s; %" PRIu64 " unmatched frees; "
 			"imported in %.2f s (%.2f M events/s)\n", peak,
-			run->peak_bytes, run->peak_objects, (double)run->peak_t / 1e9, r.tot.unmatched_frees, secs,
+			run->peak_bytes, run->peak_objects, (double)run->peak_t / 1e9,
+			r.tot.unmatched_frees, secs,
 			secs > 0 ? (double)r.tot.events / secs / 1e6 : 0.0);
 		for (size_t i = 0; i < r.ntr; i++)
 			if (r.tr[i].keyed)

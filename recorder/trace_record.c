@@ -207,6 +207,11 @@ static int name_before(const char *a, const char *b)
 	return la != lb ? la < lb : strcmp(a, b) < 0;
 }
 
+static int before(const struct timespec *a, const struct timespec *b)
+{
+	return a->tv_sec != b->tv_sec ? a->tv_sec < b->tv_sec : a->tv_nsec < b->tv_nsec;
+}
+
 /* Says where the run's traces went: the first process's, and those of the
  * programs it exec'd and the processes it forked, when they went to the
  * same directory (files of the template written since the run started). */
@@ -226,8 +231,7 @@ static void say_traces(const char *tmpl, const char *path, const struct timespec
 	while (d && (de = readdir(d))) {
 		if (!strcmp(de->d_name, base) || !of_template(slash + 1, de->d_name) ||
 		    fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    !S_ISREG(st.st_mode) || st.st_mtim.tv_sec < start->tv_sec ||
-		    (st.st_mtim.tv_sec == start->tv_sec && st.st_mtim.tv_nsec < start->tv_nsec))
+		    !S_ISREG(st.st_mode) || before(&st.st_mtim, start))
 			continue;
 		more++;
 		if (!*first || name_before(de->d_name, first)) {
