@@ -1,6 +1,6 @@
 """./heapreel profile: the whole pipeline on a program of the caller's, with
 the tools of build/. forker execs true from its forked child: three traces in
-the run's directory, imported together; the peak shown is the parent's five
+the run's directory (private, as everything in it), imported together; the peak shown is the parent's five
 blocks of 3001 bytes (parent_site), and peak.heap holds the same total. The
 program's exit status passes through (3; 137 for SIGKILL, whose events the
 .ring gives back); a directory that is not empty and a missing -- are
@@ -30,6 +30,7 @@ assert p.returncode == 0, p.stdout + p.stderr
 out = os.path.join(d, "run")
 assert sorted(os.listdir(out)) == ["peak.heap", "peak.txt", "run.db", "run.trc", "run.trc.1",
                                    "run.trc.2"], os.listdir(out)
+assert all(os.stat(os.path.join(out, f)).st_mode & 0o077 == 0 for f in [""] + os.listdir(out))
 assert "3 processes" in p.stdout and "Total: 15005 B\n" in p.stdout, p.stdout
 assert re.search(r"^ +15005 100\.0% 100\.0% +15005 100\.0% parent_site$", p.stdout, re.M), p.stdout
 with open(os.path.join(out, "peak.heap")) as f:
