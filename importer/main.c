@@ -201,8 +201,9 @@ int main(int argc, char **argv)
 			r.ntr == 1 ? "" : "es", (double)r.o.duration / 1e9);
 		if (r.ntr > 1)
 			fprintf(stderr, "trace-import: the run's program (what trace-snap "
-				"and trace-tui show without --pid) is pid %" PRIu32 ", %s\n",
-				r.tr[r.main].pid, r.tr[r.main].hdr->exe);
+				"and trace-tui show without --pid) is pid %" PRIu32 ", %s; "
+				"trace-snap %s --processes lists all %zu\n",
+				r.tr[r.main].pid, r.tr[r.main].hdr->exe, r.out, r.ntr);
 		fprintf(stderr, "trace-import: peak %s (%" PRIu64 " bytes, %" PRIu64
 			" objects) at %.6f s; %" PRIu64 " unmatched frees; "
 			"imported in %.2f s (%.2f M events/s)\n", peak,

@@ -1,7 +1,7 @@
 /* snap.c - trace-snap: answers one question about a heapreel database
  * (snapshot at an instant, peak, growth, steady window, leaks, temporary
  * allocations, top allocators) and writes it as .heap, .pb.gz, folded
- * stacks or a text table.
+ * stacks or a text table; or lists the database's processes.
  *
  * The only place that prints: every failure is one line "trace-snap: ..."
  * on stderr and an exit code from the list below. Never: SQL here.
@@ -23,13 +23,13 @@ static const char usage_text[] =
 	"usage: trace-snap DB [--pid N] QUESTION [-o FILE] [--format FMT]\n"
 	"                     [--metric M] [--by function|stack]\n"
 	"QUESTION: --at T | --peak | --growth T1..T2 | --steady T1..T2 | --leaks |\n"
-	"          --temporary | --top [--window T1..T2]\n"
+	"          --temporary | --top [--window T1..T2] | --processes\n"
 	"T: 30s 1.5s 250ms 10us 5ns | 45% | mark:LABEL | start | end\n"
 	"FMT: heap pb.gz folded text (default: from FILE's extension; text on stdout)\n"
 	"M (folded, text): inuse_space (default) inuse_objects alloc_space alloc_objects\n";
 
 enum { OPT_AT = 256, OPT_PEAK, OPT_GROWTH, OPT_STEADY, OPT_LEAKS, OPT_TEMPORARY, OPT_TOP,
-       OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_HELP };
+       OPT_PROCESSES, OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_HELP };
 
 static const struct option options[] = {
 	{ "at", required_argument, NULL, OPT_AT },
@@ -39,6 +39,7 @@ static const struct option options[] = {
 	{ "leaks", no_argument, NULL, OPT_LEAKS },
 	{ "temporary", no_argument, NULL, OPT_TEMPORARY },
 	{ "top", no_argument, NULL, OPT_TOP },
+	{ "processes", no_argument, NULL, OPT_PROCESSES },
 	{ "by", required_argument, NULL, OPT_BY },
 	{ "window", required_argument, NULL, OPT_WINDOW },
 	{ "output", required_argument, NULL, 'o' },
@@ -80,7 +81,7 @@ static int parse(int argc, char **argv, struct args *a)
 	while ((c = getopt_long(argc, argv, ":o:h", options, NULL)) != -1) {
 		switch (c) {
 		case OPT_AT: case OPT_PEAK: case OPT_GROWTH: case OPT_STEADY: case OPT_LEAKS:
-		case OPT_TEMPORARY: case OPT_TOP:
+		case OPT_TEMPORARY: case OPT_TOP: case OPT_PROCESSES:
 			if (a->question)
 				return fail(EXIT_USAGE, "give only one question");
 			a->question = c;
@@ -134,7 +135,10 @@ static int parse(int argc, char **argv, struct args *a)
 	a->db = argv[optind];
 	if (!a->question)
 		return fail(EXIT_USAGE, "no question given: --at, --peak, --growth, --steady, "
-		            "--leaks, --temporary or --top");
+		            "--leaks, --temporary, --top or --processes");
+	if (a->question == OPT_PROCESSES && (a->out || a->format >= 0 || a->have_pid))
+		return fail(EXIT_USAGE, "--processes prints a table on stdout: no -o, --format "
+		            "or --pid");
 	if (a->window && a->question != OPT_TOP)
 		return fail(EXIT_USAGE, "--window goes with --top");
 	if (a->out && a->format < 0 && (a->format = q_format_by_path(a->out)) < 0)
@@ -151,6 +155,21 @@ static int time_fail(struct q_db *db, int rc)
 	return fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_USAGE, "%s", q_errmsg(db));
 }
 
+/* --processes: every process of the database, the default one starred. */
+static int list_processes(struct q_db *db)
+{
+	size_t n;
+	const struct q_process *ps = q_processes(db, &n), *def = q_default_process(db);
+	printf("  %10s %10s %12s %14s  %s\n", "pid", "ppid", "start (s)", "peak (bytes)",
+	       "executable");
+	for (size_t i = 0; i < n; i++)
+		printf("%c %10lld %10lld %12.6f %14lld  %s\n", &ps[i] == def ? '*' : ' ',
+		       (long long)ps[i].pid, (long long)ps[i].ppid, (double)ps[i].t_start / 1e9,
+		       (long long)ps[i].peak_bytes, ps[i].exe);
+	printf("* the run's program, which the other questions are about without --pid\n");
+	return fflush(stdout) || ferror(stdout) ? fail(1, "writing to stdout failed") : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct args a = { .format = -1, .metric = Q_INUSE_BYTES };
@@ -161,6 +180,11 @@ int main(int argc, char **argv)
 	struct q_db *db = q_open(a.db, err, sizeof err);
 	if (!db)
 		return fail(EXIT_DATABASE, "%s", err);
+	if (a.question == OPT_PROCESSES) {
+		rc = list_processes(db);
+		q_close(db);
+		return rc;
+	}
 	const struct q_process *proc = a.have_pid ? q_process(db, a.pid) : q_default_process(db);
 	if (!proc) {
 		if (a.have_pid)

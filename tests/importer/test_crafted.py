@@ -225,7 +225,7 @@ def case_exec_chain(d):
     err = trace_import([run, db]).stderr
     real = 3000 + 10000000
     assert "the run's program (what trace-snap and trace-tui show without --pid) " \
-        "is pid %d, /bin/real\n" % real in err, err
+        "is pid %d, /bin/real; trace-snap %s --processes lists all 3\n" % (real, db) in err, err
     assert "peak 7.8 KiB (8000 bytes, 2 objects) at " in err, err
     c = connect(db)
     assert c.execute("SELECT pid, ppid, exe FROM processes ORDER BY t_start").fetchall() == \

@@ -1,7 +1,8 @@
 """test_unit - trace-snap's exact numbers on the hand-checked fixture
 (fixture.standard): snapshots before/at/after checkpoints and exactly at
 event instants, peak, growth, steady, leaks, temporary, top, by stack and
-by function, the .heap layout and MAPPED_LIBRARIES."""
+by function, the .heap layout and MAPPED_LIBRARIES; the default process
+of a database of several, and --processes."""
 import os
 import sys
 
@@ -131,5 +132,31 @@ o = os.path.join(tmp, "x.txt")
 hrtest.run([SNAP, DB, "--leaks", "-o", o])
 with open(o) as fh:
     assert fh.readline() == "Total: 16464 B\n"
+checks += 1
+# Several processes: without --pid the questions are about the run's
+# program, the last image of the first process (pid 100 exec'd app: key
+# 10000100, same ppid), not the wrapper nor the other process with a larger
+# peak; --processes lists them all and stars it.
+multi = os.path.join(tmp, "m.db")
+m = fixture.Fixture(multi)
+m.process(100, exe="/opt/app/bin/wrapper")
+m.process(10000100, exe="/opt/app/bin/app", t_start=S)
+m.process(200, exe="/opt/app/bin/other", t_start=2 * S)
+leaf = m.stack((0x401010, "alloc_small", "app.c", 3, 0))
+for pid, size in ((100, 16), (10000100, 4096), (200, 100000)):
+    m.alloc(pid, 3 * S, size, leaf)
+m.finish()
+for args, total in (([], 4096), (["--pid", "100"], 16), (["--pid", "200"], 100000)):
+    out = hrtest.run([SNAP, multi, "--peak"] + args).stdout
+    assert out.startswith("Total: %d B\n" % total), (args, out)
+out = hrtest.run([SNAP, multi, "--processes"]).stdout
+assert out == (
+    "         pid       ppid    start (s)   peak (bytes)  executable\n"
+    "         100          1     0.000000             16  /opt/app/bin/wrapper\n"
+    "*   10000100          1     1.000000           4096  /opt/app/bin/app\n"
+    "         200          1     2.000000         100000  /opt/app/bin/other\n"
+    "* the run's program, which the other questions are about without --pid\n"), out
+p = hrtest.run([SNAP, multi, "--processes", "--pid", "100"], check=False)
+assert p.returncode == 2 and "no -o, --format or --pid" in p.stderr, p.stderr
 checks += 1
 print("ok: %d checks" % checks)
