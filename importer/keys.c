@@ -18,19 +18,24 @@
 /* 10^7: above PID_MAX_LIMIT (4194304); keys stay below 2^32 up to image 428. */
 #define IMP_IMAGE_STEP 10000000u
 
+/* The order of a pid's images: trace k started before trace i (an earlier
+ * start, or the same one and listed first). */
+static bool started_before(const struct imp_trace *tr, size_t k, size_t i)
+{
+	uint64_t tk = tr[k].hdr->t0_mono_ns, ti = tr[i].hdr->t0_mono_ns;
+
+	return tk < ti || (tk == ti && k < i);
+}
+
 int imp_trace_keys(struct imp_trace *tr, size_t ntr, struct imp_err *e)
 {
 	for (size_t i = 0; i < ntr; i++) {
 		const struct tf_header *h = tr[i].hdr;
 		uint64_t image = 0;
 
-		for (size_t k = 0; k < ntr; k++) {
-			const struct tf_header *o = tr[k].hdr;
-
-			if (o->pid == h->pid && (o->t0_mono_ns < h->t0_mono_ns ||
-						 (o->t0_mono_ns == h->t0_mono_ns && k < i)))
+		for (size_t k = 0; k < ntr; k++)
+			if (tr[k].hdr->pid == h->pid && started_before(tr, k, i))
 				image++;
-		}
 		uint64_t key = h->pid + image * IMP_IMAGE_STEP;
 		if (key > UINT32_MAX) {
 			imp_errf(e, "%s: too many traces of pid %u", tr[i].path, h->pid);
@@ -51,18 +56,15 @@ int imp_trace_keys(struct imp_trace *tr, size_t ntr, struct imp_err *e)
 
 /* An exec keeps the pid and the parent, so the images of the first
  * process are the traces of its pid and ppid; the last started one (in
- * imp_trace_keys' order) is the program it ran last. */
+ * the order of its images) is the program it ran last. */
 size_t imp_main_trace(const struct imp_trace *tr, size_t ntr, size_t first)
 {
 	const struct tf_header *f = tr[first].hdr;
 	size_t last = first;
 
-	for (size_t i = 0; i < ntr; i++) {
-		const struct tf_header *h = tr[i].hdr, *l = tr[last].hdr;
-
-		if (h->pid == f->pid && h->ppid == f->ppid &&
-		    (h->t0_mono_ns > l->t0_mono_ns || (h->t0_mono_ns == l->t0_mono_ns && i > last)))
+	for (size_t i = 0; i < ntr; i++)
+		if (tr[i].hdr->pid == f->pid && tr[i].hdr->ppid == f->ppid &&
+		    started_before(tr, last, i))
 			last = i;
-	}
 	return last;
 }

@@ -87,9 +87,10 @@ static int list_dir(const char *dir, char ***out, size_t *n, struct imp_err *e)
  * killed process's staging file, which is read with its trace. */
 static bool ring_of_input(const char *path, char *const *inputs, size_t n)
 {
-	size_t l = strlen(path), k;
+	static const char suffix[] = ".ring";   /* ring.c's name for it */
+	size_t l = strlen(path), k = l - (sizeof suffix - 1);
 
-	if (l <= strlen(".ring") || strcmp(path + (k = l - strlen(".ring")), ".ring"))
+	if (l < sizeof suffix || strcmp(path + k, suffix))
 		return false;
 	for (size_t i = 0; i < n; i++)
 		if (strlen(inputs[i]) == k && !strncmp(inputs[i], path, k))

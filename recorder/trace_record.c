@@ -182,12 +182,13 @@ static void expand(const char *tmpl, pid_t pid, char *out, size_t size)
  * adds (session.c)? */
 static int of_template(const char *pat, const char *name)
 {
+	static const char digits[] = "0123456789";
 	while (*pat) {
 		if (pat[0] == '%' && pat[1] == 'p') {
-			if (*name < '0' || *name > '9')
+			size_t n = strspn(name, digits);
+			if (!n)
 				return 0;
-			while (*name >= '0' && *name <= '9')
-				name++;
+			name += n;
 			pat += 2;
 		} else if (*pat++ != *name++) {
 			return 0;
@@ -195,9 +196,7 @@ static int of_template(const char *pat, const char *name)
 	}
 	if (!*name)
 		return 1;
-	if (*name++ != '.' || !*name)
-		return 0;
-	return strspn(name, "0123456789") == strlen(name);
+	return name[0] == '.' && name[1] && !name[1 + strspn(name + 1, digits)];
 }
 
 /* Shorter names first, so NAME.2 comes before NAME.10 and pid 99 before 100. */
