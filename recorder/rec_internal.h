@@ -91,7 +91,9 @@ size_t rec_boot_size(const void *p);
 #define REC_M_ALLOCS 1u               /* record allocations */
 #define REC_M_FREES 2u                /* record every free */
 #define REC_M_PROBE 4u                /* record a free if its block was sampled */
-#define REC_M_PERIOD_SHIFT 24          /* REC_PERIOD_MAX fits above it */
+#define REC_M_PERIOD_SHIFT 8           /* above api.c's flags too */
+_Static_assert(REC_PERIOD_MAX <= UINT64_MAX >> REC_M_PERIOD_SHIFT,
+	       "REC_PERIOD_MAX fits above the flags");
 extern _Atomic uint64_t rec_ctl_word;
 static inline uint64_t rec_ctl_now(void)
 {

@@ -79,6 +79,16 @@ assert first.rstrip().endswith("@ heap_v2/%d" % P), first
 leaks = per_site("inuse_objects", ["--leaks"])
 assert leaks == dict.fromkeys(SITES, 0), leaks
 
+# The largest period (REC_PERIOD_MAX, 2^40) is a period like any other: ~100
+# MB allocated in all, so a sample is a 1 in 10^4 event (it once wrapped to
+# 0 in the control word and recorded every allocation).
+tb, dbb = os.path.join(d, "big.trc"), os.path.join(d, "big.db")
+hrtest.run([ctltest.TRACE_RECORD, "--sample", str(1 << 40), "-o", tb, "--", prog])
+assert hrtest.summary(tb)["alloc"] <= 1, hrtest.summary(tb)
+hrtest.run([hrtest.TRACE_IMPORT, tb, dbb])
+with sqlite3.connect(dbb) as cb:
+    assert cb.execute("SELECT sample_period FROM processes").fetchall() == [(1 << 40,)]
+
 stops = ctltest.prog("ctl_stopstart")
 ts = os.path.join(d, "stops.trc")
 hrtest.run([ctltest.TRACE_RECORD, "--sample", "1048576", "-o", ts, "--", stops])
