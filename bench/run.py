@@ -40,7 +40,7 @@ QUICK_SQLITE_ROWS = 10000
 SNAP_INSTANTS = [5, 15, 25, 35, 45, 55, 65, 75, 85, 95]  # % of the trace
 SAMPLE_PERIODS = (4096, 65536, 524288)  # REC_SAMPLE bytes: overhead should fall as it grows
 SAMPLE_TARGET = 1.05          # issue 6: --sample 524288 costs at most 5 %
-SAMPLE_TARGET_ROUNDS = 3      # the target period runs this many times --runs pairs
+SAMPLE_TARGET_ROUNDS = 8      # the target period runs this many times --runs times
 IMPORT_RUNS = 3               # imports (and heaptrack_prints) per workload
 BOUNDED_SIZE = "64M"          # REC_MAX_SIZE of the bounded runs (issue 7)
 TUI_STEPS = 100               # cursor steps timed by trace-tui --bench-steps
@@ -388,28 +388,39 @@ def bench_bounded(name, argv, tools, work, runs):
         BOUNDED_SIZE, fmt_ratio(st), max(sizes)))
 
 
+def sandwiched(before, run, after, field):
+    """run's figure divided by the mean of the base runs on either side of
+    it (those of them that succeeded): a drift of the machine's load, and
+    any cost of coming first or second, cancel to first order."""
+    bases = [getattr(b, field) for b in (before, after) if b.ok and getattr(b, field)]
+    return getattr(run, field) / statistics.mean(bases) if bases and run.ok else None
+
+
 def bench_sampling(name, argv, tools, work, runs):
     """Byte sampling: base alternated with a recording at each period of
-    SAMPLE_PERIODS (base, sampled, base, sampled, ...; the periods' order
-    rotates from round to round, so none always runs right after the largest
-    trace). Each sampled run is divided by the base run just before it: on a
-    shared machine the load drifts less within a pair than over the series,
-    and an overhead of a few percent is smaller than that drift. Per period:
-    the median of those paired ratios, of wall time and of CPU time (user +
-    system), and the trace's events. The target period (the last) gets
-    SAMPLE_TARGET_ROUNDS times as many pairs: its verdict is on a few percent,
-    where single pairs here differ by tens."""
-    pairs, events = {p: [] for p in SAMPLE_PERIODS}, {}
+    SAMPLE_PERIODS (base, sampled, base, sampled, ..., base; the periods'
+    order rotates from round to round, so none always runs right after the
+    largest trace). Each sampled run is divided by the mean of the base runs
+    just before and just after it (sandwiched): on a shared machine the load
+    drifts less within those three runs than over the series, and an
+    overhead of a few percent is smaller than that drift. Per period: the
+    median of those ratios, of wall time and of CPU time (user + system),
+    their quartiles, and the trace's events. The target period (the last)
+    gets SAMPLE_TARGET_ROUNDS times as many runs: its verdict is on a few
+    percent, where single ratios here differ by tens."""
+    order, events = [], {}
     target = SAMPLE_PERIODS[-1]
+    wanted = {p: runs * SAMPLE_TARGET_ROUNDS if p == target else runs for p in SAMPLE_PERIODS}
+    base = [run_variant("base", argv, tools, work, None)[0]]
     for i in range(runs * SAMPLE_TARGET_ROUNDS):
         k = i % len(SAMPLE_PERIODS)
         for p in SAMPLE_PERIODS[k:] + SAMPLE_PERIODS[:k]:
-            if len(pairs[p]) >= (runs * SAMPLE_TARGET_ROUNDS if p == target else runs):
+            if sum(q == p for q, _ in order) >= wanted[p]:
                 continue
-            b = run_variant("base", argv, tools, work, None)[0]
             r, out = run_variant("rec", argv, tools, work, tag_of(name, "sample%d" % p, i),
                                  sample=p)
-            pairs[p].append((b, r))
+            order.append((p, r))
+            base.append(run_variant("base", argv, tools, work, None)[0])
             if r.ok and p not in events:
                 summary, _ = trace_summary(tools["dump"], out)
                 if summary:
@@ -417,21 +428,22 @@ def bench_sampling(name, argv, tools, work, runs):
             remove(out)
     for p in SAMPLE_PERIODS:
         label = "REC_SAMPLE=%d" % p
-        ok = [(b, r) for b, r in pairs[p] if b.ok and r.ok]
-        if not ok:
-            print("  %-17s FAILED (%s)" % (label, why_failed([x for pr in pairs[p] for x in pr])))
+        mine = [(base[j], r, base[j + 1]) for j, (q, r) in enumerate(order) if q == p]
+        wall = [x for x in (sandwiched(*t, "wall") for t in mine) if x is not None]
+        if not wall:
+            print("  %-17s FAILED (%s)" % (label, why_failed([x for t in mine for x in t])))
             continue
-        wall = [r.wall / b.wall for b, r in ok]
-        cpu = [r.cpu / b.cpu for b, r in ok if r.cpu and b.cpu]
+        cpu = [x for x in (sandwiched(*t, "cpu") for t in mine) if x is not None]
         med = statistics.median(wall)
+        q1, _, q3 = statistics.quantiles(wall, n=4) if len(wall) > 1 else (med, med, med)
         verdict = ""
-        if p == SAMPLE_PERIODS[-1]:
+        if p == target:
             verdict = ", target <= %.2fx: %s" % (SAMPLE_TARGET,
                                                   "MET" if med <= SAMPLE_TARGET else "NOT MET")
-        print("  %-17s %s wall, %s CPU, %d pairs; %s events%s" % (
-            label, fmt_ratio((None, med, min(wall), max(wall))),
-            "%.2fx" % statistics.median(cpu) if cpu else "n/a", len(ok),
-            events.get(p, "?"), verdict))
+        print("  %-17s %.3fx wall (quartiles %.3f-%.3f, range %.2f-%.2f), %s CPU, %d runs; "
+              "%s events%s" % (label, med, q1, q3, min(wall), max(wall),
+                               "%.3fx" % statistics.median(cpu) if cpu else "n/a",
+                               len(wall), events.get(p, "?"), verdict))
 
 
 def check_target(stats, t_base):
