@@ -113,13 +113,16 @@ static void l0_fill(uint8_t v)
 
 void rec_sample_reset(void)
 {
+	/* The first filter's counts too when nothing was ever sampled: a
+	 * trace that recorded every free left them stuck, and the next trace
+	 * (a forked child) may be given a period. */
+	l0_fill(0);
 	if (!rec_sample_filter)
 		return;
 	/* Zero pages again, without touching them (a forked child inherits
 	 * the parent's set, whose blocks are not in the child's trace). */
 	madvise((void *)rec_sample_filter, (size_t)1 << REC_SAMPLE_F_LOG, MADV_DONTNEED);
 	madvise((void *)set, SET_SLOTS * sizeof *set, MADV_DONTNEED);
-	l0_fill(0);
 	atomic_store(&far_used, 0);
 	atomic_store(&overflowed, 0);
 }

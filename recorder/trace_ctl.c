@@ -6,7 +6,8 @@
  *   trace-ctl PID record --for DURATION [--sample BYTES]
  *
  * record = [sample BYTES,] start, wait DURATION, stop; SIGINT or SIGTERM
- * during the wait ends it early (still stopping the recording).
+ * during the wait ends it early (still stopping the recording). It then
+ * prints how long it recorded and the trace's path.
  *
  * The socket is DIR/PID.sock, DIR = $REC_CTL_DIR or /tmp/heapreel-UID. The
  * directory passes the recorder's own check (ctl_dir.c: a directory, not a
@@ -171,6 +172,20 @@ static int ask(long pid, const char *req, char *line, size_t size)
 	return fail(1, "process %ld: %s", pid, strncmp(line, "error ", 6) ? line : line + 6);
 }
 
+/* After record: how long, and where the trace is (the status answer's
+ * trace=PATH, its last field), so the next command is at hand. */
+static int said_recorded(long pid, double seconds)
+{
+	char line[LINE_BYTES];
+	if (ask(pid, "status", line, sizeof line))
+		return 1;
+	const char *trace = strstr(line, " trace=");
+	printf("recorded process %ld for %.3f s%s; its trace: %s (written as the process runs;"
+	       " trace-ctl %ld flush writes out what is pending)\n", pid, seconds,
+	       interrupted ? " (interrupted)" : "", trace ? trace + 7 : "?", pid);
+	return 0;
+}
+
 static int record(long pid, int argc, char **argv)
 {
 	long long ns = -1;
@@ -206,10 +221,15 @@ static int record(long pid, int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	if (ask(pid, "start", line, sizeof line))
 		return 1;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	struct timespec left = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
 	while (!interrupted && nanosleep(&left, &left) < 0 && errno == EINTR)
 		;
-	return ask(pid, "stop", line, sizeof line);
+	if (ask(pid, "stop", line, sizeof line))
+		return 1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return said_recorded(pid, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 }
 
 int main(int argc, char **argv)

@@ -5,6 +5,7 @@ record --sample on a paused trace sets its period (processes.sample_period);
 the marks reach the database and trace-snap --at mark:LABEL; a process
 that is not recorded is a one-line error."""
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -41,11 +42,16 @@ assert p.returncode == 1 and "sample period 0" in p.stderr, p.stderr
 
 # record --for: started, then ended by SIGINT once step 4 is done.
 rec = subprocess.Popen([ctltest.TRACE_CTL, str(pid), "record", "--for", "600s"],
-                       stderr=subprocess.PIPE, text=True)
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 ctltest.wait_active(pid)
 s.step()                                    # 4: 40 x 444, recorded
 rec.send_signal(signal.SIGINT)
-assert rec.wait(timeout=30) == 0, rec.stderr.read()
+out, err = rec.communicate(timeout=30)
+assert rec.returncode == 0, err
+said = re.fullmatch(r"recorded process %d for ([0-9.]+) s \(interrupted\); its trace: (.*)"
+                    r" \(written as the process runs; trace-ctl %d flush writes out what is"
+                    r" pending\)\n" % (pid, pid), out)
+assert said and float(said[1]) < 600 and said[2] == os.path.abspath(t), out
 assert ctltest.ctl(pid, "status").stdout.startswith("ok state=stopped ")
 s.step()                                    # 5: 50 x 555, unrecorded
 s.finish()
