@@ -172,44 +172,46 @@ static int ask(long pid, const char *req, char *line, size_t size)
 	return fail(1, "process %ld: %s", pid, strncmp(line, "error ", 6) ? line : line + 6);
 }
 
-/* After record: how long, and where the trace is (the status answer's
- * trace=PATH, its last field), so the next command is at hand. */
-static int said_recorded(long pid, double seconds)
+/* record's options: *ns from --for, *sample from --sample (NULL if not
+ * given); 0, or the exit status after saying what is wrong. */
+static int record_options(int argc, char **argv, long long *ns, const char **sample)
 {
-	char line[LINE_BYTES];
-	if (ask(pid, "status", line, sizeof line))
-		return 1;
-	const char *trace = strstr(line, " trace=");
-	printf("recorded process %ld for %.3f s%s; its trace: %s (written as the process runs;"
-	       " trace-ctl %ld flush writes out what is pending)\n", pid, seconds,
-	       interrupted ? " (interrupted)" : "", trace ? trace + 7 : "?", pid);
-	return 0;
-}
-
-static int record(long pid, int argc, char **argv)
-{
-	long long ns = -1;
-	const char *sample = NULL;
+	*ns = -1;
+	*sample = NULL;
 	for (int i = 0; i < argc; i++) {
 		if (!strcmp(argv[i], "--for") && i + 1 < argc) {
-			ns = duration(argv[++i]);
-			if (ns < 0)
+			*ns = duration(argv[++i]);
+			if (*ns < 0)
 				return fail(EXIT_USAGE, "--for %s: expected a duration like 60s, 500ms, 2m",
 					    argv[i]);
 		} else if (!strcmp(argv[i], "--sample") && i + 1 < argc) {
-			sample = argv[++i];
+			*sample = argv[++i];
 			uint64_t v;
-			if (rec_parse_u64(sample, 0, REC_PERIOD_MAX, &v) < 0)
+			if (rec_parse_u64(*sample, 0, REC_PERIOD_MAX, &v) < 0)
 				return fail(EXIT_USAGE, "--sample %s: expected a number of bytes up to 2^40",
-					    sample);
+					    *sample);
 		} else {
 			return fail(EXIT_USAGE, "record: unexpected %s (usage: record --for DURATION"
 				    " [--sample BYTES])", argv[i]);
 		}
 	}
-	if (ns < 0)
-		return fail(EXIT_USAGE, "record needs --for DURATION");
-	char line[LINE_BYTES], req[64];
+	return *ns < 0 ? fail(EXIT_USAGE, "record needs --for DURATION") : 0;
+}
+
+static int record(long pid, int argc, char **argv)
+{
+	long long ns;
+	const char *sample;
+	int bad = record_options(argc, argv, &ns, &sample);
+	if (bad)
+		return bad;
+	/* The trace's path, for the closing line: the status answer's last
+	 * field, "trace=PATH" (asked first: a process not recorded fails here,
+	 * before anything changes). */
+	char status[LINE_BYTES], line[LINE_BYTES], req[64];
+	if (ask(pid, "status", status, sizeof status))
+		return 1;
+	const char *trace = strstr(status, " trace=");
 	if (sample) {
 		snprintf(req, sizeof req, "sample %s", sample);
 		if (ask(pid, req, line, sizeof line))
@@ -229,7 +231,11 @@ static int record(long pid, int argc, char **argv)
 	if (ask(pid, "stop", line, sizeof line))
 		return 1;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	return said_recorded(pid, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+	printf("recorded process %ld for %.3f s%s; its trace: %s (written as the process runs;"
+	       " trace-ctl %ld flush writes out what is pending)\n", pid,
+	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
+	       interrupted ? " (interrupted)" : "", trace ? trace + 7 : "?", pid);
+	return 0;
 }
 
 int main(int argc, char **argv)
