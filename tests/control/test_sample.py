@@ -86,8 +86,9 @@ tb, dbb = os.path.join(d, "big.trc"), os.path.join(d, "big.db")
 hrtest.run([ctltest.TRACE_RECORD, "--sample", str(1 << 40), "-o", tb, "--", prog])
 assert hrtest.summary(tb)["alloc"] <= 1, hrtest.summary(tb)
 hrtest.run([hrtest.TRACE_IMPORT, tb, dbb])
-with sqlite3.connect(dbb) as cb:
-    assert cb.execute("SELECT sample_period FROM processes").fetchall() == [(1 << 40,)]
+cb = sqlite3.connect(dbb)
+assert cb.execute("SELECT sample_period FROM processes").fetchall() == [(1 << 40,)]
+cb.close()
 
 stops = ctltest.prog("ctl_stopstart")
 ts = os.path.join(d, "stops.trc")
