@@ -284,19 +284,9 @@ void imp_spill_close(struct imp_spill *s);
 int imp_spill_reserve(struct imp_spill *s); /* room for one record at buf + n */
 int imp_spill_rewind(struct imp_spill *s);  /* done writing: read from the start */
 int imp_spill_fill(struct imp_spill *s);    /* one whole record at buf + off */
-uint8_t *imp_put_uv(uint8_t *p, uint64_t v);
-/* Reads n varints from [*p, end); false if they do not fit. */
+/* Reads n varints (tf_varint.h) from [*p, end); false if they do not fit
+ * or one is damaged. */
 bool imp_get_uvs(const uint8_t **p, const uint8_t *end, uint64_t *v, int n);
-
-static inline uint64_t imp_zigzag(uint64_t delta)
-{
-	return delta << 1 ^ (uint64_t)((int64_t)delta >> 63);
-}
-
-static inline uint64_t imp_unzigzag(uint64_t v)
-{
-	return v >> 1 ^ -(v & 1);
-}
 
 /* ---- livetab.c: address -> live allocation, per process ---------------- */
 struct imp_live {                     /* id 0 = empty slot */

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "imp.h"
+#include "tf_varint.h"
 
 #define PROGRESS_EVERY 65536          /* events between progress calls */
 /* A checkpoint writes one row per stack with state; spacing checkpoints at
@@ -107,12 +108,12 @@ static int put_ckpt(struct replay *r, const struct ckpt_rec *c)
 	if (imp_spill_reserve(s))
 		return io_err(r, "write");
 	p = s->buf + s->n;
-	p = imp_put_uv(p, c->ckpt - s->prev_id);
-	p = imp_put_uv(p, c->stack);
-	p = imp_put_uv(p, imp_zigzag((uint64_t)c->live_bytes));
-	p = imp_put_uv(p, imp_zigzag((uint64_t)c->live_objects));
-	p = imp_put_uv(p, c->alloc_bytes);
-	p = imp_put_uv(p, c->alloc_objects);
+	p = tf_put_varint(p, c->ckpt - s->prev_id);
+	p = tf_put_varint(p, c->stack);
+	p = tf_put_varint(p, tf_zigzag(c->live_bytes));
+	p = tf_put_varint(p, tf_zigzag(c->live_objects));
+	p = tf_put_varint(p, c->alloc_bytes);
+	p = tf_put_varint(p, c->alloc_objects);
 	s->prev_id = c->ckpt;
 	s->n = (size_t)(p - s->buf);
 	return 0;
@@ -138,8 +139,8 @@ static int get_ckpt(struct replay *r, struct ckpt_rec *c)
 	s->off = (size_t)(p - s->buf);
 	c->ckpt = s->prev_id += v[0];
 	c->stack = v[1];
-	c->live_bytes = (int64_t)imp_unzigzag(v[2]);
-	c->live_objects = (int64_t)imp_unzigzag(v[3]);
+	c->live_bytes = tf_unzigzag(v[2]);
+	c->live_objects = tf_unzigzag(v[3]);
 	c->alloc_bytes = v[4];
 	c->alloc_objects = v[5];
 	return 0;

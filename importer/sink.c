@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "imp.h"
+#include "tf_varint.h"
 
 /* Allocations a row waits for its free before it leaves with a placeholder:
  * most blocks are freed well within it, so few need a fix, and it costs 48
@@ -298,10 +299,10 @@ static void pack_free(struct free_block *b, const struct imp_free_row *f)
 	uint8_t *p = b->data + b->len;
 	uint64_t d = f->alloc_id - b->prev;   /* two's complement: signed */
 
-	p = imp_put_uv(p, imp_zigzag(d));
-	p = imp_put_uv(p, f->size);
-	p = imp_put_uv(p, f->stack);
-	p = imp_put_uv(p, f->proc);
+	p = tf_put_varint(p, tf_zigzag((int64_t)d));
+	p = tf_put_varint(p, f->size);
+	p = tf_put_varint(p, f->stack);
+	p = tf_put_varint(p, f->proc);
 	b->prev = f->alloc_id;
 	b->len = (uint32_t)(p - b->data);
 }

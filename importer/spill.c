@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "imp.h"
+#include "tf_varint.h"
 
 int imp_scratch_fd(const char *dir)
 {
@@ -120,34 +121,12 @@ int imp_spill_fill(struct imp_spill *s)
 	return 0;
 }
 
-uint8_t *imp_put_uv(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
 bool imp_get_uvs(const uint8_t **pp, const uint8_t *end, uint64_t *v, int n)
 {
 	const uint8_t *p = *pp;
-
-	for (int i = 0; i < n; i++) {
-		uint64_t x = 0;
-		unsigned shift = 0;
-
-		for (;;) {
-			if (p == end || shift > 63)
-				return false;
-			x |= (uint64_t)(*p & 0x7f) << shift;
-			shift += 7;
-			if (!(*p++ & 0x80))
-				break;
-		}
-		v[i] = x;
-	}
+	for (int i = 0; i < n; i++)
+		if (tf_get_varint(&p, end, &v[i]) < 0)
+			return false;
 	*pp = p;
 	return true;
 }

@@ -10,24 +10,7 @@
 #include <stdlib.h>
 
 #include "qi.h"
-
-/* An unsigned LEB128 varint at *p (below end): 0 and *p moved past it, or
- * -1 if it is cut short or longer than 64 bits. */
-static int get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
-{
-	uint64_t x = 0;
-	for (unsigned shift = 0; *p < end && shift < 64; shift += 7) {
-		uint8_t b = *(*p)++;
-		x |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			if (shift == 63 && b > 1)
-				return -1;     /* the tenth byte holds bit 63 only */
-			*v = x;
-			return 0;
-		}
-	}
-	return -1;
-}
+#include "tf_varint.h"
 
 static int damaged(struct q_db *db, int64_t row)
 {
@@ -52,10 +35,11 @@ static int load(struct q_db *db, int64_t row)
 	c->row = -1;                           /* until the whole row is in */
 	while (p < end) {
 		uint64_t zz, size, stack, proc;
-		if (n == c->per_row || get_varint(&p, end, &zz) || get_varint(&p, end, &size) ||
-		    get_varint(&p, end, &stack) || get_varint(&p, end, &proc))
+		if (n == c->per_row || tf_get_varint(&p, end, &zz) ||
+		    tf_get_varint(&p, end, &size) || tf_get_varint(&p, end, &stack) ||
+		    tf_get_varint(&p, end, &proc))
 			return damaged(db, row);
-		prev += zz & 1 ? ~(zz >> 1) : zz >> 1;   /* zigzag; wraps as int64 */
+		prev += (uint64_t)tf_unzigzag(zz);       /* wraps as int64 */
 		c->f[n++] = (struct q_free){ (int64_t)prev, (int64_t)size, (int64_t)stack,
 		                             (int64_t)proc };
 	}

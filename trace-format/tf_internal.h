@@ -1,7 +1,7 @@
 /*
  * tf_internal.h - what the trace-format library's files share and nobody
- * else may see: on-disk constants, little-endian and varint helpers, the
- * error helper, and the entry points of the record encodings.
+ * else may see: on-disk constants, little-endian helpers, the error
+ * helper, and the entry points of the record encodings.
  *
  * Everything here must stay free of allocation and I/O: the writer runs
  * inside a traced process, so the helpers it uses may only touch memory the
@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 
 #include "trace_format.h"
+#include "tf_varint.h"
 
 /* ---- on-disk constants (FORMAT.md) ----------------------------------- */
 #define TF_FILE_MAGIC "HEAPRTRC"         /* 8 bytes at offset 0 */
@@ -84,49 +85,6 @@ static inline uint64_t tf_get64(const uint8_t *p)
 	return (uint64_t)tf_get32(p) | (uint64_t)tf_get32(p + 4) << 32;
 }
 
-/* ---- LEB128 varints: 7 bits per byte, low group first ------------------ */
-#define TF_VARINT_MAX 10 /* bytes of the longest 64-bit varint */
-
-static inline uint8_t *tf_put_varint(uint8_t *p, uint64_t v)
-{
-	while (v >= 0x80) {
-		*p++ = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	*p++ = (uint8_t)v;
-	return p;
-}
-
-/* Reads one varint from [*p, end). Returns 0 and advances *p, or -1 if the
- * input ends or the varint is longer than 64 bits. */
-static inline int tf_get_varint(const uint8_t **p, const uint8_t *end,
-				uint64_t *v)
-{
-	const uint8_t *q = *p;
-	uint64_t x = 0;
-	for (unsigned shift = 0; q < end && shift < 64; shift += 7) {
-		uint8_t b = *q++;
-		x |= (uint64_t)(b & 0x7f) << shift;
-		if (!(b & 0x80)) {
-			if (shift == 63 && b > 1)
-				return -1;
-			*p = q;
-			*v = x;
-			return 0;
-		}
-	}
-	return -1;
-}
-
-static inline uint64_t tf_zigzag(int64_t v)
-{
-	return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63);
-}
-
-static inline int64_t tf_unzigzag(uint64_t v)
-{
-	return (int64_t)(v >> 1) ^ -(int64_t)(v & 1);
-}
 
 /* ---- errors ------------------------------------------------------------ */
 /* Fills err (if not NULL) and returns status. fmt knows only "%s" (a
