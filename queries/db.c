@@ -119,24 +119,13 @@ const struct q_process *q_process(const struct q_db *db, int64_t pid)
 	return NULL;
 }
 
-/* The importer's key of image n of pid P (a program P exec'd) is P + n *
- * Q_IMAGE_STEP (importer/keys.c; README "trace-import"). */
-#define Q_IMAGE_STEP 10000000
-
-/* An exec keeps the pid and the parent: the first process's later images
- * are the processes of its pid and ppid; the latest started is its last
- * program. */
+/* The importer decides which process is the run's program (it follows the
+ * execs in the traces' headers: importer/keys.c) and stores its pid as
+ * meta.peak_pid; a database without it has the first process. */
 const struct q_process *q_default_process(const struct q_db *db)
 {
-	if (!db->nprocs)
-		return NULL;
-	const struct q_process *first = &db->procs[0], *last = first;
-	for (size_t i = 1; i < db->nprocs; i++) {
-		const struct q_process *p = &db->procs[i];
-		if (p->pid % Q_IMAGE_STEP == first->pid % Q_IMAGE_STEP && p->ppid == first->ppid)
-			last = p;
-	}
-	return last;
+	const struct q_process *p = db->main_pid ? q_process(db, db->main_pid) : NULL;
+	return p ? p : db->nprocs ? &db->procs[0] : NULL;
 }
 
 static char *dup_text(sqlite3_stmt *s, int col)
@@ -191,6 +180,8 @@ static int check_meta(struct q_db *db)
 	if (rc > 0 && ((rc = meta(db, s, "complete", &complete, NULL, 0)) == 0 || complete != 1))
 		rc = q_fail(db, "%s: incomplete database (the import did not finish)", db->path);
 	if (rc > 0 && (rc = meta(db, s, "duration_ns", &db->duration, NULL, 0)) == 0)
+		rc = 1;
+	if (rc > 0 && (rc = meta(db, s, "peak_pid", &db->main_pid, NULL, 0)) == 0)
 		rc = 1;
 	/* the packing of free_blocks, which the importer always writes */
 	db->frees.row = -1;

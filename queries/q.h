@@ -52,10 +52,9 @@ struct q_process {
 const struct q_process *q_processes(const struct q_db *db, size_t *n);
 /* The process pid, or NULL if the database has none with that pid. */
 const struct q_process *q_process(const struct q_db *db, int64_t pid);
-/* The default process: the program the first one (earliest t_start) ran
- * last, following its execs (each exec'd program is a process of its own,
- * README "trace-import"): a wrapper script or a shim that execs the real
- * program then answers for that program. NULL if none. */
+/* The default process: the run's program, which the importer names in
+ * meta.peak_pid (the program the first process ran last, following its
+ * execs: README "trace-import"), else the first one. NULL if none. */
 const struct q_process *q_default_process(const struct q_db *db);
 
 /* ---- time specs --------------------------------------------------------- */

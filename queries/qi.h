@@ -83,6 +83,7 @@ struct q_db {
 	struct q_pdata *pd;
 	size_t nprocs;
 	int64_t duration;                      /* meta.duration_ns, 0 if absent */
+	int64_t main_pid;                      /* meta.peak_pid, 0 if absent */
 	struct q_map rowmap;                   /* stack_id -> profile row */
 	struct q_profile tmp;                  /* the other snapshot of growth/top */
 	struct q_map nodemap;                  /* trie node id -> nodes[] */

@@ -1,7 +1,8 @@
 """./heapreel profile: the whole pipeline on a program of the caller's, with
 the tools of build/. forker execs true from its forked child: three traces in
-the run's directory (private, as everything in it), imported together; the peak shown is the parent's five
-blocks of 3001 bytes (parent_site), and peak.heap holds the same total. The
+the run's directory (private, as everything in it), imported together; the
+peak shown is the parent's five blocks of 3001 bytes (parent_site), and
+peak.heap holds the same total. The
 program's exit status passes through (3; 137 for SIGKILL, whose events the
 .ring gives back); a directory that is not empty and a missing -- are
 refused before anything runs."""

@@ -1,7 +1,8 @@
 """trace-record: runs a program preloaded, passes its options on, says
-where the trace went (and counts the traces of its forks and execs), exits with the program's status (128 + N for a
-signal), appends to LD_PRELOAD, refuses a --max-size below 4M or not a size,
-bad values and an existing trace file."""
+where the trace went (and counts the traces of its forks and execs), exits
+with the program's status (128 + N for a signal), appends to LD_PRELOAD,
+refuses a --max-size below 4M or not a size, bad values and an existing
+trace file."""
 import os
 import re
 import subprocess

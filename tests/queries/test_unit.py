@@ -134,9 +134,9 @@ with open(o) as fh:
     assert fh.readline() == "Total: 16464 B\n"
 checks += 1
 # Several processes: without --pid the questions are about the run's
-# program, the last image of the first process (pid 100 exec'd app: key
-# 10000100, same ppid), not the wrapper nor the other process with a larger
-# peak; --processes lists them all and stars it.
+# program, which the importer names in meta.peak_pid (here the app pid 100
+# exec'd: key 10000100), not the first process (the wrapper) nor the other
+# process with a larger peak; --processes lists them all and stars it.
 multi = os.path.join(tmp, "m.db")
 m = fixture.Fixture(multi)
 m.process(100, exe="/opt/app/bin/wrapper")
@@ -145,7 +145,7 @@ m.process(200, exe="/opt/app/bin/other", t_start=2 * S)
 leaf = m.stack((0x401010, "alloc_small", "app.c", 3, 0))
 for pid, size in ((100, 16), (10000100, 4096), (200, 100000)):
     m.alloc(pid, 3 * S, size, leaf)
-m.finish()
+m.finish(meta_over={"peak_pid": 10000100})
 for args, total in (([], 4096), (["--pid", "100"], 16), (["--pid", "200"], 100000)):
     out = hrtest.run([SNAP, multi, "--peak"] + args).stdout
     assert out.startswith("Total: %d B\n" % total), (args, out)
