@@ -144,7 +144,7 @@ static int write_threads(struct imp_db *db, const struct imp_trace *tr)
 		for (k = 0; k < tr->nthreads; k++)
 			if (tr->threads[k].tid == s->tid)
 				name = tr->threads[k].name;
-		if (imp_db_insert(db, "INSERT INTO threads VALUES(?,?,?,?,?)",
+		if (imp_db_insert(db, "INSERT INTO threads(pid, tid, name, t_first, t_last) VALUES(?,?,?,?,?)",
 				  first == IMP_NO_TIME ? "uutnn" : "uutuu",
 				  (uint64_t)tr->pid, (uint64_t)s->tid, name,
 				  first, last))
@@ -158,7 +158,7 @@ static int write_threads(struct imp_db *db, const struct imp_trace *tr)
 			if (tr->streams[i].tid == tr->threads[k].tid)
 				break;
 		if (i == tr->nstreams &&
-		    imp_db_insert(db, "INSERT INTO threads VALUES(?,?,?,?,?)",
+		    imp_db_insert(db, "INSERT INTO threads(pid, tid, name, t_first, t_last) VALUES(?,?,?,?,?)",
 				  "uutnn", (uint64_t)tr->pid,
 				  (uint64_t)tr->threads[k].tid, tr->threads[k].name))
 			return -1;
@@ -204,7 +204,9 @@ static int write_process(struct imp_db *db, const struct imp_trace *tr,
 
 	if (ps->t_end > t_end)
 		t_end = ps->t_end;
-	rc = imp_db_insert(db, "INSERT INTO processes VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+	rc = imp_db_insert(db, "INSERT INTO processes(pid, ppid, exe, cmdline, trace_path, t_start, "
+			   "t_end, sample_period, peak_t, peak_bytes, peak_objects, lost_events, "
+			   "recovered, proc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
 			   "uutttuuuuuuuuu", (uint64_t)tr->pid, (uint64_t)h->ppid,
 			   h->exe, h->cmdline, real ? real : tr->path, t_start,
 			   t_end, sample_period(tr), ps->peak_t, ps->peak_bytes,
@@ -241,7 +243,7 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 			window = tr[i].window + tr[i].shift;
 	}
 	const struct meta_kv kv[] = {
-		{ "schema_version", 3 },
+		{ "schema_version", 4 },
 		{ "free_block", IMP_FREE_BLOCK },
 		{ "t0_mono_ns", tr[first].hdr->t0_mono_ns },
 		{ "t0_real_ns", tr[first].hdr->t0_real_ns },

@@ -15,7 +15,7 @@ CREATE TABLE meta(
   key   TEXT PRIMARY KEY,
   value
 ) WITHOUT ROWID;
--- keys: format='heapreel', schema_version=3, complete=1 (written last: a
+-- keys: format='heapreel', schema_version=4, complete=1 (written last: a
 -- database without it is half-written), t0_mono_ns, t0_real_ns, duration_ns,
 -- peak_t, peak_bytes, peak_objects, peak_pid (for the run's program: the
 -- program the first process ran last, after its execs; per-process peaks are
@@ -37,7 +37,16 @@ CREATE TABLE processes(
   peak_objects  INTEGER,
   lost_events   INTEGER NOT NULL DEFAULT 0,
   recovered     INTEGER NOT NULL DEFAULT 0, -- events taken from a leftover .ring
-  proc          INTEGER NOT NULL            -- 0, 1, ...: the number free_blocks name it by
+  proc          INTEGER NOT NULL,           -- 0, 1, ...: the number free_blocks name it by
+  -- schema version 4: what this process's answers may lack (see below)
+  t_loss        INTEGER,                    -- earliest instant an event may be missing from; NULL: none lost
+  damaged       INTEGER NOT NULL DEFAULT 0, -- 1: its trace was damaged, only the part before t_damaged read
+  t_damaged     INTEGER,                    -- last instant read before the damage
+  unknown_frees INTEGER NOT NULL DEFAULT 0, -- frees, recorded while stopped, of blocks the trace never saw
+  fork_t        INTEGER,                    -- a forked child: the instant of the fork; else NULL
+  inherited     INTEGER NOT NULL DEFAULT 0  -- a forked child: 1 its parent's live set at fork_t is its
+                                            -- own (seeded from the parent's trace), 2 unknown (the
+                                            -- parent's trace was not imported); 0 otherwise
 );
 
 CREATE TABLE threads(
@@ -46,6 +55,7 @@ CREATE TABLE threads(
   name    TEXT,
   t_first INTEGER,
   t_last  INTEGER,
+  lost_events INTEGER NOT NULL DEFAULT 0, -- schema version 4: its events counted lost
   PRIMARY KEY(pid, tid)
 ) WITHOUT ROWID;
 

@@ -24,7 +24,7 @@
 #include <stdio.h>
 
 /* The schema_version this library reads (older databases: import again). */
-#define Q_SCHEMA_VERSION 3
+#define Q_SCHEMA_VERSION 4
 
 struct q_db;                                   /* opaque handle */
 

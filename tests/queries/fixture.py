@@ -141,7 +141,7 @@ class Fixture:
                 db.execute("INSERT INTO timeline VALUES(?,?,?,?,?,0,0)",
                            (pid, t, sum(v[1] for v in st.values()),
                             sum(v[0] for v in st.values()), sum(v[1] for v in st.values())))
-        meta = {"format": "heapreel", "schema_version": 3, "t0_mono_ns": 0,
+        meta = {"format": "heapreel", "schema_version": 4, "t0_mono_ns": 0,
                 "frees": len(frees), "free_block": FREE_BLOCK,
                 "duration_ns": max(p.t_end for p in self.procs.values()),
                 "checkpoint_interval": 4, "timeline_bucket_ns": BUCKET_NS * 1000}

@@ -85,9 +85,9 @@ c.close()
 fails([other, "--peak"], 3, "other.db: not a heapreel database")
 for name, over, complete, text in [
         ("fmt.db", {"format": "other"}, True, "not a heapreel database"),
-        ("new.db", {"schema_version": 4}, True, "written by a newer heapreel (schema version 4"),
+        ("new.db", {"schema_version": 5}, True, "written by a newer heapreel (schema version 5"),
         ("old.db", {"schema_version": 1}, True,
-         "written by an older trace-import (schema version 1; this version reads 3): "
+         "written by an older trace-import (schema version 1; this version reads 4): "
          "import the trace again"),
         ("half.db", {}, False, "incomplete database")]:
     path = os.path.join(tmp, name)

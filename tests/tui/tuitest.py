@@ -89,7 +89,7 @@ def build_fixture(path, empty=False):
     allocs = [] if empty else ALLOCS
     frees = sorted((tf, i + 1) for i, (ta, tf, size, st) in enumerate(allocs) if tf is not None)
     meta = {
-        "format": "heapreel", "schema_version": 3, "t0_mono_ns": 1000, "t0_real_ns": 0,
+        "format": "heapreel", "schema_version": 4, "t0_mono_ns": 1000, "t0_real_ns": 0,
         "duration_ns": T_END, "peak_t": PEAK_T if allocs else 0,
         "peak_bytes": PEAK_BYTES if allocs else 0, "peak_objects": PEAK_OBJECTS if allocs else 0,
         "peak_pid": PID, "events": len(allocs) + len(frees), "allocations": len(allocs),
