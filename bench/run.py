@@ -622,6 +622,40 @@ def bench_tui(db, tools):
 
 # ---- main ------------------------------------------------------------------------
 
+CROWD_THREADS = 1000                   # threads alive at once (issue 21: <= 2x)
+CROWD_BLOCKS = 20                      # blocks each allocates and frees
+
+
+def bench_crowd(tools, work, runs):
+    """Many live threads that each allocate a little (tests/programs/crowd):
+    base alternated with the recording, the median ratio of wall times,
+    and the recorder's calls through lent rings (0: every thread had a
+    ring of its own)."""
+    if not tools["crowd"]:
+        print("crowd: tests/programs/crowd not built: skipped")
+        return
+    argv = [tools["crowd"], str(CROWD_THREADS), str(CROWD_BLOCKS)]
+    name = "crowd %dx%d" % (CROWD_THREADS, CROWD_BLOCKS)
+    base, rec, lent = [], [], []
+    for i in range(max(runs, 5)):
+        base.append(run_variant("base", argv, tools, work, tag_of(name, "base", i))[0])
+        r, out = run_variant("rec", argv, tools, work, tag_of(name, "rec", i))
+        rec.append(r)
+        if r.ok and tools["dump"]:
+            d = subprocess.run([tools["dump"], out], capture_output=True, text=True)
+            lent += [int(m) for m in re.findall(r"\blent=(\d+)", d.stdout)]
+        remove(out)
+    walls = [r.wall for r in base if r.ok]
+    st = ratio_stats(rec, statistics.median(walls)) if walls else None
+    if st is None:
+        print("%s: FAILED (%s)" % (name, why_failed(base if not walls else rec)))
+        return
+    print("%s: recorded %s of the unrecorded run (median of %d alternated pairs; "
+          "target <= 2x: %s); calls through lent rings: %s" % (
+              name, fmt_ratio(st), len(rec), "MET" if st[1] <= 2 else "NOT MET",
+              max(lent) if lent else "?"))
+
+
 def find_tools(build):
     def exe(*parts):
         p = os.path.join(build, *parts)
@@ -633,6 +667,7 @@ def find_tools(build):
         "snap": exe("queries", "trace-snap"),
         "tui": exe("viewer-tui", "trace-tui"),
         "heaptrack": shutil.which("heaptrack"),
+        "crowd": exe("tests", "programs", "crowd"),
     }
     if not os.path.exists(tools["librec"]):
         sys.exit("bench: %s not found: build first (./heapreel build)" % tools["librec"])
@@ -688,6 +723,8 @@ def main():
                 for f in list(res["keep"].values()) + [db]:
                     remove(f)
         print_table(rows)
+        if not a.only or a.only in "crowd":
+            bench_crowd(tools, work, runs)
     finally:
         if a.keep:
             print("work directory kept: %s" % work)

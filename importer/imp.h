@@ -72,6 +72,7 @@ struct imp_stream {                   /* one thread's event stream */
 	struct tf_record *pre;        /* a bounded trace's keyframe events, before segs */
 	size_t npre, cappre;
 	uint64_t cut;                 /* records before this seq are in the keyframe */
+	uint64_t lost;                /* events counted lost in its ring (.ring file) */
 	uint64_t last_alloc;          /* replay: id of this thread's last allocation */
 	uint64_t t_first, t_last;     /* replay: times seen (common axis) */
 	uint32_t gidx;                /* replay: index over all traces' streams */
@@ -93,7 +94,11 @@ struct imp_trace {
 	struct imp_mark *marks;
 	size_t nmarks, capmarks;
 	uint64_t events;              /* event records (trace segments + ring) */
-	uint64_t lost;                /* from LOST records */
+	uint64_t lost;                /* LOST records, and the .ring file's counts */
+	uint64_t lost_total;          /* largest total a LOST record gave */
+	uint64_t t_loss;              /* earliest instant an event may be missing from
+	                                 (trace axis), or IMP_NO_TIME */
+	uint64_t t_damaged;           /* damaged: latest time read before the damage */
 	uint64_t recovered;           /* events taken from the .ring */
 	uint64_t t_max;               /* latest time seen in pass 1 (trace axis) */
 	uint64_t t_end;               /* END record's time, or IMP_NO_TIME */
@@ -328,6 +333,7 @@ struct imp_proc_stats {              /* per trace, filled by replay */
 	uint64_t t_end;               /* last event (common axis) */
 	uint64_t peak_t, peak_bytes, peak_objects;
 	uint64_t allocs, frees, unmatched_frees, missed_frees;
+	uint64_t unknown_frees;       /* of blocks allocated while not recording */
 };
 
 struct imp_totals {

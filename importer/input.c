@@ -23,6 +23,7 @@ int imp_trace_open(struct imp_trace *tr, const char *path, struct imp_err *e)
 
 	memset(tr, 0, sizeof *tr);
 	tr->t_end = IMP_NO_TIME;
+	tr->t_loss = IMP_NO_TIME;
 	tr->path = imp_strdup(path);
 	if (!tr->path) {
 		imp_errf(e, "%s: out of memory", path);
@@ -222,6 +223,10 @@ static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 	}
 	case TF_LOST:
 		tr->lost += r->count;
+		if (r->size > tr->lost_total)
+			tr->lost_total = r->size;
+		if (r->t < tr->t_loss)
+			tr->t_loss = r->t;
 		return 0;
 	case TF_END:
 		tr->t_end = r->t;
@@ -238,6 +243,7 @@ static void damage(struct imp_trace *tr, int rc, const struct tf_error *te)
 	if (tr->damaged)
 		return;
 	tr->damaged = true;
+	tr->t_damaged = tr->t_max;
 	if (rc == TF_E_IO)
 		snprintf(tr->damage, sizeof tr->damage, "%s: byte %llu: %s",
 			 tr->path, (unsigned long long)te->offset,
@@ -339,6 +345,8 @@ int imp_trace_scan(struct imp_trace *tr, struct imp_err *e)
 		}
 	}
 	tf_decoder_free(dec);
+	if (tr->lost_total > tr->lost)
+		tr->lost = tr->lost_total;    /* LOST records overwritten (bounded) */
 	if (tr->wrapped && !tr->keyed) {
 		imp_errf(e, "%s: the bounded trace wrapped and no whole keyframe survived: "
 			 "record with a larger REC_MAX_SIZE", tr->path);

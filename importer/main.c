@@ -217,12 +217,25 @@ int main(int argc, char **argv)
 					"(keyframe %" PRIu32 ")\n", r.tr[i].path,
 					(double)(r.tr[i].window + r.tr[i].shift) / 1e9,
 					r.tr[i].key_id);
+		uint64_t unknown = 0;
 		for (size_t i = 0; i < r.ntr; i++)
-			if (r.tr[i].recovered || r.tr[i].lost)
+			unknown += r.ps[i].unknown_frees;
+		if (unknown)
+			fprintf(stderr, "trace-import: %" PRIu64 " frees of blocks allocated while "
+				"recording was stopped or not yet started (processes.unknown_frees); "
+				"not unmatched\n", unknown);
+		for (size_t i = 0; i < r.ntr; i++) {
+			const struct imp_trace *t = &r.tr[i];
+
+			if (t->recovered || t->lost)
 				fprintf(stderr, "trace-import: %s: %" PRIu64
 					" events recovered from %s.ring, %" PRIu64
-					" lost\n", r.tr[i].path, r.tr[i].recovered,
-					r.tr[i].path, r.tr[i].lost);
+					" lost\n", t->path, t->recovered, t->path, t->lost);
+			if (t->lost && t->t_loss != IMP_NO_TIME)
+				fprintf(stderr, "trace-import: %s: answers from %.6f s on may "
+					"lack the %" PRIu64 " lost events (trace-snap says so)\n",
+					t->path, (double)(t->t_loss + t->shift) / 1e9, t->lost);
+		}
 		if (r.sst.unresolved)
 			fprintf(stderr, "trace-import: %" PRIu64 " of %" PRIu64
 				" return addresses unresolved (named module+offset)%s\n",

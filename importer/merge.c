@@ -190,6 +190,7 @@ static int load(struct imp_merge *m, struct cursor *c, struct imp_err *e)
 			/* This thread's events end here; the others go on. */
 			if (!c->tr->damaged) {
 				c->tr->damaged = true;
+				c->tr->t_damaged = si->t_first;
 				snprintf(c->tr->damage, sizeof c->tr->damage,
 					 "%s: byte %llu: %s", c->tr->path,
 					 (unsigned long long)te.offset, te.msg);

@@ -38,6 +38,11 @@ struct proc {
 	bool changed;                 /* events since its last checkpoint */
 	int64_t live_bytes, live_objects;
 	bool started;
+	/* From its first heapreel.stop mark on, blocks may have been
+	 * allocated unrecorded (stopped, or not yet started): a free matching
+	 * no block then is of such a block, counted apart (unknown_frees),
+	 * not as unmatched. */
+	uint64_t t_unseen;
 	uint64_t bucket, b_max, b_allocs, b_frees;
 	/* A bounded trace replayed from a keyframe is exact from `window` on:
 	 * earlier events are applied at that instant, and the live set they
@@ -269,7 +274,9 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 		if (!l) {
 			/* before a keyframe's window, the block's allocation
 			 * may have been overwritten: expected, not counted */
-			if (!p->settling) {
+			if (ev->t >= p->t_unseen)
+				p->ps->unknown_frees++;
+			else if (!p->settling) {
 				p->ps->unmatched_frees++;
 				r->tot->unmatched_frees++;
 			}
@@ -446,6 +453,11 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 		nstreams += tr[t].nstreams;
 		p->tr = &tr[t];
 		p->window = tr[t].keyed ? tr[t].window + tr[t].shift : 0;
+		p->t_unseen = IMP_NO_TIME;
+		for (size_t k = 0; k < tr[t].nmarks; k++)
+			if (!strcmp(tr[t].marks[k].label, TF_MARK_RESERVED "stop") &&
+			    tr[t].marks[k].t + tr[t].shift < p->t_unseen)
+				p->t_unseen = tr[t].marks[k].t + tr[t].shift;
 		p->index = (uint32_t)t;
 		p->pid = tr[t].pid;
 		p->ps = &ps[t];

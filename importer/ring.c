@@ -1,10 +1,12 @@
 /*
  * ring.c - recovery of the events a killed process left in TRACE.ring, the
  * memory-mapped staging file its threads wrote into (layout at the bottom of
- * trace_format.h): for every ring ever used, the events the writer had not
- * yet appended to the trace ([last seq in the trace + 1, head), see
- * FORMAT.md for a tail past it), and every ready stack node the trace does
- * not define.
+ * trace_format.h): for every ring ever used, whatever its state, the events
+ * the writer had not yet appended to the trace ([last seq in the trace + 1,
+ * head), see FORMAT.md for a tail past it), and every ready stack node the
+ * trace does not define; and the events the file counts as lost (dropped
+ * once the writer drained no more: each ring's count, with its thread, and
+ * the file's own beyond what the trace's LOST records said).
  *
  * The file belongs to a dead process and may be stale or torn: every offset
  * and count is checked against the file size before use, and the file is
@@ -28,23 +30,33 @@
  * (a REALLOC record spans two event slots): decode the stream's last
  * segment to find it. Returns one past it. */
 static int trace_next_seq(struct imp_trace *tr, struct imp_stream *s,
-			  struct tf_decoder *dec, uint64_t *next)
+			  struct tf_decoder *dec, uint64_t *next, uint64_t *t_last)
 {
 	const struct tf_segment_info *si;
 	const struct tf_record *recs;
 	struct tf_error te = {0};
 
 	*next = 0;
+	*t_last = 0;
 	if (!s->nsegs)
 		return 0;
 	si = &s->segs[s->nsegs - 1];
 	if (tf_decode_segment(tr->rd, dec, si, &recs, &te) != TF_OK || !si->count) {
 		*next = si->first_seq;   /* torn: take its events from the ring */
+		*t_last = si->t_first;
 		return 0;
 	}
 	*next = recs[si->count - 1].seq +
 		(recs[si->count - 1].kind == TF_REALLOC ? 2 : 1);
+	*t_last = si->t_last;
 	return 0;
+}
+
+/* Events from t on may be missing (trace axis). */
+static void loss_from(struct imp_trace *tr, uint64_t t)
+{
+	if (t < tr->t_loss)
+		tr->t_loss = t;
 }
 
 static int add_event(struct imp_stream *s, const struct tf_event *ev,
@@ -81,10 +93,11 @@ static int take_ring(struct imp_trace *tr, const struct tf_ring *rg,
 {
 	uint64_t head = atomic_load_explicit(&rg->head, memory_order_acquire);
 	uint64_t tail = atomic_load_explicit(&rg->tail, memory_order_acquire);
+	uint64_t dropped = atomic_load_explicit(&rg->lost, memory_order_acquire);
 	struct imp_stream *s;
 	struct tf_event old = {0};
 	bool have_old = false;
-	uint64_t from, seq;
+	uint64_t from, seq, t_last;
 	char name[sizeof rg->name + 1];
 
 	if (rg->stream == 0)
@@ -92,8 +105,13 @@ static int take_ring(struct imp_trace *tr, const struct tf_ring *rg,
 	s = imp_trace_stream(tr, rg->stream, rg->tid);
 	if (!s)
 		return -1;
-	if (trace_next_seq(tr, s, dec, &from))
+	if (trace_next_seq(tr, s, dec, &from, &t_last))
 		return -1;
+	if (dropped) {             /* after the stream's last event in the ring */
+		s->lost += dropped;
+		*lost += dropped;
+		loss_from(tr, head > from ? slots[(head - 1) & (nslots - 1)].t : t_last);
+	}
 	if (from < s->cut)
 		from = s->cut;     /* a bounded trace: the keyframe has the rest */
 	/* tail > from: the recorder took [from, tail) out of the ring, yet
@@ -104,10 +122,14 @@ static int take_ring(struct imp_trace *tr, const struct tf_ring *rg,
 	 * missing: none is recovered, all count as lost. */
 	if (tail > from && head - from + 2 > nslots) {
 		*lost += head - from;
+		s->lost += head - from;
+		loss_from(tr, t_last);
 		from = head;
 	}
 	if (head > from && head - from > nslots) {
 		*lost += head - from - nslots;   /* overwritten before we came */
+		s->lost += head - from - nslots;
+		loss_from(tr, t_last);
 		from = head - nslots;
 	}
 	memcpy(name, rg->name, sizeof rg->name);
@@ -187,7 +209,8 @@ int imp_ring_recover(struct imp_trace *tr, struct imp_err *e)
 		return -1;
 	}
 	rf = (const struct tf_ring_file *)map;
-	if (rf->magic != TF_RING_MAGIC || rf->version != TF_RING_VERSION ||
+	if (rf->magic != TF_RING_MAGIC || rf->version > TF_RING_VERSION ||
+	    rf->version < 1 ||
 	    rf->pid != tr->hdr->pid || rf->t0_mono_ns != tr->hdr->t0_mono_ns ||
 	    rf->ring_events == 0 || (rf->ring_events & (rf->ring_events - 1)) ||
 	    rf->nodes_offset % _Alignof(struct tf_node) ||
@@ -227,13 +250,29 @@ int imp_ring_recover(struct imp_trace *tr, struct imp_err *e)
 		const uint8_t *base = map + rf->rings_offset + i * rf->ring_stride;
 		const struct tf_ring *rg = (const struct tf_ring *)base;
 
-		if (atomic_load_explicit(&rg->state, memory_order_acquire) ==
-		    TF_RING_FREE)
+		/* a ring released by the writer holds nothing (head 0); one
+		 * left FREE by an older recorder's failed writer may */
+		if (atomic_load_explicit(&rg->state, memory_order_acquire) == TF_RING_FREE &&
+		    atomic_load_explicit(&rg->head, memory_order_acquire) == 0)
 			continue;
+		/* version 2: the ring's own capacity (0: the file's) */
+		uint32_t cap = rf->version >= 2 ?
+			atomic_load_explicit(&rg->events, memory_order_acquire) : 0;
+		if (!cap)
+			cap = rf->ring_events;
+		if (cap > rf->ring_events || (cap & (cap - 1)))
+			continue;  /* torn or foreign: nothing to trust in it */
 		if (take_ring(tr, rg, (const struct tf_event *)(base + sizeof *rg),
-			      rf->ring_events, dec, &lost))
+			      cap, dec, &lost))
 			goto nomem;
 	}
+	/* dropped without a ring, beyond what LOST records in the trace say */
+	uint64_t unringed = atomic_load_explicit(&rf->lost, memory_order_acquire);
+	uint64_t t_lost = atomic_load_explicit(&rf->t_lost, memory_order_acquire);
+	if (unringed > tr->lost_total)
+		lost += unringed - tr->lost_total;
+	if (t_lost && lost)
+		loss_from(tr, t_lost - 1);
 	tr->lost += lost;
 	rc = 0;
 	goto out;

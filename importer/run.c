@@ -121,7 +121,7 @@ static int write_threads(struct imp_db *db, const struct imp_trace *tr)
 {
 	for (size_t i = 0; i < tr->nstreams; i++) {
 		const struct imp_stream *s = &tr->streams[i];
-		uint64_t first = s->t_first, last = s->t_last;
+		uint64_t first = s->t_first, last = s->t_last, lost = s->lost;
 		const char *name = NULL;
 		size_t k;
 
@@ -134,6 +134,8 @@ static int write_threads(struct imp_db *db, const struct imp_trace *tr)
 		for (k = i + 1; k < tr->nstreams; k++) {
 			const struct imp_stream *o = &tr->streams[k];
 
+			if (o->tid == s->tid)
+				lost += o->lost;
 			if (o->tid != s->tid || o->t_first == IMP_NO_TIME)
 				continue;
 			if (first == IMP_NO_TIME || o->t_first < first)
@@ -144,10 +146,11 @@ static int write_threads(struct imp_db *db, const struct imp_trace *tr)
 		for (k = 0; k < tr->nthreads; k++)
 			if (tr->threads[k].tid == s->tid)
 				name = tr->threads[k].name;
-		if (imp_db_insert(db, "INSERT INTO threads(pid, tid, name, t_first, t_last) VALUES(?,?,?,?,?)",
-				  first == IMP_NO_TIME ? "uutnn" : "uutuu",
+		if (imp_db_insert(db, "INSERT INTO threads(pid, tid, name, t_first, t_last, "
+				  "lost_events) VALUES(?,?,?,?,?,?)",
+				  first == IMP_NO_TIME ? "uutnnu" : "uutuuu",
 				  (uint64_t)tr->pid, (uint64_t)s->tid, name,
-				  first, last))
+				  first, last, lost))
 			return -1;
 	}
 	/* Named threads that never allocated. */
@@ -212,6 +215,16 @@ static int write_process(struct imp_db *db, const struct imp_trace *tr,
 			   t_end, sample_period(tr), ps->peak_t, ps->peak_bytes,
 			   ps->peak_objects, tr->lost, tr->recovered, proc);
 	free(real);
+	/* what its answers may lack (trace axis + shift = common axis; -1:
+	 * nothing) */
+	if (!rc)
+		rc = imp_db_insert(db, "UPDATE processes SET t_loss = NULLIF(?, -1), damaged = ?, "
+				   "t_damaged = NULLIF(?, -1), unknown_frees = ? WHERE pid = ?", "iuiuu",
+				   tr->t_loss == IMP_NO_TIME ? (int64_t)-1 :
+				   (int64_t)(tr->t_loss + tr->shift),
+				   (uint64_t)tr->damaged,
+				   tr->damaged ? (int64_t)(tr->t_damaged + tr->shift) : (int64_t)-1,
+				   ps->unknown_frees, (uint64_t)tr->pid);
 	if (rc || write_threads(db, tr))
 		return -1;
 	for (size_t i = 0; i < tr->nmarks; i++)

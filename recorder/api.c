@@ -13,7 +13,7 @@
  *   REC_M_FREES   record every free: not sampling, and active or stopped
  *                 after having been active (a free while stopped may end a
  *                 block recorded earlier: recorded without a stack, the
- *                 importer counts the others as unmatched frees); or
+ *                 importer counts the others apart, as unknown_frees); or
  *                 sampling with an overflowed set (sample.c);
  *   REC_M_PROBE   record a free if its block is in the sampled set.
  * While stopped no allocation is recorded, so a snapshot over a stop is
@@ -125,6 +125,8 @@ static int queue_mark(uint64_t t, const char *label, int can_wait)
 			rec_ctl_drain_marks();
 			continue;
 		}
+		if (rec_undrained())
+			return -1;  /* no writer left to make room (or to write it) */
 		rec_writer_kick();
 		struct timespec step = { 0, WAIT_NS };
 		nanosleep(&step, NULL);
@@ -270,6 +272,8 @@ REC_EXPORT int rec_flush(void)
 			return rec_writer_failed() ? -1 : 0;
 		if (!rec_on())
 			return 0; /* closed meanwhile: the close wrote everything */
+		if (rec_undrained())
+			return -1; /* writing failed, or no writer is left (exiting) */
 		struct timespec step = { 0, WAIT_NS };
 		rec_futex_wait(&flush_done, done, &step);
 	}

@@ -47,6 +47,7 @@ static void *enc_main(void *arg)
 {
 	uint32_t seen = (uint32_t)(uintptr_t)arg;
 	rec_guard = 1;
+	rec_thread_started(&rec_s.enc_tid);
 	prctl(PR_SET_NAME, "heapreel-enc");
 	for (;;) {
 		uint32_t g;
@@ -67,7 +68,7 @@ int rec_enc_start(void)
 	atomic_store(&quit, 0);
 	uint32_t g = atomic_load(&go);
 	atomic_store(&done, g);
-	running = rec_thread_start(&thread, enc_main, (void *)(uintptr_t)g) == 0;
+	running = rec_thread_start(&thread, enc_main, (void *)(uintptr_t)g, &rec_s.enc_tid) == 0;
 	return running ? 0 : -1;
 }
 

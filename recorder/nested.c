@@ -44,7 +44,7 @@ void rec_nested_fill(uint32_t at, const struct tf_event *ev, unsigned k)
 {
 	uint32_t tail = atomic_load_explicit(&rec_nested_tail, memory_order_relaxed);
 	if (at + k - tail > QUEUE_SLOTS) {
-		atomic_fetch_add_explicit(&rec_s.lost, k, memory_order_relaxed);
+		rec_lose(NULL, ev, k);
 		return;
 	}
 	for (unsigned i = 0; i < k; i++) {

@@ -11,6 +11,8 @@
  *
  * exit() and a return from main need nothing here: librec.so's destructor
  * (session.c) runs after the program's own destructors and atexit handlers.
+ * Either way the threads still running go on being recorded until the
+ * process really ends (rec_session_exit).
  * Fatal signals are left alone (no handlers that change the program's
  * behaviour); what the rings hold survives in the .ring file.
  *
@@ -28,8 +30,7 @@ extern char **environ;
 
 static _Noreturn void leave(int status)
 {
-	if (rec_session_mine())
-		rec_session_stop();
+	rec_session_exit();
 	if (!rec_real.exit_now)
 		rec_real_resolve();
 	if (rec_real.exit_now)

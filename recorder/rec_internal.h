@@ -229,9 +229,20 @@ struct rec_session {
 	uint64_t nodes_reserved;      /* node ids below this are fallocated */
 	_Atomic int reserve_failed;   /* a fallocate failed: no more are tried */
 	_Atomic int said_trouble;     /* rec_say_trouble spoke this session */
-	/* figures reported in the trace's closing stats MARK */
+	/* 1 once the writer drains no ring any more: its writes failed, or the
+	 * process is exiting while other threads run (rec_session_exit). What
+	 * the rings hold stays for the importer's recovery; a thread finding
+	 * its ring full then counts its events lost instead of waiting. */
+	_Atomic int undrained;
+	_Atomic uint32_t writer_tid, enc_tid; /* the recorder's own threads (0: none yet) */
+	/* Threads waiting for the writer (ring.c) sleep on `progress`, which
+	 * the writer bumps, and wakes them by when `waiters` is not 0, each
+	 * time a tail moves, a ring is released or it drains no more. */
+	_Atomic uint32_t progress, waiters;
+	/* figures reported in the trace's closing stats MARK (the count of
+	 * lost events is the ring file's: rf->lost, rings' lost) */
 	_Atomic uint64_t ring_waits;  /* times a thread found its ring full and waited */
-	_Atomic uint64_t lost;        /* events not recorded (no ring, ring closing) */
+	_Atomic uint64_t lent_calls;  /* calls recorded through a lent ring (no ring free) */
 	_Atomic uint64_t stacks_unknown; /* events stored with stack 0: trie full, or a
 	                                    new stack in a handler that interrupted
 	                                    this thread's trie insert */
@@ -255,12 +266,17 @@ long rec_fd_links(int fd, dev_t dev, ino_t ino);
 int rec_fd_high(int fd);              /* fd moved to REC_FD_BASE or above (or kept) */
 void rec_fd_remember(int fd, dev_t *dev, ino_t *ino); /* for rec_fd_ok */
 void rec_session_stop(void);          /* flush, END, unlink .ring; idempotent */
+/* The process ends (exit from any thread, _exit): rec_session_stop if the
+ * caller is the program's only thread; else the trace is closed but the
+ * other threads go on recording into their rings until the kernel ends
+ * them, and the .ring is left for the importer, as after SIGKILL. */
+void rec_session_exit(void);
 void rec_session_restart(void);       /* after a failed exec */
 int rec_session_mine(void);           /* recording, and this is the traced process */
 /* Makes node ids below `id` safe to write (fallocated); 0 if the disk is full. */
 int rec_session_reserve_nodes(uint64_t id);
-/* Makes ring i's file range safe to write (ring 0: done at start); 0 on failure. */
-int rec_session_reserve_ring(uint32_t i);
+/* Makes the first `bytes` of ring i's file range safe to write; 0 on failure. */
+int rec_session_reserve_ring(uint32_t i, uint64_t bytes);
 struct tf_ring *rec_session_ring(uint32_t i);
 void rec_say(const char *a, const char *b, const char *c); /* one stderr line */
 /* The trace cannot be written in full: one stderr line, the session's first. */
@@ -389,29 +405,37 @@ void rec_nested_drain(uint64_t upto);
 
 /* ---- ring.c: per-thread staging rings ------------------------------------- */
 /* Rings a thread keeps from its first event to its exit; threads beyond
- * them borrow one of REC_RINGS_LENT rings (after those) for each call. */
-#define REC_RINGS_KEPT 256
+ * them borrow one of REC_RINGS_LENT rings (after those) for each call.
+ * A ring holds REC_RING_FIRST_EVENTS (64 KiB of the file, reserved when a
+ * thread first claims it) until its thread fills it; it then grows, once
+ * the writer has drained it, to the file's ring_events (4 MiB), as long as
+ * fewer than REC_RINGS_GROWN rings have grown. So a thousand threads that
+ * allocate a little each have a ring of their own for 64 MiB of disk, and
+ * the file's reservation stays under 64 x 4 MiB + 1040 x 64 KiB + the
+ * nodes' (at most 64 MiB). */
+#define REC_RINGS_KEPT 1024
 #define REC_RINGS_LENT 16
+#define REC_RING_FIRST_EVENTS (1u << 11)
+#define REC_RINGS_GROWN 64
 int rec_ring_init(void);              /* once per process: the thread-exit key */
 void rec_ring_reset(void);            /* new session: forget every claim */
 /* Publishes n (1 or 2) events of the calling thread together. */
 void rec_ring_put(const struct tf_event *ev, unsigned n);
 /* Writer side: ring i is drained and may be claimed again. */
 void rec_ring_release(uint32_t i);
-
-/* ---- the recorder's own threads (writer.c, encoder.c) --------------------- */
-/* Makes one with every signal blocked (a thread keeps the mask it is made
- * with), so no handler of the program ever runs on it; 0 or -1. */
-static inline int rec_thread_start(pthread_t *t, void *(*fn)(void *), void *arg)
+/* Writer side: a tail moved, a ring was released, or the writer drains no
+ * more: threads waiting for it look again. */
+void rec_ring_progress(void);
+/* Counts n events stamped from ev->t on as lost, in the .ring file: in
+ * ring `own` once the writer drains no more (it is never released then,
+ * so the count stays with its thread), else in the file's own count. */
+void rec_lose(struct tf_ring *own, const struct tf_event *ev, unsigned n);
+static inline int rec_undrained(void)
 {
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_SETMASK, &all, &old);
-	int rc = pthread_create(t, NULL, fn, arg);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	return rc == 0 ? 0 : -1;
+	return atomic_load_explicit(&rec_s.undrained, memory_order_acquire);
 }
 
+/* ---- the recorder's own threads (writer.c, encoder.c) --------------------- */
 /* Sleeps while *word is seen, up to timeout (NULL: no limit). */
 static inline void rec_futex_wait(_Atomic uint32_t *word, uint32_t seen,
 				  const struct timespec *timeout)
@@ -423,6 +447,34 @@ static inline void rec_futex_wait(_Atomic uint32_t *word, uint32_t seen,
 static inline void rec_futex_wake(_Atomic uint32_t *word, int n)
 {
 	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+/* Makes one with every signal blocked (a thread keeps the mask it is made
+ * with), so no handler of the program ever runs on it, and returns once it
+ * has published its tid in *tid (rec_thread_started): an exit right after
+ * the start still tells the recorder's threads from the program's
+ * (session.c); 0 or -1. */
+static inline int rec_thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
+				   _Atomic uint32_t *tid)
+{
+	sigset_t all, old;
+	sigfillset(&all);
+	atomic_store(tid, 0);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	int rc = pthread_create(t, NULL, fn, arg);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return -1;
+	while (!atomic_load(tid))
+		rec_futex_wait(tid, 0, NULL);
+	return 0;
+}
+
+/* The new thread's first step. */
+static inline void rec_thread_started(_Atomic uint32_t *tid)
+{
+	atomic_store(tid, (uint32_t)gettid());
+	rec_futex_wake(tid, INT32_MAX);
 }
 
 /* ---- encoder.c: the writer's second encoding thread ----------------------- */
@@ -451,7 +503,9 @@ void rec_enc_abandon(void);           /* forked child: it is not there */
 
 /* ---- writer.c: the writer thread ------------------------------------------ */
 int rec_writer_start(struct tf_writer *w);
-void rec_writer_stop(void);           /* final drain, END; joins the thread */
+/* Final drain, END; joins the thread. keep_rings: other threads go on
+ * (rec_session_exit): rec_s.undrained is set once the last round is done. */
+void rec_writer_stop(int keep_rings);
 void rec_writer_abandon(void);        /* forked child: forget the parent's writer */
 void rec_writer_kick(void);           /* wake the writer early (a syscall) */
 /* Writer thread only: a MARK record; a full round written to the file. */

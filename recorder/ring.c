@@ -8,6 +8,12 @@
  * release: a realloc's two events are published by one store, so the writer
  * never sees half a pair. No lock, no syscall on this path.
  *
+ * A ring starts small (REC_RING_FIRST_EVENTS, rec_internal.h says why)
+ * and grows once its thread fills it: the thread waits until the writer
+ * has drained it empty, reserves the rest of its file range and publishes
+ * the new capacity in the ring header before the next event, which the
+ * writer reads after the head that covers it.
+ *
  * A thread that gets no disk space for a ring records nothing for the rest
  * of the session; its events are counted as lost.
  *
@@ -15,13 +21,18 @@
  * one wait, wakes the writer and sleeps in short steps until there is room
  * or the trace is closing (then the event is counted as lost instead).
  * When the ring crosses half full the writer is woken early (one futex
- * syscall per crossing, not per event).
+ * syscall per crossing, not per event). Once the writer drains no more
+ * (rec_s.undrained: its writes failed, or the process is exiting with
+ * threads running) nobody waits: what the rings hold stays there for the
+ * importer, and an event that finds its ring full is counted lost in that
+ * ring's header, which keeps the count with its thread.
  *
- * At thread exit a pthread key destructor marks the ring CLOSED; the writer
- * drains it and releases it for another thread. The destructor re-arms once,
- * so frees done by other keys' destructors in the same round are recorded.
- * What the thread frees after that (glibc's own exit work) continues its
- * stream on lent rings (below), once the writer has drained its own.
+ * At thread exit a pthread key destructor marks the ring CLOSED and wakes
+ * the writer, which drains it, and releases it for another thread once the
+ * thread is gone (the kernel says so). What the thread does after its
+ * destructor (other keys' destructors, glibc's own exit work) still goes
+ * to its ring: an exiting thread never waits for the writer, so a
+ * thousand threads can end at once.
  *
  * More threads than REC_RINGS_KEPT at once: a thread that finds none free
  * borrows one of the REC_RINGS_LENT rings for each call instead. It writes
@@ -36,7 +47,9 @@
  *
  * Every wait for the writer blocks signals meanwhile: a handler's
  * allocations would otherwise queue behind the waiting hook (nested.c) for
- * as long as the writer takes.
+ * as long as the writer takes. A waiting thread sleeps on the writer's
+ * progress count (a futex) and the writer wakes it when a tail moved or a
+ * ring was released: nobody polls.
  *
  * Must never: allocate, lock, or block except while waiting for the writer.
  */
@@ -49,12 +62,14 @@
 #include <unistd.h>
 
 #define RING_MAX 4096                   /* upper bound of tf_ring_file.max_rings */
-#define WAIT_NS 50000                   /* sleep step while waiting for the writer */
+#define WAIT_MAX_NS 20000000L           /* a wait's longest sleep: a safety net, the
+                                           writer's wake-up ends it first */
 
 struct rec_thread {
 	struct tf_ring *ring;           /* its own ring, or NULL */
 	struct tf_event *slot;
-	uint32_t mask;
+	uint32_t mask;                  /* its ring's capacity - 1 */
+	uint32_t index;                 /* its ring's */
 	uint32_t gen;                   /* session the fields here belong to */
 	int done;                       /* exiting, or no disk space for a ring: record nothing more */
 	/* without a ring of its own: */
@@ -63,36 +78,29 @@ struct rec_thread {
 	uint64_t seq;                   /* index of its stream's next event */
 	int32_t lent;                   /* ring of its previous call, or -1 */
 	uint32_t lent_release;          /* that ring's release count when lent */
-	struct tf_ring *retired;        /* past its exit: its own ring, until drained */
-	int exited;                     /* past its exit: lent rings only */
 };
 
 static REC_TLS struct rec_thread me;
+enum { RES_NONE, RES_FIRST, RES_WHOLE };   /* how much of a ring's file range is fallocated */
 static _Atomic uint8_t claimed[RING_MAX];
-static _Atomic uint8_t reserved[RING_MAX];  /* file range fallocated */
+static _Atomic uint8_t reserved[RING_MAX];
+static _Atomic uint32_t grown;              /* rings reserved whole */
 static _Atomic uint32_t released[REC_RINGS_LENT]; /* per lent ring: times released */
 static _Atomic uint32_t next_stream;
 static pthread_key_t exit_key;
 
 static void thread_exit(void *arg)
 {
-	if (arg == (void *)1) {
-		pthread_setspecific(exit_key, (void *)2);
-		return;
-	}
+	(void)arg;
 	struct tf_ring *r = me.ring;
-	me.ring = NULL;
 	if (!r || me.gen != atomic_load(&rec_s.gen) || !rec_on()) {
+		me.ring = NULL;
 		me.done = 1;
 		return;
 	}
 	prctl(PR_GET_NAME, r->name);
-	me.tid = r->tid;
-	me.stream = r->stream;
-	me.seq = atomic_load_explicit(&r->head, memory_order_relaxed);
-	me.retired = r;
-	me.exited = 1;
 	atomic_store_explicit(&r->state, TF_RING_CLOSED, memory_order_release);
+	rec_writer_kick();  /* its tail goes out now, not when a later round finds it */
 }
 
 int rec_ring_init(void)
@@ -104,9 +112,32 @@ void rec_ring_reset(void)
 {
 	for (unsigned i = 0; i < RING_MAX; i++) {
 		atomic_store(&claimed[i], 0);
-		atomic_store(&reserved[i], 0);
+		atomic_store(&reserved[i], RES_NONE);
 	}
+	atomic_store(&reserved[0], RES_WHOLE);   /* the session's start did it */
+	atomic_store(&grown, 1);
 	atomic_store(&next_stream, 1);
+}
+
+void rec_lose(struct tf_ring *own, const struct tf_event *ev, unsigned n)
+{
+	struct tf_ring_file *rf = rec_s.rf;
+	if (own && rec_undrained())
+		atomic_fetch_add_explicit(&own->lost, n, memory_order_relaxed);
+	else
+		atomic_fetch_add_explicit(&rf->lost, n, memory_order_relaxed);
+	uint64_t t = ev->t + 1, seen = atomic_load_explicit(&rf->t_lost, memory_order_relaxed);
+	while ((!seen || t < seen) &&
+	       !atomic_compare_exchange_weak_explicit(&rf->t_lost, &seen, t, memory_order_relaxed,
+						      memory_order_relaxed))
+		;
+}
+
+void rec_ring_progress(void)
+{
+	atomic_fetch_add(&rec_s.progress, 1);
+	if (atomic_load(&rec_s.waiters))
+		rec_futex_wake(&rec_s.progress, INT32_MAX);
 }
 
 void rec_ring_release(uint32_t i)
@@ -114,6 +145,11 @@ void rec_ring_release(uint32_t i)
 	if (i >= REC_RINGS_KEPT)
 		atomic_fetch_add_explicit(&released[i - REC_RINGS_KEPT], 1, memory_order_release);
 	atomic_store_explicit(&claimed[i], 0, memory_order_release);
+}
+
+static uint64_t ring_bytes(uint32_t events)
+{
+	return sizeof(struct tf_ring) + (uint64_t)events * sizeof(struct tf_event);
 }
 
 /* A free ring among [from, to), claimed: its index, -1 if none is free, -2
@@ -127,12 +163,12 @@ static int take(uint32_t from, uint32_t to)
 							     memory_order_acquire,
 							     memory_order_relaxed))
 			continue;
-		if (!atomic_load(&reserved[i])) {
-			if (!rec_session_reserve_ring(i)) {
+		if (atomic_load(&reserved[i]) == RES_NONE) {
+			if (!rec_session_reserve_ring(i, ring_bytes(REC_RING_FIRST_EVENTS))) {
 				atomic_store(&claimed[i], 0);
 				return -2;
 			}
-			atomic_store(&reserved[i], 1);
+			atomic_store(&reserved[i], RES_FIRST);
 		}
 		return (int)i;
 	}
@@ -146,9 +182,12 @@ static struct tf_ring *open_ring(uint32_t i, uint32_t tid, uint32_t stream, uint
 	struct tf_ring *r = rec_session_ring(i);
 	r->tid = tid;
 	r->stream = stream;
+	atomic_store_explicit(&r->events, atomic_load(&reserved[i]) == RES_WHOLE ?
+			      rf->ring_events : REC_RING_FIRST_EVENTS, memory_order_relaxed);
 	memset(r->name, 0, sizeof r->name);
 	atomic_store_explicit(&r->head, seq, memory_order_relaxed);
 	atomic_store_explicit(&r->tail, seq, memory_order_relaxed);
+	atomic_store_explicit(&r->lost, 0, memory_order_relaxed);
 	atomic_store_explicit(&r->state, TF_RING_LIVE, memory_order_release);
 	uint32_t used = atomic_load(&rf->rings_used);
 	while (used < i + 1 && !atomic_compare_exchange_weak(&rf->rings_used, &used, i + 1))
@@ -166,7 +205,8 @@ static int claim(void)
 				      atomic_fetch_add(&next_stream, 1), 0);
 	me.ring = r;
 	me.slot = (struct tf_event *)(r + 1);
-	me.mask = rec_s.rf->ring_events - 1;
+	me.mask = atomic_load_explicit(&r->events, memory_order_relaxed) - 1;
+	me.index = (uint32_t)i;
 	/* no-op for the main thread, which never runs key destructors; may
 	 * allocate (keys past the first 32), which is libc's, not the program's */
 	int g = rec_guard;
@@ -177,11 +217,19 @@ static int claim(void)
 }
 
 /* Waiting for the writer, with signals blocked (see the top) from the
- * first step until wait_end. */
+ * first step until wait_end. A wait loop calls wait_look before each look
+ * at what it waits for, then wait_step: a move of the writer's between
+ * the look and the sleep makes the sleep return at once. */
 struct waiting {
 	int on;
+	uint32_t seen;
 	sigset_t old;
 };
+
+static void wait_look(struct waiting *w)
+{
+	w->seen = atomic_load(&rec_s.progress);
+}
 
 static void wait_step(struct waiting *w)
 {
@@ -189,17 +237,20 @@ static void wait_step(struct waiting *w)
 		sigset_t all;
 		sigfillset(&all);
 		pthread_sigmask(SIG_BLOCK, &all, &w->old);
+		atomic_fetch_add(&rec_s.waiters, 1);
 		w->on = 1;
 	}
-	struct timespec step = { 0, WAIT_NS };
+	struct timespec most = { 0, WAIT_MAX_NS };
 	rec_writer_kick();
-	nanosleep(&step, NULL);
+	rec_futex_wait(&rec_s.progress, w->seen, &most);
 }
 
 static void wait_end(const struct waiting *w)
 {
-	if (w->on)
-		pthread_sigmask(SIG_SETMASK, &w->old, NULL);
+	if (!w->on)
+		return;
+	atomic_fetch_sub(&rec_s.waiters, 1);
+	pthread_sigmask(SIG_SETMASK, &w->old, NULL);
 }
 
 /* A lent ring for this call, once the previous one is drained: its index,
@@ -209,6 +260,7 @@ static int borrow(void)
 	struct waiting wt = { 0 };
 	int i = -1;
 	for (;;) {
+		wait_look(&wt);
 		if (me.lent < 0 ||
 		    atomic_load_explicit(&released[me.lent - REC_RINGS_KEPT],
 					 memory_order_acquire) != me.lent_release) {
@@ -217,7 +269,7 @@ static int borrow(void)
 			if (i != -1)
 				break;
 		}
-		if (!rec_on())
+		if (!rec_on() || rec_undrained())
 			break;
 		wait_step(&wt);
 	}
@@ -225,40 +277,22 @@ static int borrow(void)
 	return i < 0 ? -1 : i;
 }
 
-/* Past its exit: waits until the writer drained and released the thread's
- * own ring (it then holds another stream, or none), so that the stream's
- * events reach the trace in order. 0 if recording stopped meanwhile. */
-static int retire(void)
-{
-	struct tf_ring *r = me.retired;
-	struct waiting wt = { 0 };
-	while (atomic_load_explicit(&r->state, memory_order_acquire) != TF_RING_FREE &&
-	       r->stream == me.stream && rec_on())
-		wait_step(&wt);
-	wait_end(&wt);
-	me.retired = NULL;
-	return rec_on();
-}
-
 /* No ring of its own: the events go through a lent ring (see the top). */
 static void lend(const struct tf_event *ev, unsigned n)
 {
-	if (me.retired && !retire()) {
-		atomic_fetch_add_explicit(&rec_s.lost, n, memory_order_relaxed);
-		return;
-	}
 	if (!me.stream) {
 		me.tid = (uint32_t)gettid();
 		me.stream = atomic_fetch_add(&next_stream, 1);
 	}
 	int i = borrow();
 	if (i < 0) {
-		atomic_fetch_add_explicit(&rec_s.lost, n, memory_order_relaxed);
+		rec_lose(NULL, ev, n);
 		return;
 	}
+	atomic_fetch_add_explicit(&rec_s.lent_calls, 1, memory_order_relaxed);
 	struct tf_ring *r = open_ring((uint32_t)i, me.tid, me.stream, me.seq);
 	struct tf_event *slot = (struct tf_event *)(r + 1);
-	uint32_t mask = rec_s.rf->ring_events - 1;
+	uint32_t mask = atomic_load_explicit(&r->events, memory_order_relaxed) - 1;
 	for (unsigned k = 0; k < n; k++)
 		slot[(me.seq + k) & mask] = ev[k];
 	me.seq += n;
@@ -270,15 +304,18 @@ static void lend(const struct tf_event *ev, unsigned n)
 	rec_writer_kick();
 }
 
-/* The ring has no room for n more events: wait for the writer. Returns 0 if
- * the trace is closing and the events must be dropped. */
+/* The ring has no room for n more events (n = its capacity: until it is
+ * empty): wait for the writer. Returns 0 if the trace is closing or the
+ * writer drains no more, and the events must be dropped. */
 static int wait_room(struct tf_ring *r, uint64_t head, unsigned n)
 {
-	atomic_fetch_add_explicit(&rec_s.ring_waits, 1, memory_order_relaxed);
 	struct waiting wt = { 0 };
 	int room = 1;
-	while (head + n - atomic_load_explicit(&r->tail, memory_order_acquire) > me.mask + 1) {
-		if (!rec_on()) {
+	for (;;) {
+		wait_look(&wt);
+		if (head + n - atomic_load_explicit(&r->tail, memory_order_acquire) <= me.mask + 1)
+			break;
+		if (!rec_on() || rec_undrained()) {
 			room = 0;
 			break;
 		}
@@ -288,16 +325,39 @@ static int wait_room(struct tf_ring *r, uint64_t head, unsigned n)
 	return room;
 }
 
+/* The thread filled its ring at its first capacity: once the writer has
+ * drained it, it takes the file's ring_events, if its whole file range is
+ * (or can be) reserved within REC_RINGS_GROWN rings. 1 if it grew. */
+static int grow(struct tf_ring *r, uint64_t head)
+{
+	uint32_t i = me.index;
+	if (atomic_load(&reserved[i]) != RES_WHOLE) {
+		uint32_t g = atomic_load(&grown);
+		do {
+			if (g >= REC_RINGS_GROWN)
+				return 0;
+		} while (!atomic_compare_exchange_weak(&grown, &g, g + 1));
+		if (!rec_session_reserve_ring(i, rec_s.rf->ring_stride)) {
+			atomic_fetch_sub(&grown, 1);
+			return 0;
+		}
+		atomic_store(&reserved[i], RES_WHOLE);
+	}
+	if (!wait_room(r, head, me.mask + 1))
+		return 0;
+	/* empty: the writer reads the capacity after a head that covers an
+	 * event, and every event from here on is published after this store */
+	atomic_store_explicit(&r->events, rec_s.rf->ring_events, memory_order_relaxed);
+	me.mask = rec_s.rf->ring_events - 1;
+	return 1;
+}
+
 void rec_ring_put(const struct tf_event *ev, unsigned n)
 {
 	uint32_t gen = atomic_load_explicit(&rec_s.gen, memory_order_relaxed);
 	if (REC_UNLIKELY(me.gen != gen)) /* first event, or a new session */
 		me = (struct rec_thread){ .gen = gen, .lent = -1 };
 	if (REC_UNLIKELY(!me.ring)) {
-		if (me.exited) {
-			lend(ev, n);
-			return;
-		}
 		int c = me.done ? -2 : claim();
 		if (c == -1) {
 			lend(ev, n);
@@ -308,7 +368,7 @@ void rec_ring_put(const struct tf_event *ev, unsigned n)
 			 * thread's frees of blocks it allocated unrecorded
 			 * would show as unmatched */
 			me.done = 1;
-			atomic_fetch_add_explicit(&rec_s.lost, n, memory_order_relaxed);
+			rec_lose(NULL, ev, n);
 			return;
 		}
 	}
@@ -317,10 +377,14 @@ void rec_ring_put(const struct tf_event *ev, unsigned n)
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
 	uint64_t cap = (uint64_t)me.mask + 1;
 	if (REC_UNLIKELY(head + n - tail > cap)) {
-		if (!wait_room(r, head, n)) {
-			atomic_fetch_add_explicit(&rec_s.lost, n, memory_order_relaxed);
-			return;
+		if (!(cap < rec_s.rf->ring_events && grow(r, head))) {
+			atomic_fetch_add_explicit(&rec_s.ring_waits, 1, memory_order_relaxed);
+			if (!wait_room(r, head, n)) {
+				rec_lose(r, ev, n);
+				return;
+			}
 		}
+		cap = (uint64_t)me.mask + 1;
 		tail = atomic_load_explicit(&r->tail, memory_order_acquire);
 	}
 	for (unsigned i = 0; i < n; i++)

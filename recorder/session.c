@@ -24,13 +24,19 @@
  * Trouble writing the trace (disk full, file size limit, trace removed) is
  * said once per session, whichever part of the recorder meets it first.
  *
- * A clean stop (exit, _exit, exec) stops the writer (which writes END),
- * marks the ring file finished and unlinks it: a .ring file left on disk
- * means the process died before a clean close. The mapping itself stays:
- * other threads may still be inside an allocation hook. If the writer
- * failed, the .ring is left as after a kill: events already in the trace
- * name stacks that were still queued in memory, and the importer recovers
- * them from the .ring's node array.
+ * A clean stop (exit or _exit of a process whose other threads are gone,
+ * exec) stops the writer (which writes END), marks the ring file finished
+ * and unlinks it. An exit while other threads of the program run
+ * (rec_session_exit: exit() from any thread, _exit) cannot stop them: they
+ * run, and allocate, until the kernel ends the process. The writer drains
+ * what is there and writes END, and the threads go on recording into
+ * their rings, which nobody drains any more; the .ring is left for the
+ * importer, as after a kill. A .ring file left on disk thus means the
+ * process died, or exited with threads running, or could not write its
+ * trace. The mapping itself stays: other threads may still be inside an
+ * allocation hook. If the writer failed, the .ring is left as after a
+ * kill: events already in the trace name stacks that were still queued in
+ * memory, and the importer recovers them, and the rings' events, from it.
  *
  * Must never: print anything but the one line, or stop a process that is
  * not ours (a vfork child shares our memory: everything checks the pid).
@@ -57,6 +63,7 @@
 
 struct rec_session rec_s;
 static struct tf_writer *writer;
+static _Atomic int ending;             /* the writer is being or was stopped */
 static char cmdline[4096];
 
 uint64_t rec_now(void)
@@ -301,10 +308,10 @@ int rec_session_reserve_nodes(uint64_t id)
 	return 1;
 }
 
-int rec_session_reserve_ring(uint32_t i)
+int rec_session_reserve_ring(uint32_t i, uint64_t bytes)
 {
 	const struct tf_ring_file *rf = rec_s.rf;
-	return i == 0 || reserve(rf->rings_offset + i * rf->ring_stride, rf->ring_stride);
+	return reserve(rf->rings_offset + i * rf->ring_stride, bytes);
 }
 
 struct tf_ring *rec_session_ring(uint32_t i)
@@ -338,7 +345,9 @@ static void start(int single_thread)
 	rec_s.pid = getpid();
 	rec_s.rf = NULL;
 	atomic_store(&rec_s.ring_waits, 0);
-	atomic_store(&rec_s.lost, 0);
+	atomic_store(&rec_s.lent_calls, 0);
+	atomic_store(&rec_s.undrained, 0);
+	atomic_store(&ending, 0);
 	atomic_store(&rec_s.stacks_unknown, 0);
 	atomic_store(&rec_s.reserve_failed, 0);
 	atomic_store(&rec_s.said_trouble, 0);
@@ -408,11 +417,12 @@ void rec_session_stop(void)
 	if (getpid() != rec_s.pid)
 		return;
 	int on = REC_ON;
-	if (!atomic_compare_exchange_strong(&rec_s.state, &on, REC_CLOSED))
-		return;
+	if (!atomic_compare_exchange_strong(&rec_s.state, &on, REC_CLOSED) ||
+	    atomic_exchange(&ending, 1))
+		return;  /* stopped already, or rec_session_exit stopped the writer */
 	int g = rec_guard;
 	rec_guard = 1;
-	rec_writer_stop();
+	rec_writer_stop(0);
 	if (rec_fd_ok(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino))
 		close(rec_s.trace_fd);
 	if (!rec_writer_failed()) {
@@ -421,6 +431,55 @@ void rec_session_stop(void)
 	}
 	if (rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino))
 		close(rec_s.ring_fd);
+	rec_guard = g;
+}
+
+#define TASK_DIR_BYTES 4096            /* getdents64 buffer, on the stack */
+
+/* Does any thread of this process run besides the caller and the
+ * recorder's own? Read from /proc/self/task without opendir (which
+ * allocates); 1 when it cannot tell (the cautious answer: the .ring is
+ * kept). */
+static int others_running(void)
+{
+	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	uint32_t self = (uint32_t)gettid(), writer = atomic_load(&rec_s.writer_tid),
+		 enc = atomic_load(&rec_s.enc_tid);
+	char buf[TASK_DIR_BYTES] __attribute__((aligned(8)));
+	int others = 0;
+	long n;
+	while (!others && (n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+		for (long at = 0; at < n;) {
+			const char *name = buf + at + 19;  /* d_name in struct linux_dirent64 */
+			uint16_t reclen;
+			memcpy(&reclen, buf + at + 16, sizeof reclen);
+			at += reclen;
+			uint64_t tid;
+			if (name[0] == '.' || rec_parse_u64(name, 1, INT32_MAX, &tid) < 0)
+				continue;
+			if (tid != self && tid != writer && tid != enc)
+				others = 1;
+		}
+	}
+	close(fd);
+	return others || n < 0;
+}
+
+void rec_session_exit(void)
+{
+	if (!rec_session_mine())
+		return;
+	if (!others_running()) {
+		rec_session_stop();
+		return;
+	}
+	if (atomic_exchange(&ending, 1))
+		return;
+	int g = rec_guard;
+	rec_guard = 1;
+	rec_writer_stop(1);  /* recording goes on, nobody drains */
 	rec_guard = g;
 }
 
@@ -506,5 +565,5 @@ __attribute__((constructor)) static void rec_init(void)
 
 __attribute__((destructor)) static void rec_fini(void)
 {
-	rec_session_stop();
+	rec_session_exit();
 }

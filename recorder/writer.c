@@ -8,12 +8,15 @@
  *   - STACK records for trie nodes [emitted, nodes_next) whose ready flag is
  *     set,
  *   - a LOST record counting the events dropped since the last one (a
- *     thread that got no staging ring: all in use, or no disk space),
+ *     thread that got no staging ring: all in use, or no disk space), as
+ *     counted in the .ring file, which holds the count a kill or a failed
+ *     write keeps from the trace,
  *   - for every ring in use: a THREAD record when it first sees the stream
  *     (name read from /proc/self/task/TID/comm), then, once enough are
  *     pending (DRAIN_MIN), the events [tail, head) as segments, advancing
  *     tail only after each write returned; a CLOSED ring drained to its
- *     head is released.
+ *     head is released (a thread's own once the kernel has ended the
+ *     thread: it records into it until then).
  * Events are copied out of the ring first, in chunks of one segment that
  * never end between the two events of a realloc (which the thread
  * publishes together), so a pair that wraps around the ring's end still
@@ -29,23 +32,35 @@
  * the ring has been written (keyframe_step, keyframe.c).
  *
  * On stop it does a last round, stops the encoder thread, writes a
- * "heapreel.stats" MARK (ring waits, lost events, unknown stacks, nodes,
+ * "heapreel.stats" MARK (ring waits, calls through lent rings, lost
+ * events, unknown stacks, nodes,
  * sampled-set overflows, segments the encoder thread encoded), and
  * tf_writer_close writes END.
  *
  * The thread runs with the re-entrancy guard set (its allocations are not
  * recorded) and all signals blocked (the program's handlers never run on it).
  * If writing fails (disk full, file size limit) or the trace was removed,
- * it says so (once per session: rec_say_trouble), and keeps draining
- * without writing so that no application thread waits forever. Removal is
- * checked before every write, not only once per round (check_fd): nothing
- * published after the removal goes into the trace. Any signal
- * a failed write raises (SIGXFSZ) stays pending on this thread, unseen.
+ * it says so (once per session: rec_say_trouble) and drains no more
+ * (rec_s.undrained): what the rings hold stays there, tails unmoved, for
+ * the importer's recovery from the .ring, and threads stop waiting for
+ * room (a full ring counts its events lost: ring.c). Emptying the rings
+ * without writing would lose events nobody counts, and leave a trace in
+ * which a new thread's allocation reuses an address whose free, still in
+ * an exited thread's ring, was dropped. Removal is checked before every
+ * write, not only once per round (check_fd): nothing published after the
+ * removal goes into the trace. Any signal a failed write raises (SIGXFSZ)
+ * stays pending on this thread, unseen.
+ *
+ * When the process exits while other threads run (rec_session_exit), the
+ * last round drains what is there, END closes the trace, and the writer
+ * sets rec_s.undrained: the other threads' later events stay in their
+ * rings for the importer, as after SIGKILL.
  *
  * Must never: take a lock an application thread may hold while allocating.
  */
 #include "rec_internal.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -61,7 +76,8 @@
 #define ROUND_MAX_NS 8000000L
 #define META_FLUSH_ROUNDS 100          /* meta segment at most every 100 rounds */
 /* Segments compress better when big (trace_format.h): a ring is drained
- * once it holds DRAIN_MIN events, or after DRAIN_AGE_ROUNDS (0.2-1.6 s) so the
+ * once it holds DRAIN_MIN events (half its capacity if that is less: a
+ * small ring's thread would wait), or after DRAIN_AGE_ROUNDS (0.2-1.6 s) so the
  * trace stays fresh, or when its thread exited, or at the end; each call
  * gets at most TF_SEGMENT_EVENTS, so a thread waiting for room gets some
  * before the whole ring is written. Half a segment (a quarter of a 4 MiB
@@ -77,7 +93,8 @@ static struct tf_writer *w;
 static pthread_t thread;
 static _Atomic uint32_t kick;
 static _Atomic int stopping;
-static int failed;                     /* a write failed: drain without writing */
+static int keep_rings;                 /* rec_writer_stop's: other threads go on */
+static int failed;                     /* a write failed: drain no more */
 static uint32_t nodes_emitted, modules_emitted;
 static uint64_t lost_emitted;          /* events counted in LOST records */
 struct announced {                     /* per ring, writer's own notes */
@@ -108,11 +125,19 @@ void rec_writer_kick(void)
 
 static int check_fd(void);
 
+/* Nothing more can be written: the rings keep what they hold. */
+static void fail_writing(void)
+{
+	failed = 1;
+	atomic_store_explicit(&rec_s.undrained, 1, memory_order_release);
+	rec_ring_progress();
+}
+
 static void check(int status, const struct tf_error *err)
 {
 	if (status == TF_OK || failed)
 		return;
-	failed = 1;
+	fail_writing();
 	char why[200], *e = why + sizeof why;
 	rec_cat(rec_cat(rec_cat(why, e, ": "), e, err->msg), e, "; recording stopped");
 	rec_say_trouble("cannot write ", rec_s.trace_path, why);
@@ -191,13 +216,18 @@ static void emit_nodes(int final)
 				   died mid-insert; nothing uses it) */
 }
 
-/* Events dropped since the last round (threads without a ring). */
+/* Events dropped since the last round (threads without a ring), with
+ * the total so far: the importer adds what the .ring file counts beyond
+ * the last LOST record that reached the trace. */
 static void emit_lost(void)
 {
-	uint64_t n = atomic_load(&rec_s.lost);
+	const struct tf_ring_file *rf = rec_s.rf;
+	uint64_t n = atomic_load(&rf->lost);
 	if (n == lost_emitted)
 		return;
-	struct tf_record r = { .kind = TF_LOST, .t = rec_now(), .count = n - lost_emitted };
+	uint64_t t = atomic_load(&rf->t_lost);
+	struct tf_record r = { .kind = TF_LOST, .t = t ? t - 1 : rec_now(),
+			       .count = n - lost_emitted, .size = n };
 	lost_emitted = n;
 	rec_writer_meta(&r);
 }
@@ -265,11 +295,12 @@ struct chunk {
 static struct chunk waiting, current;
 static enum { NONE_WAITS, WAITS, ENCODING } waiting_state;
 
-/* Copies n events of ring r from index tail into buf, and one more if the
- * n-th is a REALLOC's first half (a pair is never split); returns the count. */
-static size_t copy_out(struct tf_ring *r, uint64_t tail, size_t n, struct tf_event *buf)
+/* Copies n events of ring r (capacity cap) from index tail into buf, and
+ * one more if the n-th is a REALLOC's first half (a pair is never split);
+ * returns the count. */
+static size_t copy_out(struct tf_ring *r, uint32_t cap, uint64_t tail, size_t n,
+		       struct tf_event *buf)
 {
-	uint32_t cap = rec_s.rf->ring_events;
 	const struct tf_event *ev = (const struct tf_event *)(r + 1);
 	size_t at = tail & (cap - 1);
 	size_t part = n < cap - at ? n : cap - at;
@@ -290,15 +321,18 @@ static void complete(struct chunk *c)
 		check(j->rc, &j->err);
 	else if (check_fd())  /* after the copy: see check_fd */
 		check(tf_writer_put(w, j->se, &j->err), &j->err);
+	if (failed)
+		return;       /* not in the trace: the ring keeps them */
 	if (rec_s.max_size)
 		rec_keymap_apply(j->stream, j->tid, j->ev, j->n, c->key_after);
 	atomic_store_explicit(&c->ring->tail, j->first_seq + j->n, memory_order_release);
+	rec_ring_progress();
 }
 
 static void encode_here(struct chunk *c)
 {
 	if (failed)
-		c->job.rc = TF_OK;  /* draining without writing */
+		c->job.rc = TF_OK;  /* complete() leaves it in its ring */
 	else
 		rec_enc_run(&c->job);
 }
@@ -320,7 +354,7 @@ static void settle(void)
  * way; returns n. A waiting chunk's events are in scratch, encoded with
  * the writer's encoder unless the encoder thread takes it; a new chunk
  * that pairs with it goes in the encoder thread's buffer. */
-static size_t send(struct tf_ring *r, uint64_t tail, size_t n, int key_after)
+static size_t send(struct tf_ring *r, uint32_t cap, uint64_t tail, size_t n, int key_after)
 {
 	const struct rec_enc *e = NULL;
 	if (waiting_state == WAITS && (failed || !(e = rec_enc_get())))
@@ -328,7 +362,7 @@ static size_t send(struct tf_ring *r, uint64_t tail, size_t n, int key_after)
 	int wait = waiting_state == NONE_WAITS && !rec_s.max_size && !failed && rec_enc_ready();
 	struct chunk *c = wait ? &waiting : &current;
 	struct tf_event *buf = e ? e->ev : scratch;
-	n = copy_out(r, tail, n, buf);
+	n = copy_out(r, cap, tail, n, buf);
 	c->ring = r;
 	c->key_after = key_after;
 	c->job = (struct rec_enc_job){ .se = tf_writer_segenc(w), .ev = buf, .n = n,
@@ -348,13 +382,25 @@ static size_t send(struct tf_ring *r, uint64_t tail, size_t n, int key_after)
 	return n;
 }
 
+/* May CLOSED ring i be released once drained? A lent ring is closed after
+ * its one call; a thread's own ring takes what the thread does after its
+ * exit destructor until the kernel has ended it (ring.c). Asked before the
+ * head is read: once the thread is gone, that head is the last. */
+static int closed_for_good(uint32_t i, const struct tf_ring *r)
+{
+	if (i >= REC_RINGS_KEPT)
+		return 1;
+	return syscall(SYS_tgkill, rec_s.pid, r->tid, 0) < 0 && errno == ESRCH;
+}
+
 /* Drains ring i; returns how many events it wrote. */
 static uint64_t drain(uint32_t i, enum round_mode mode)
 {
 	struct tf_ring *r = rec_session_ring(i);
 	uint32_t state = atomic_load_explicit(&r->state, memory_order_acquire);
-	if (state == TF_RING_FREE)
+	if (state == TF_RING_FREE || failed)
 		return 0;
+	int release = state == TF_RING_CLOSED && closed_for_good(i, r);
 	if (announced[i].stream != r->stream) {
 		read_comm(r);
 		thread_record(i, r);
@@ -362,12 +408,15 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 	struct announced *a = &announced[i];
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_relaxed);
 	uint64_t end = atomic_load_explicit(&r->head, memory_order_acquire), head = end;
+	/* after the head: a ring grows only while empty (ring.c) */
+	uint32_t cap = atomic_load_explicit(&r->events, memory_order_relaxed);
+	uint64_t enough = cap / 2 < DRAIN_MIN ? cap / 2 : DRAIN_MIN;
 	int held = mode == NORMAL && key_pending && a->key_stream == r->stream;
 	if (held && tail >= a->key_b)
 		held = 0;               /* a flush (SYNC round) drained it past b */
 	if (held && head > a->key_b)
 		head = a->key_b;        /* a pending keyframe's cut: not past it yet */
-	if (mode == NORMAL && state != TF_RING_CLOSED && head - tail < DRAIN_MIN &&
+	if (mode == NORMAL && state != TF_RING_CLOSED && head - tail < enough &&
 	    round_no - a->drained < DRAIN_AGE_ROUNDS && !held)
 		return 0;
 	a->drained = round_no;
@@ -377,15 +426,15 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 		size_t n = head - tail < DRAIN_CHUNK ? head - tail : DRAIN_CHUNK;
 		if (held && tail < a->key_a && tail + n > a->key_a)
 			n = a->key_a - tail;  /* the keymap tags both sides apart */
-		tail += send(r, tail, n, !held || tail >= a->key_a);
+		tail += send(r, cap, tail, n, !held || tail >= a->key_a);
 		if (mode == NORMAL && key_due())
 			return wrote;   /* time for a keyframe: the rest later */
 	}
 	if (tail != end)
 		return wrote;
-	if (state == TF_RING_CLOSED || mode == FINAL)
+	if (release || mode == FINAL)
 		settle();       /* the ring's events all in the trace first */
-	if (state == TF_RING_CLOSED) {
+	if (release) {
 		thread_record(i, r); /* the name the thread had at exit */
 		if (rec_s.max_size)
 			rec_keyframe_released(r->stream, r->tid, tail);
@@ -394,6 +443,7 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 		atomic_store_explicit(&r->tail, 0, memory_order_relaxed);
 		atomic_store_explicit(&r->state, TF_RING_FREE, memory_order_release);
 		rec_ring_release(i);
+		rec_ring_progress();
 	} else if (mode == FINAL) {
 		read_comm(r);
 		thread_record(i, r);
@@ -421,8 +471,10 @@ static void stats(void)
 	char label[200], *e = label + sizeof label;
 	char *p = rec_cat(label, e, TF_MARK_RESERVED "stats ring_waits=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.ring_waits));
+	p = rec_cat(p, e, " lent=");
+	p = rec_utoa(p, e, atomic_load(&rec_s.lent_calls));
 	p = rec_cat(p, e, " lost=");
-	p = rec_utoa(p, e, atomic_load(&rec_s.lost));
+	p = rec_utoa(p, e, atomic_load(&rec_s.rf->lost));
 	p = rec_cat(p, e, " stacks_unknown=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.stacks_unknown));
 	p = rec_cat(p, e, " nodes=");
@@ -458,13 +510,13 @@ static int check_fd(void)
 		return 0;
 	long links = rec_fd_links(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino);
 	if (links < 0) {
-		failed = 1;
+		fail_writing();
 		rec_say_trouble("the program closed or replaced the descriptor of ",
 				rec_s.trace_path, "; recording stopped");
 	} else if (links == 0) {
 		/* removed (its directory too, maybe): writing on would only
 		 * take disk space nobody can see until the program exits */
-		failed = 1;
+		fail_writing();
 		rec_say_trouble("", rec_s.trace_path, " was removed; recording stopped");
 	}
 	return !failed;
@@ -558,6 +610,7 @@ static void *writer_main(void *arg)
 {
 	(void)arg;
 	rec_guard = 1;
+	rec_thread_started(&rec_s.writer_tid);
 	prctl(PR_SET_NAME, "heapreel-writer");
 	long period = ROUND_MIN_NS;
 	for (round_no = 1;; round_no++) {
@@ -577,6 +630,10 @@ static void *writer_main(void *arg)
 	}
 	check_fd();
 	round_all(FINAL);
+	if (keep_rings) {  /* the other threads' later events stay in their rings */
+		atomic_store_explicit(&rec_s.undrained, 1, memory_order_release);
+		rec_ring_progress();
+	}
 	rec_enc_stop();
 	rec_ctl_drain_marks();
 	rec_ctl_close();
@@ -587,6 +644,7 @@ static void *writer_main(void *arg)
 	else
 		tf_writer_abandon(w);
 	w = NULL;
+	rec_ring_progress();  /* the trace is closed: nobody waits for this thread */
 	return NULL;
 }
 
@@ -609,6 +667,7 @@ int rec_writer_start(struct tf_writer *tw)
 	}
 	w = tw;
 	failed = 0;
+	keep_rings = 0;
 	meta_dirty = 0;
 	key_written = 0;
 	key_pending = 0;
@@ -624,7 +683,7 @@ int rec_writer_start(struct tf_writer *tw)
 	if (!rec_s.max_size)
 		rec_enc_start();  /* without it, chunks are encoded one by one */
 
-	if (rec_thread_start(&thread, writer_main, NULL) == 0)
+	if (rec_thread_start(&thread, writer_main, NULL, &rec_s.writer_tid) == 0)
 		return 0;
 	rec_enc_stop();
 	return -1;
@@ -638,8 +697,9 @@ void rec_writer_abandon(void)
 	rec_enc_abandon();
 }
 
-void rec_writer_stop(void)
+void rec_writer_stop(int keep)
 {
+	keep_rings = keep;
 	atomic_store(&stopping, 1);
 	rec_writer_kick();
 	pthread_join(thread, NULL);

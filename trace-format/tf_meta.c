@@ -83,6 +83,7 @@ int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 	case TF_LOST:
 		b = tf_put_varint(b, r->t);
 		b = tf_put_varint(b, r->count);
+		b = tf_put_varint(b, r->size);
 		break;
 	case TF_END:
 		b = tf_put_varint(b, r->t);
@@ -193,7 +194,8 @@ static int body(struct tf_mcur *c, struct tf_record *r)
 		bad = get_u(c, &r->t) || get_bytes(c, &r->str, NULL);
 		break;
 	case TF_LOST:
-		bad = get_u(c, &r->t) || get_u(c, &r->count);
+		bad = get_u(c, &r->t) || get_u(c, &r->count) ||
+		      (c->p < c->end && get_u(c, &r->size)); /* total: since version 1's recorders */
 		break;
 	case TF_END:
 		bad = get_u(c, &r->t);

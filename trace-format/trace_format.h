@@ -132,7 +132,9 @@ struct tf_record {
 	uint64_t addr;         /* ALLOC/FREE: the block; REALLOC: the new block;
 	                          MODULE: start of the mapping */
 	uint64_t old_addr;     /* REALLOC: the old block */
-	uint64_t size;         /* ALLOC/REALLOC: requested size; MODULE: mapping length */
+	uint64_t size;         /* ALLOC/REALLOC: requested size; MODULE: mapping length;
+	                          LOST: events counted by this and every earlier LOST
+	                          record of the trace (0 in older traces) */
 	uint32_t stack;        /* ALLOC/REALLOC: leaf trie node id */
 	uint32_t id;           /* STACK: node id (>= 1); KEYFRAME, KEYEVENT: keyframe number */
 	uint32_t parent;       /* STACK: parent node id, 0 = root */
@@ -289,7 +291,7 @@ const char *tf_status_name(int status);
  * [max(tail, last seq already in the trace + 1), head) and every ready node
  * whose id is not yet in the trace. All integers little-endian (host). */
 #define TF_RING_MAGIC 0x31474e4952524845ull /* "EHRRING1" */
-#define TF_RING_VERSION 1
+#define TF_RING_VERSION 2    /* 2: each ring has its own capacity (tf_ring.events) */
 
 struct tf_ring_file {
 	uint64_t magic;
@@ -307,6 +309,12 @@ struct tf_ring_file {
 	_Atomic uint32_t rings_used;  /* rings ever claimed (high-water mark) */
 	_Atomic uint32_t finished;    /* 1 once the trace was closed cleanly */
 	uint32_t reserved1;
+	/* Events dropped that no LOST record of the trace and no ring's `lost`
+	 * counts (threads without a ring once the writer stopped draining),
+	 * and the earliest time (ns since t0, plus one; 0: none) of any event
+	 * counted lost in this file. Zero in files of older recorders. */
+	_Atomic uint64_t lost;
+	_Atomic uint64_t t_lost;
 };
 
 struct tf_node {            /* 16 bytes; index = node id; id 0 is the root */
@@ -322,11 +330,15 @@ struct tf_ring {            /* 64 bytes, then ring_events events */
 	_Atomic uint32_t state; /* enum tf_ring_state */
 	uint32_t tid;
 	uint32_t stream;        /* stream id of the trace (>= 1) */
-	uint32_t reserved;
+	_Atomic uint32_t events; /* this ring's capacity: a power of two, at most the
+	                           file's ring_events (0: ring_events, as in version 1);
+	                           changed by its thread only while it is empty */
 	_Atomic uint64_t head;  /* events published by the thread (stream seq of the next one) */
 	_Atomic uint64_t tail;  /* events already appended to the trace by the writer */
 	char name[16];          /* thread name, as in /proc/self/task/TID/comm */
-	uint64_t reserved2;
+	_Atomic uint64_t lost;  /* events of this stream dropped after [tail, head): the
+	                           writer had stopped draining (its writes failed, or
+	                           the process was exiting) and the ring was full */
 	uint64_t reserved3;     /* pads the header to the 64 bytes it promises */
 };
 _Static_assert(sizeof(struct tf_ring) == 64, "ring header layout");

@@ -24,7 +24,10 @@
  * program, once every worker and short thread has finished, ends by END:
  * "exit" (return 0), "abort" (abort()), "segv" (a store through a null
  * pointer), "grow" (never frees: mallocs HRK_GROW_BYTES blocks, touching
- * every page, until something kills it - the OOM test).
+ * every page, until something kills it - the OOM test), "exit_thread" or
+ * "_exit_thread" (the workers but the main thread, and the short-lived
+ * threads, never stop; once the main thread's ITERS steps are done, a new
+ * thread calls exit(0), or _exit(0), while they run).
  *
  * Counter slot k (64 bytes): tid, allocs (malloc+calloc), reallocs, frees,
  * each stored (volatile) right after the call returned; slot
@@ -74,6 +77,7 @@ _Static_assert(sizeof(struct hrk_file) == HRK_FILE_BYTES, "counters layout");
 
 static struct hrk_file *cf;
 static long iters;
+static int forever;                   /* workers other than main never stop */
 static volatile int workers_done;
 static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -100,7 +104,7 @@ static void *worker(void *arg)
 	void *blocks[HRK_WINDOW] = { 0 };
 	uint64_t s = 0x9e3779b97f4a7c15ull * (w + 1);
 	publish_tid(c);
-	for (long i = 0; !iters || i < iters; i++) {
+	for (long i = 0; !iters || i < iters || (w && forever); i++) {
 		uint64_t r = next_rand(&s);
 		unsigned j = (unsigned)(r % HRK_WINDOW);
 		size_t size = HRK_CLASS(w) + (size_t)((r >> 8) % HRK_SPAN);
@@ -164,6 +168,13 @@ static void *spawner(void *arg)
 	return NULL;
 }
 
+static void *exiter(void *arg)
+{
+	if (arg)
+		_exit(0);
+	exit(0);
+}
+
 static void grow(void)
 {
 	for (;;) {
@@ -179,12 +190,14 @@ static void grow(void)
 int main(int argc, char **argv)
 {
 	if (argc != 5 && !(argc == 6 && !strcmp(argv[5], "fork"))) {
-		fprintf(stderr, "usage: hr_kill COUNTERS NTHREADS ITERS exit|abort|segv|grow [fork]\n");
+		fprintf(stderr, "usage: hr_kill COUNTERS NTHREADS ITERS "
+			"exit|abort|segv|grow|exit_thread|_exit_thread [fork]\n");
 		return 64;
 	}
 	int n = atoi(argv[2]);
 	iters = atol(argv[3]);
 	const char *end = argv[4];
+	forever = !strcmp(end, "exit_thread") || !strcmp(end, "_exit_thread");
 	if (n < 1 || n > HRK_MAX_WORKERS || iters < 0) {
 		fprintf(stderr, "hr_kill: NTHREADS 1..%d, ITERS >= 0\n", HRK_MAX_WORKERS);
 		return 64;
@@ -216,6 +229,12 @@ int main(int argc, char **argv)
 		if (pthread_create(&t[w], NULL, worker, (void *)(uintptr_t)w))
 			abort();
 	worker((void *)0);
+	if (forever) {
+		pthread_t x;
+		if (pthread_create(&x, NULL, exiter, (void *)(uintptr_t)(end[0] == '_')))
+			abort();
+		pthread_join(x, NULL);  /* never returns: the exit ends everything */
+	}
 	for (int w = 1; w < n; w++)
 		pthread_join(t[w], NULL);
 	workers_done = 1;

@@ -6,16 +6,17 @@ asserts: exit code and stdout identical to the unrecorded run; stderr
 exactly one line, "heapreel: ...", saying what happened (the wording
 checked); and, where a trace is left, that it imports (exit 0, or 2 for a
 damaged tail) into a consistent prefix: events > 0 and fewer than a clean
-recording of the same run, every free paired, no unmatched or missed frees
-(hr_disk frees only what its own thread allocated), live bytes never
+recording of the same run, every free paired, no unmatched frees (hr_disk
+frees only what its own thread allocated), no missed frees but those of
+frees counted lost (a thread's ring full once writing failed), live bytes never
 negative, no allocation with the unknown stack (stacks still queued in the
 writer's memory come back from the .ring left beside the trace), and
-lost_events at most the events missing, exactly them where the recorder
-could write its LOST records (tmpfs_lost).
+lost_events at most the events missing, exactly them where the program
+ran to its end (fsize, tmpfs, tmpfs_lost).
 
 CASE:
   fsize_start  RLIMIT_FSIZE of 1 MiB set before exec (preexec_fn): below the
-               size of the sparse .ring staging file (about 1.1 GiB), so
+               size of the sparse .ring staging file (about 4.3 GiB), so
                the recorder refuses to record at start ("File too large")
                rather than die of SIGXFSZ in ftruncate; no file left.
   fsize        RLIMIT_FSIZE lowered (prlimit) while hr_disk waits after
@@ -27,13 +28,16 @@ CASE:
   fsize_kill   as fsize, then SIGKILLed after its second phase: rings may
                hold events past a gap the failed writer left (taken out,
                never written); the import must not pair across it.
+  fsize_waves  hr_kill (workers, and short-lived threads exiting in waves)
+               until the limit stops the trace, then SIGKILLed: every call
+               it published is imported or counted lost (not hr_disk).
   tmpfs_start  a TMPFS_START tmpfs: too small for what the recorder
                reserves at start (header, first node chunk, the first
                thread's ring); it refuses, nothing is left on the tmpfs.
   tmpfs_lost   a TMPFS_LOST tmpfs: room for what the start reserves and
-               the trace, none for a second staging ring: every thread
-               but the first gets none; the trace ends cleanly (END) and
-               its LOST records count exactly the events missing from it.
+               little more: threads find no room for a ring, or the trace
+               none to grow (either is the one line said); what the trace
+               and its .ring lack is exactly what they count lost.
   tmpfs        a TMPFS_FULL tmpfs that the trace fills mid-run (ENOSPC);
                threads arriving later may find no room for a ring first:
                either is the one line said.
@@ -41,14 +45,10 @@ CASE:
                after its first phase: the recorder notices the trace has no
                link left and stops writing into it; while hr_disk waits
                after its second phase, `trace-ctl PID flush` answers that
-               writing failed, and a copy taken through /proc/PID/fd (what
-               was written before the removal) imports. The writer checks
-               the link before every write, after taking the events out of
-               their ring, so the copy holds no event published after the
-               removal: none of the threads of the second phase (they
-               start after it; glibc gives them the first phase's arenas,
-               so one of their allocations there would reuse an address
-               whose free the writer dropped: a missed free).
+               writing failed, and a copy taken through /proc/PID/fd of the
+               trace (what was written before the removal) and of its .ring
+               (every event published since: the writer drains no ring once
+               it stopped writing) imports, with the second phase's threads.
 Skips (77, saying why) when a tmpfs cannot be mounted.
 """
 import os
@@ -69,6 +69,9 @@ PAUSES = 7                             # lines hr_disk reads in "pause" mode
 RUN_TIMEOUT = 120                      # seconds a run may take (a hang fails)
 MESSAGE_WAIT = 30                      # seconds to wait for the recorder's line
 FSIZE_START = 1 << 20
+WAVES_WORKERS = 3                      # fsize_waves: hr_kill workers
+WAVES_START = 2 << 20                  # trace bytes before the limit is set
+WAVES_AFTER = 0.3                      # seconds recorded after writing failed
 FSIZE_MARGIN = 256 << 10
 TMPFS_START = "4m"                     # < the ~5 MiB reserved at start
 TMPFS_LOST = "6m"                      # start reservation + trace, no 2nd ring
@@ -101,11 +104,12 @@ def plain(pause=False):
     return rc, out
 
 
-def clean_events(d):
+def clean_events(d, pause=False):
     """Events of a recording where nothing fails (all the recorded runs
-    would hold without trouble)."""
+    would hold without trouble), in the same mode (reading stdin allocates
+    its buffer: one event more)."""
     trace = os.path.join(d, "clean.trc")
-    rc, out, err = run(hr_disk(), hardtest.rec_env(trace))
+    rc, out, err = run(hr_disk(pause), hardtest.rec_env(trace))
     assert rc == 0 and not err, "clean recording: exit %d: %r" % (rc, err)
     n = hrtest.summary(trace)["events"]
     os.unlink(trace)
@@ -127,19 +131,22 @@ def same_run(ref, rc, out, err, pattern):
     print("said:", lines[0])
 
 
-def check_prefix(trace, db, clean, lost=None):
+def check_prefix(trace, db, clean, exact=False):
     """The trace (and its .ring) imports into a consistent prefix of the
-    clean recording; lost_events exactly `lost`, or (None) at most what is
-    missing."""
+    clean recording; lost_events exactly what is missing (exact: the
+    program ran to its end, every event of it is imported or counted), or
+    at most that."""
     imp = hardtest.trace_import([trace], db, ok=(0, 2))
     c = hardtest.connect(db)
-    f = hardtest.consistency(c, lost=lost)
+    f = hardtest.consistency(c, lost=None, missed_if_lost=True)
     unknown = hardtest.one(c, UNKNOWN_ALLOCS)
     c.close()
     assert 0 < f["events"] < clean, "%d events imported, %d in a clean recording" % (
         f["events"], clean)
     assert f["lost_events"] <= clean - f["events"], \
         "%d events lost, but only %d missing" % (f["lost_events"], clean - f["events"])
+    assert not exact or f["lost_events"] == clean - f["events"], \
+        "%d events missing, %d counted lost" % (clean - f["events"], f["lost_events"])
     assert unknown == 0, "%d allocations with the unknown stack" % unknown
     print("imported (exit %d): %d of %d events, %d lost, %d allocations, %d frees" % (
         imp.returncode, f["events"], clean, f["lost_events"], f["allocations"], f["frees"]))
@@ -221,7 +228,7 @@ FSIZE_LINE = "heapreel: cannot write %s: write failed \\(EFBIG\\); recording sto
 
 def case_fsize(d):
     ref = plain(pause=True)
-    clean = clean_events(d)
+    clean = clean_events(d, pause=True)
     h, trace, lim = limited(d)
     rc, out, err = h.finish()
     assert rc != -signal.SIGXFSZ, "killed by SIGXFSZ"
@@ -229,14 +236,14 @@ def case_fsize(d):
     assert os.path.getsize(trace) <= lim, "trace %d bytes over the limit %d" % (
         os.path.getsize(trace), lim)
     assert os.path.exists(trace + ".ring"), "no .ring left beside the stopped trace"
-    check_prefix(trace, os.path.join(d, "f.db"), clean)
+    check_prefix(trace, os.path.join(d, "f.db"), clean, exact=True)
 
 
 def case_fsize_kill(d):
     """As fsize, then SIGKILLed after phase 1 (the writer failed, threads
     may have left events in their rings past what the trace holds): the
     trace and its .ring still import consistently."""
-    clean = clean_events(d)
+    clean = clean_events(d, pause=True)
     h, trace, lim = limited(d)
     h.go()
     h.phase_done(1)
@@ -246,6 +253,60 @@ def case_fsize_kill(d):
     assert rc == -signal.SIGKILL, "exit %d" % rc
     assert err.decode().splitlines() == [FSIZE_LINE.replace("\\", "") % trace], err
     check_prefix(trace, os.path.join(d, "f.db"), clean)
+
+
+def case_fsize_waves(d):
+    """hr_kill's workers, and short-lived threads exiting in waves (each
+    with a small tail of events still in its ring, its ring then claimed
+    by the next one, which glibc hands the same arena), recorded until the
+    file size limit stops the trace, then SIGKILLed: every call they
+    published is in the database (trace, then .ring) or counted lost, and
+    no free pairs with a block it did not end."""
+    exe = hardtest.prog("hr_kill")
+    hardtest.need(exe, hrtest.LIBREC, hrtest.TRACE_IMPORT)
+    cnt = os.path.join(d, "cnt")
+    hardtest.counters_file(cnt)
+    trace = os.path.join(d, "w.trc")
+    p = subprocess.Popen([exe, cnt, str(WAVES_WORKERS), "0", "exit"], env=hardtest.rec_env(trace),
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + MESSAGE_WAIT
+    while not os.path.exists(trace) or os.path.getsize(trace) < WAVES_START:
+        assert time.time() < deadline and p.poll() is None, "no trace growing"
+        time.sleep(0.005)
+    lim = os.path.getsize(trace) + FSIZE_MARGIN
+    resource.prlimit(p.pid, resource.RLIMIT_FSIZE, (lim, lim))
+    err = b""
+    while not err.endswith(b"\n"):
+        r, _, _ = select.select([p.stderr], [], [], max(0, deadline - time.time()))
+        assert r, "no heapreel line after %d s" % MESSAGE_WAIT
+        err += os.read(p.stderr.fileno(), 4096)
+    time.sleep(WAVES_AFTER)          # threads come and go with nobody writing
+    p.kill()
+    p.communicate()
+    assert err.decode().splitlines() == [FSIZE_LINE.replace("\\", "") % trace], err
+    slots = hardtest.read_counters(cnt)[0]
+    db = os.path.join(d, "w.db")
+    hardtest.trace_import([trace], db, ok=(0, 2))
+    c = hardtest.connect(db)
+    f = hardtest.consistency(c, lost=None, missed_if_lost=True)
+    lost, in_flight, _ = hardtest.compare(c, slots, WAVES_WORKERS, exact=False)
+    published = sum(sum(x[1:]) for x in slots)
+    print("%d calls published, %d events imported (%d from the .ring), %d missing, "
+          "%d counted lost (glibc's own calls included)" % (
+              published, f["events"], f["recovered_events"], lost, f["lost_events"]))
+    assert lost <= f["lost_events"], \
+        "%d published calls missing, only %d counted lost" % (lost, f["lost_events"])
+    # a worker makes no call but its own: its count is exact, in events (a
+    # realloc is two), one call more if the kill came between a call
+    # counted lost and its publication
+    for w in range(WAVES_WORKERS):
+        tid, a, r, fr = slots[w]
+        A, R, F = hardtest.imported(c, hardtest.size_class(w), tid)
+        missing = (a - A) + 2 * (r - R) + (fr - (F - R))
+        counted = hardtest.one(c, "SELECT lost_events FROM threads WHERE tid = ?", tid)
+        print("worker %d: %d events missing, %d counted lost" % (w, missing, counted))
+        assert missing <= counted <= missing + 2, (w, missing, counted)
+    c.close()
 
 
 # ---- a small tmpfs ------------------------------------------------------------
@@ -290,12 +351,12 @@ def case_tmpfs_lost(d):
     with Tmpfs(d, TMPFS_LOST) as fs:
         trace = os.path.join(fs, "t.trc")
         rc, out, err = run(hr_disk(), hardtest.rec_env(trace))
-        same_run(ref, rc, out, err, "heapreel: " + RING_FULL % re.escape(trace))
-        assert os.listdir(fs) == ["t.trc"], "expected only the trace: %s" % os.listdir(fs)
-        s = hrtest.summary(trace)
-        assert s["end"] == 1, "the trace did not end cleanly: %s" % s
-        # what is missing is what the LOST records count
-        check_prefix(trace, os.path.join(d, "t.db"), clean, lost=clean - s["events"])
+        same_run(ref, rc, out, err, "heapreel: (%s|cannot write %s: write failed "
+                 "\\(ENOSPC\\); recording stopped)" % (RING_FULL % re.escape(trace),
+                                                    re.escape(trace)))
+        assert "t.trc" in os.listdir(fs), os.listdir(fs)
+        # what is missing is what the LOST records and the .ring count
+        check_prefix(trace, os.path.join(d, "t.db"), clean, exact=True)
 
 
 def case_tmpfs(d):
@@ -308,7 +369,7 @@ def case_tmpfs(d):
                  "\\(ENOSPC\\); recording stopped|%s)" % (re.escape(trace),
                                                          RING_FULL % re.escape(trace)))
         assert sorted(os.listdir(fs)) == ["t.trc", "t.trc.ring"], os.listdir(fs)
-        check_prefix(trace, os.path.join(d, "t.db"), clean)
+        check_prefix(trace, os.path.join(d, "t.db"), clean, exact=True)
 
 
 # ---- output directory removed -----------------------------------------------
@@ -328,7 +389,7 @@ def deleted_fds(pid, prefix):
 
 def case_rmdir(d):
     ref = plain(pause=True)
-    clean = clean_events(d)
+    clean = clean_events(d, pause=True)
     out_dir = os.path.join(d, "out")
     os.mkdir(out_dir)
     trace = os.path.join(out_dir, "r.trc")
@@ -338,8 +399,9 @@ def case_rmdir(d):
     h.go()
     h.phase_done(1)
     h.heapreel_line()
-    # hr_disk waits; a flush makes the writer empty every ring (writing
-    # nothing: it answers that writing failed); then take what the files hold
+    # hr_disk waits; a flush answers that writing failed (the writer drains
+    # no ring once it has: they keep their events); then take what the
+    # files hold
     p = hrtest.run([hrtest.TRACE_CTL, str(h.p.pid), "flush"], check=False)
     assert p.returncode == 1 and "writing the trace failed" in p.stderr, (p.returncode, p.stderr)
     fds = deleted_fds(h.p.pid, out_dir + "/")
@@ -355,13 +417,13 @@ def case_rmdir(d):
     assert not os.path.exists(out_dir), "%s was made again" % out_dir
     db = os.path.join(d, "r.db")
     check_prefix(copy, db, clean)
-    # only the main thread and the first phase's threads: nothing published
-    # after the removal went into the trace
+    # the main thread, phase 0's threads from the trace, and phase 1's,
+    # started after the removal, from the .ring: nothing was thrown away
     c = hardtest.connect(db)
     tids = [t for (t,) in c.execute("SELECT DISTINCT tid FROM allocations")]
     c.close()
-    assert len(tids) <= 1 + int(WORK[1]), \
-        "threads %s in the copy: events written after the removal" % sorted(tids)
+    assert len(tids) == 1 + 2 * int(WORK[1]), \
+        "threads %s in the copy: phase 1's events not kept in the .ring" % sorted(tids)
 
 
 def main():

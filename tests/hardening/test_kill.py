@@ -262,6 +262,42 @@ def case_segv(d):
     check_exact(d, cnt, trace)
 
 
+def case_exit_thread(d, end="exit_thread"):
+    """exit() (or _exit) called by a thread while the other workers and the
+    short-lived threads go on allocating: every call they completed until
+    the kernel ended them is in the database (the trace, then its .ring),
+    or counted lost; nothing mis-paired."""
+    p, cnt, trace = crash_run(d, end)
+    assert p.returncode == 0, "exit %d: %s" % (p.returncode, p.stderr)
+    assert not p.stderr, p.stderr
+    slots, ready, _ = read_counters(cnt)
+    assert ready == CRASH_WORKERS, "%d workers started" % ready
+    db = os.path.join(d, "exit.db")
+    hardtest.trace_import([trace], db, ok=(0,))
+    c = hardtest.connect(db)
+    f = hardtest.consistency(c, lost=None)
+    lost, in_flight, problems = compare(c, slots, CRASH_WORKERS, exact=False)
+    published = sum(sum(s[1:]) for s in slots)
+    print("%d calls published, %d events imported (%d from the .ring), %d missing, "
+          "%d counted lost, %d in flight" % (published, f["events"], f["recovered_events"],
+                                             lost, f["lost_events"], in_flight))
+    # a call counted lost may be one the kernel ended before it returned
+    threads = CRASH_WORKERS + 1
+    assert lost <= f["lost_events"] <= lost + threads, \
+        "%d published calls missing, %d counted lost" % (lost, f["lost_events"])
+    assert in_flight <= threads, "%d events beyond the published calls" % in_flight
+    per_thread = hardtest.one(c, "SELECT COALESCE(SUM(lost_events), 0) FROM threads")
+    assert per_thread <= f["lost_events"], (per_thread, f["lost_events"])
+    if f["lost_events"]:
+        assert hardtest.one(c, "SELECT COUNT(*) FROM processes WHERE t_loss IS NULL") == 0, \
+            "events lost but no processes.t_loss"
+    c.close()
+
+
+def case__exit_thread(d):
+    case_exit_thread(d, "_exit_thread")
+
+
 def memory_cgroup():
     """(kind, parent dir) of a memory cgroup hierarchy we may create a group
     in, or (None, reason)."""
