@@ -179,6 +179,49 @@ def parse_heap(text):
     return typ, rows, maps
 
 
+# ---- the .pb.gz protobuf, decoded for the tests ------------------------------
+def _pb_varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7f) << s
+        s += 7
+        if c < 0x80:
+            return v, i
+
+
+def pb_fields(b):
+    """message bytes -> [(field, value)] (ints or bytes)."""
+    out, i = [], 0
+    while i < len(b):
+        key, i = _pb_varint(b, i)
+        if key & 7 == 0:
+            v, i = _pb_varint(b, i)
+        elif key & 7 == 2:
+            n, i = _pb_varint(b, i)
+            v, i = b[i:i + n], i + n
+        else:
+            raise AssertionError("unexpected wire type %d" % (key & 7))
+        out.append((key >> 3, v))
+    return out
+
+
+def pb_packed(b):
+    """packed repeated int64 -> [int]."""
+    out, i = [], 0
+    while i < len(b):
+        v, i = _pb_varint(b, i)
+        out.append(v - (1 << 64) if v >= 1 << 63 else v)
+    return out
+
+
+def pb_one(msg, num, default=None):
+    """the first value of field num of a message."""
+    vals = [v for f, v in pb_fields(msg) if f == num]
+    return vals[0] if vals else default
+
+
 S = 10**9
 MS = 10**6
 EXE = "/opt/app/bin/app"
