@@ -103,7 +103,8 @@ def build_fixture(path, empty=False):
                " VALUES(?,?,?,?,?,?,?,?,?,?,?,0)",
                (PID, 1, "/opt/fixture/phases", "phases", "run.trc", 0, T_END, 0,
                 meta["peak_t"], meta["peak_bytes"], meta["peak_objects"]))
-    db.execute("INSERT INTO threads VALUES(?,?,?,?,?)", (PID, PID, "phases", 0, T_END))
+    db.execute("INSERT INTO threads(pid, tid, name, t_first, t_last) VALUES(?,?,?,?,?)",
+               (PID, PID, "phases", 0, T_END))
     db.execute("INSERT INTO modules VALUES(1,?,?,NULL,?,?,0,'r-xp',0)",
                (PID, "/opt/fixture/phases", 0x400000, 0x500000))
     for fid, (fn, file, line) in FRAMES.items():
