@@ -4,7 +4,10 @@
  * stacks or a text table; or lists the database's processes.
  *
  * The only place that prints: every failure is one line "trace-snap: ..."
- * on stderr and an exit code from the list below. Never: SQL here.
+ * on stderr and an exit code from the list below; an answer that lacks
+ * something (a loss, the damage, a stopped span: q_lacks) gets one
+ * "trace-snap: warning: ..." line per thing and still exits 0.
+ * Never: SQL here.
  */
 #include <getopt.h>
 #include <stdarg.h>
@@ -170,6 +173,19 @@ static int list_processes(struct q_db *db)
 	return fflush(stdout) || ferror(stdout) ? fail(1, "writing to stdout failed") : 0;
 }
 
+/* One "warning:" line on stderr per thing the answer lacks: the .heap,
+ * .pb.gz and folded outputs cannot carry it. */
+static int warn_lacks(struct q_db *db, const struct q_profile *p)
+{
+	struct q_lack l;
+	char line[512];
+	if (q_lacks(db, p->pid, p->kind, p->t1, p->t2, &l))
+		return -1;
+	for (int i = 0; q_lack_text(&l, i, line, sizeof line); i++)
+		fprintf(stderr, "trace-snap: warning: %s\n", line);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct args a = { .format = -1, .metric = Q_INUSE_BYTES };
@@ -219,7 +235,7 @@ int main(int argc, char **argv)
 	case OPT_TOP: rc = q_top(db, pid, t1, t2, &p); break;
 	}
 	int code = 0;
-	if (rc)
+	if (rc || (rc = warn_lacks(db, &p)))
 		code = fail(1, "%s", q_errmsg(db));
 	else if (a.out) {
 		if (q_write_file(db, &p, a.format, a.metric, a.by_stack, a.out))

@@ -1,6 +1,8 @@
 /* text.c - the text table trace-snap prints: like `pprof --text` (flat,
  * flat%, sum%, cum, cum%, function, after a Total line), or one line per
- * stack. Values unbiased if sampled.
+ * stack. Values unbiased if sampled. Right after the Total line, one
+ * "Warning: " line per thing the answer lacks (lacks.c), where a reader
+ * stopping after a few lines still sees it.
  *
  * Never: print anything a reader of pprof's table would not expect before
  * the Total line.
@@ -20,6 +22,18 @@ static void pct(char *buf, size_t n, int64_t v, int64_t tot)
 	snprintf(buf, n, "%.1f%%", tot ? 100.0 * (double)v / (double)tot : 0.0);
 }
 
+/* The Warning lines of what p lacks. */
+static int warnings(struct q_db *db, const struct q_profile *p, FILE *f)
+{
+	struct q_lack l;
+	char line[512];
+	if (q_lacks(db, p->pid, p->kind, p->t1, p->t2, &l))
+		return -1;
+	for (int i = 0; q_lack_text(&l, i, line, sizeof line); i++)
+		fprintf(f, "Warning: %s\n", line);
+	return 0;
+}
+
 static int by_function(struct q_db *db, const struct q_profile *p, int key, FILE *f)
 {
 	struct q_fn_table t = { 0 };
@@ -32,6 +46,10 @@ static int by_function(struct q_db *db, const struct q_profile *p, int key, FILE
 		tot += u.v[key];
 	}
 	fprintf(f, "Total: %" PRId64 " %s\n", tot, is_bytes(key) ? "B" : "objects");
+	if (warnings(db, p, f)) {
+		q_fn_table_free(&t);
+		return -1;
+	}
 	int64_t sum = 0;
 	for (size_t i = 0; i < t.n; i++) {
 		const struct q_fn_row *r = &t.rows[i];
@@ -75,7 +93,7 @@ static int by_stack(struct q_db *db, const struct q_profile *p, int key, FILE *f
 	qsort_r(u, p->n, sizeof *u, cmp_stack, &key);
 	fprintf(f, "Total: %" PRId64 " %s, %" PRId64 " %s\n", tot,
 	        is_bytes(key) ? "B" : "objects", tot_other, is_bytes(other) ? "B" : "objects");
-	int rc = 0;
+	int rc = warnings(db, p, f);
 	for (size_t i = 0; i < p->n && !rc; i++) {
 		const struct q_row *r = &u[i];
 		const struct q_frame *fr;

@@ -17,11 +17,18 @@ FREE_BLOCK = 2          # frees per free_blocks row: most snapshots span rows
 
 
 class Proc:
+    # What its answers lack (schema version 4): set these before finish().
+    LACKS = ("lost_events", "t_loss", "damaged", "t_damaged", "unknown_frees", "fork_t",
+             "inherited")
+
     def __init__(self, pid, exe, sample_period, t_start, t_end):
         self.pid, self.exe, self.sample_period = pid, exe, sample_period
         self.t_start, self.t_end = t_start, t_end
+        self.ppid = 1
         self.marks = []
         self.modules = []
+        self.lost_events = self.damaged = self.unknown_frees = self.inherited = 0
+        self.t_loss = self.t_damaged = self.fork_t = None
 
 
 class Fixture:
@@ -118,10 +125,12 @@ class Fixture:
         for pid, p in sorted(self.procs.items()):
             pk = self.peak(pid)
             db.execute("INSERT INTO processes(pid,ppid,exe,cmdline,trace_path,t_start,t_end,"
-                       "sample_period,peak_t,peak_bytes,peak_objects,proc) "
-                       "VALUES(?,1,?,?,?,?,?,?,?,?,?,?)",
-                       (pid, p.exe, p.exe, "/tmp/x.trc", p.t_start, p.t_end,
-                        p.sample_period, pk[0], max(pk[1], 0), pk[2], proc[pid]))
+                       "sample_period,peak_t,peak_bytes,peak_objects,proc,%s) "
+                       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?%s)"
+                       % (",".join(Proc.LACKS), ",?" * len(Proc.LACKS)),
+                       (pid, p.ppid, p.exe, p.exe, "/tmp/x.trc", p.t_start, p.t_end,
+                        p.sample_period, pk[0], max(pk[1], 0), pk[2], proc[pid])
+                       + tuple(getattr(p, k) for k in Proc.LACKS))
             for t, label in p.marks:
                 db.execute("INSERT INTO marks VALUES(?,?,?)", (pid, t, label))
             for m in p.modules:
