@@ -28,8 +28,10 @@ int q_stopped(struct q_db *db, int64_t pid, const struct q_span **out, size_t *n
 	for (size_t k = 0; k < nm && !pd->stopped_loaded; k++) {
 		bool open = pd->nstopped && pd->stopped[pd->nstopped - 1].t2 == Q_NEVER;
 		if (!open && !strcmp(m[k].label, MARK_STOP)) {
-			if (q_grow(&pd->stopped, &cap, pd->nstopped + 1, sizeof *pd->stopped))
+			if (q_grow(&pd->stopped, &cap, pd->nstopped + 1, sizeof *pd->stopped)) {
+				pd->nstopped = 0;          /* the next call starts over */
 				return q_fail(db, "%s: out of memory", db->path);
+			}
 			pd->stopped[pd->nstopped++] = (struct q_span){ m[k].t, Q_NEVER };
 		} else if (open && !strcmp(m[k].label, MARK_START)) {
 			pd->stopped[pd->nstopped - 1].t2 = m[k].t;
