@@ -65,7 +65,10 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 			l->stopped = s[k];
 		}
 	}
-	if (p->inherited == Q_INHERITED_UNKNOWN)
+	/* Inherited blocks were allocated before the process: only live sets
+	 * hold them, never an allocation count. */
+	bool live_set = kind == Q_SNAPSHOT || kind == Q_PEAK || kind == Q_GROWTH || kind == Q_LEAKS;
+	if (p->inherited == Q_INHERITED_UNKNOWN && live_set)
 		l->what |= Q_LACK_INHERITED;
 	return 0;
 }

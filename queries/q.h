@@ -217,7 +217,7 @@ enum {
 	Q_LACK_LOSS = 1,        /* reaches t_loss: events may be missing */
 	Q_LACK_DAMAGE = 2,      /* reaches t_damaged: what followed was not read */
 	Q_LACK_STOPPED = 4,     /* meets a stopped span */
-	Q_LACK_INHERITED = 8,   /* a forked child whose inherited blocks are unknown */
+	Q_LACK_INHERITED = 8,   /* a live set of a forked child whose inherited blocks are unknown */
 };
 
 struct q_lack {

@@ -105,8 +105,9 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t 
 	for (size_t i = 0; i < d->npts; i++)
 		allocs += b[i].allocs;
 	if (allocs == 0) {
-		snprintf(err, errn, "%s: the trace holds no allocations (pid %lld)", path,
-		         (long long)d->pid);
+		snprintf(err, errn, "%s: the trace holds no allocations (pid %lld)%s", path,
+		         (long long)d->pid, p->damaged ? ": it was cut (damaged) before any was read"
+		                                       : "");
 		goto fail;
 	}
 	d->pts = malloc(d->npts * sizeof *d->pts);
