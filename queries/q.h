@@ -237,6 +237,8 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 /* Sentence i (0, 1, ...) of what l says into buf (one line, no newline);
  * false once there is none. */
 bool q_lack_text(const struct q_lack *l, int i, char *buf, size_t n);
+/* Each sentence of what profile p lacks as a line "PREFIX sentence" on f. */
+int q_write_lacks(struct q_db *db, const struct q_profile *p, const char *prefix, FILE *f);
 
 /* ---- writers ---------------------------------------------------------------- */
 

@@ -173,19 +173,6 @@ static int list_processes(struct q_db *db)
 	return fflush(stdout) || ferror(stdout) ? fail(1, "writing to stdout failed") : 0;
 }
 
-/* One "warning:" line on stderr per thing the answer lacks: the .heap,
- * .pb.gz and folded outputs cannot carry it. */
-static int warn_lacks(struct q_db *db, const struct q_profile *p)
-{
-	struct q_lack l;
-	char line[512];
-	if (q_lacks(db, p->pid, p->kind, p->t1, p->t2, &l))
-		return -1;
-	for (int i = 0; q_lack_text(&l, i, line, sizeof line); i++)
-		fprintf(stderr, "trace-snap: warning: %s\n", line);
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	struct args a = { .format = -1, .metric = Q_INUSE_BYTES };
@@ -235,7 +222,8 @@ int main(int argc, char **argv)
 	case OPT_TOP: rc = q_top(db, pid, t1, t2, &p); break;
 	}
 	int code = 0;
-	if (rc || (rc = warn_lacks(db, &p)))
+	/* the .heap, .pb.gz and folded outputs cannot carry the warnings */
+	if (rc || (rc = q_write_lacks(db, &p, "trace-snap: warning: ", stderr)))
 		code = fail(1, "%s", q_errmsg(db));
 	else if (a.out) {
 		if (q_write_file(db, &p, a.format, a.metric, a.by_stack, a.out))

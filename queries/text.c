@@ -12,6 +12,9 @@
 
 #include "qi.h"
 
+/* Starts each line of what the answer lacks, right after the Total line. */
+#define WARNING "Warning: "
+
 static bool is_bytes(int key)
 {
 	return key == Q_INUSE_BYTES || key == Q_ALLOC_BYTES;
@@ -20,18 +23,6 @@ static bool is_bytes(int key)
 static void pct(char *buf, size_t n, int64_t v, int64_t tot)
 {
 	snprintf(buf, n, "%.1f%%", tot ? 100.0 * (double)v / (double)tot : 0.0);
-}
-
-/* The Warning lines of what p lacks. */
-static int warnings(struct q_db *db, const struct q_profile *p, FILE *f)
-{
-	struct q_lack l;
-	char line[512];
-	if (q_lacks(db, p->pid, p->kind, p->t1, p->t2, &l))
-		return -1;
-	for (int i = 0; q_lack_text(&l, i, line, sizeof line); i++)
-		fprintf(f, "Warning: %s\n", line);
-	return 0;
 }
 
 static int by_function(struct q_db *db, const struct q_profile *p, int key, FILE *f)
@@ -46,7 +37,7 @@ static int by_function(struct q_db *db, const struct q_profile *p, int key, FILE
 		tot += u.v[key];
 	}
 	fprintf(f, "Total: %" PRId64 " %s\n", tot, is_bytes(key) ? "B" : "objects");
-	if (warnings(db, p, f)) {
+	if (q_write_lacks(db, p, WARNING, f)) {
 		q_fn_table_free(&t);
 		return -1;
 	}
@@ -93,7 +84,7 @@ static int by_stack(struct q_db *db, const struct q_profile *p, int key, FILE *f
 	qsort_r(u, p->n, sizeof *u, cmp_stack, &key);
 	fprintf(f, "Total: %" PRId64 " %s, %" PRId64 " %s\n", tot,
 	        is_bytes(key) ? "B" : "objects", tot_other, is_bytes(other) ? "B" : "objects");
-	int rc = warnings(db, p, f);
+	int rc = q_write_lacks(db, p, WARNING, f);
 	for (size_t i = 0; i < p->n && !rc; i++) {
 		const struct q_row *r = &u[i];
 		const struct q_frame *fr;
