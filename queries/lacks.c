@@ -8,7 +8,6 @@
  * read the database per call (the marks are cached by q_marks).
  */
 #include <inttypes.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "qi.h"
