@@ -104,6 +104,11 @@ static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 			q_fmt_ns(b, sizeof b, l->stopped.t2);
 		snprintf(buf, n, "recording of process %lld was stopped from %s to %s: blocks "
 		         "allocated then are in no answer", pid, a, b);
+		if (p->unknown_frees > 0) {          /* how many such blocks, at least */
+			size_t len = strlen(buf);
+			snprintf(buf + len, n - len, " (%" PRId64 " frees of blocks it never saw "
+			         "allocated)", p->unknown_frees);
+		}
 		break;
 	default:
 		q_fmt_ns(a, sizeof a, p->fork_t);

@@ -144,6 +144,9 @@ expect(stop, ["--top", "--window", "5s..7s"], [])
 expect(stop, ["--temporary"], [STOP1])
 expect(stop, ["--peak"], [])                             # at 2 s
 expect(stop, ["--leaks"], [STOP2])
+# Frees of blocks allocated while stopped: how many such blocks, at least.
+expect(build("stop_frees", lambda p: (stopped(p), setattr(p, "unknown_frees", 7))),
+       ["--at", "4s"], [STOP1 + " (7 frees of blocks it never saw allocated)"])
 
 # A forked child whose parent's trace was not imported.
 INHERIT = ("process 200 was forked from 100 at 1.000000000s, whose trace was not imported: "
