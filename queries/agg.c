@@ -82,7 +82,8 @@ int q_by_function(struct q_db *db, const struct q_profile *p, int key, struct q_
 	free(rowof);
 	free(last);
 	struct sort_ctx ctx = { db, key };
-	qsort_r(t->rows, t->n, sizeof *t->rows, cmp_fn, &ctx);
+	if (t->n)                      /* rows is NULL before the first row */
+		qsort_r(t->rows, t->n, sizeof *t->rows, cmp_fn, &ctx);
 	return 0;
 }
 

@@ -183,6 +183,8 @@ static int check_meta(struct q_db *db)
 		rc = 1;
 	if (rc > 0 && (rc = meta(db, s, "peak_pid", &db->main_pid, NULL, 0)) == 0)
 		rc = 1;
+	if (rc > 0 && (rc = meta(db, s, "damaged", &db->damaged, NULL, 0)) == 0)
+		rc = 1;
 	/* the packing of free_blocks, which the importer always writes */
 	db->frees.row = -1;
 	if (rc > 0) {
@@ -197,6 +199,38 @@ static int check_meta(struct q_db *db)
 	}
 	sqlite3_finalize(s);
 	return rc < 0 ? -1 : 0;
+}
+
+/* Columns 12.. of processes.sql: what the process's answers may lack. An
+ * importer that counted lost events without their instant leaves t_loss
+ * NULL: then any of its events may be missing. A damaged trace read up to
+ * an unknown instant was read up to its last event (t_end). */
+static void lacks_of(sqlite3_stmt *s, struct q_process *p)
+{
+	p->t_loss = sqlite3_column_type(s, 12) != SQLITE_NULL ? sqlite3_column_int64(s, 12)
+	            : p->lost_events > 0 ? p->t_start : Q_NEVER;
+	p->damaged = sqlite3_column_int64(s, 13) != 0;
+	p->t_damaged = sqlite3_column_type(s, 14) == SQLITE_NULL ? p->t_end
+	               : sqlite3_column_int64(s, 14);
+	if (p->t_damaged > p->t_end)
+		p->t_damaged = p->t_end;
+	p->unknown_frees = sqlite3_column_int64(s, 15);
+	p->fork_t = sqlite3_column_type(s, 16) == SQLITE_NULL ? Q_NEVER
+	            : sqlite3_column_int64(s, 16);
+	p->inherited = sqlite3_column_int(s, 17);
+}
+
+/* meta.damaged says a trace was damaged; an importer that does not say
+ * which process's leaves every process under suspicion. */
+static void damaged_unnamed(struct q_db *db)
+{
+	if (!db->damaged)
+		return;
+	for (size_t i = 0; i < db->nprocs; i++)
+		if (db->procs[i].damaged)
+			return;
+	for (size_t i = 0; i < db->nprocs; i++)
+		db->procs[i].damaged = true;
 }
 
 static int load_processes(struct q_db *db)
@@ -226,6 +260,7 @@ static int load_processes(struct q_db *db)
 		p->peak_objects = sqlite3_column_int64(s, 9);
 		p->lost_events = sqlite3_column_int64(s, 10);
 		p->proc = sqlite3_column_int64(s, 11);
+		lacks_of(s, p);
 		if (!p->exe || !p->cmdline)
 			break;
 	}
@@ -234,6 +269,7 @@ static int load_processes(struct q_db *db)
 		return q_fail(db, "%s: out of memory", db->path);
 	if (rc != SQLITE_DONE)
 		return q_sqlfail(db, "reading processes");
+	damaged_unnamed(db);
 	db->pd = calloc(db->nprocs ? db->nprocs : 1, sizeof *db->pd);
 	return db->pd ? 0 : q_fail(db, "%s: out of memory", db->path);
 }
@@ -334,6 +370,7 @@ void q_close(struct q_db *db)
 		for (size_t j = 0; j < db->pd[i].nmarks; j++)
 			free((char *)db->pd[i].marks[j].label);
 		free(db->pd[i].marks);
+		free(db->pd[i].stopped);
 	}
 	free(db->procs);
 	free(db->pd);

@@ -39,6 +39,8 @@ struct buf { unsigned char *p; size_t n, cap; bool oom; };
 
 static void put(struct buf *b, const void *d, size_t n)
 {
+	if (!n)                        /* an empty part may have no memory yet */
+		return;
 	if (b->oom || q_grow(&b->p, &b->cap, b->n + n, 1)) {
 		b->oom = true;
 		return;

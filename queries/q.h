@@ -46,7 +46,20 @@ struct q_process {
 	int64_t peak_t, peak_bytes, peak_objects;   /* raw (sampled) numbers */
 	int64_t lost_events;
 	int64_t proc;                          /* its number in the frees table */
+	/* What its answers may lack (importer/schema.sql, schema version 4). */
+	int64_t t_loss;                        /* events may be missing from here; Q_NEVER: none */
+	bool damaged;                          /* its trace was cut: nothing after t_damaged read */
+	int64_t t_damaged;                     /* <= t_end */
+	int64_t unknown_frees;                 /* frees while stopped of blocks never seen */
+	int64_t fork_t;                        /* a forked child: the fork's instant; else Q_NEVER */
+	int inherited;                         /* Q_INHERITED_* */
 };
+
+/* An instant that never comes (no loss, not forked). */
+#define Q_NEVER INT64_MAX
+
+/* processes.inherited: what a forked child's answers hold of its parent's blocks. */
+enum { Q_INHERITED_NONE, Q_INHERITED_SEEDED, Q_INHERITED_UNKNOWN };
 
 /* All processes, ordered by t_start then pid; owned by db. */
 const struct q_process *q_processes(const struct q_db *db, size_t *n);
@@ -191,6 +204,42 @@ struct q_mark {
 int q_timeline(struct q_db *db, int64_t pid, const struct q_bucket **b, size_t *n);
 int q_marks(struct q_db *db, int64_t pid, const struct q_mark **m, size_t *n);
 
+/* ---- what an answer lacks ------------------------------------------------ */
+
+/* A stretch where recording was stopped: from a heapreel.stop mark to the
+ * next heapreel.start mark of the process (t2 = Q_NEVER: never restarted).
+ * Blocks allocated inside it are unknown to the trace. */
+struct q_span { int64_t t1, t2; };
+/* The stopped spans of process pid, in time order; owned by db. */
+int q_stopped(struct q_db *db, int64_t pid, const struct q_span **s, size_t *n);
+
+enum {
+	Q_LACK_LOSS = 1,        /* reaches t_loss: events may be missing */
+	Q_LACK_DAMAGE = 2,      /* reaches t_damaged: what followed was not read */
+	Q_LACK_STOPPED = 4,     /* meets a stopped span */
+	Q_LACK_INHERITED = 8,   /* a live set of a forked child whose inherited blocks are unknown */
+};
+
+struct q_lack {
+	unsigned what;                         /* Q_LACK_* bits; 0: the answer is whole */
+	enum q_kind kind;
+	const struct q_process *proc;          /* owned by db */
+	struct q_span stopped;                 /* Q_LACK_STOPPED: the first span met */
+};
+
+/* What an answer of this kind about process pid over [t1, t2] (t1 = t2:
+ * an instant) lacks. Q_PEAK and Q_LEAKS are about the whole trace (its
+ * maximum, what is still live at its end), so a loss or the damage
+ * anywhere touches them; the others reach up to t2. In memory: cheap
+ * enough for every cursor step. */
+int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t t2,
+            struct q_lack *l);
+/* Sentence i (0, 1, ...) of what l says into buf (one line, no newline);
+ * false once there is none. */
+bool q_lack_text(const struct q_lack *l, int i, char *buf, size_t n);
+/* Each sentence of what profile p lacks as a line "PREFIX sentence" on f. */
+int q_write_lacks(struct q_db *db, const struct q_profile *p, const char *prefix, FILE *f);
+
 /* ---- writers ---------------------------------------------------------------- */
 
 enum q_format { Q_FMT_HEAP, Q_FMT_PB_GZ, Q_FMT_FOLDED, Q_FMT_TEXT };
@@ -207,7 +256,8 @@ int q_write_heap(struct q_db *db, const struct q_profile *p, FILE *f);
 int q_write_pb_gz(struct q_db *db, const struct q_profile *p, FILE *f);
 int q_write_folded(struct q_db *db, const struct q_profile *p, int key, FILE *f);
 /* by_stack: one line per stack (its functions, leaf first) instead of the
- * pprof-style per-function table. */
+ * pprof-style per-function table. After the Total line, a "Warning: " line
+ * for each sentence of what the answer lacks (q_lacks). */
 int q_write_text(struct q_db *db, const struct q_profile *p, int key, bool by_stack, FILE *f);
 int q_write(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
             bool by_stack, FILE *f);

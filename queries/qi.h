@@ -42,6 +42,9 @@ struct q_pdata {                       /* per process, parallel to procs */
 	struct q_mark *marks;
 	size_t nmarks;
 	bool marks_loaded;
+	struct q_span *stopped;                /* from the marks, on first use */
+	size_t nstopped;
+	bool stopped_loaded;
 };
 
 /* A cached trie node: its parent and the frame it carries. */
@@ -84,6 +87,7 @@ struct q_db {
 	size_t nprocs;
 	int64_t duration;                      /* meta.duration_ns, 0 if absent */
 	int64_t main_pid;                      /* meta.peak_pid, 0 if absent */
+	int64_t damaged;                       /* meta.damaged, 0 if absent */
 	struct q_map rowmap;                   /* stack_id -> profile row */
 	struct q_profile tmp;                  /* the other snapshot of growth/top */
 	struct q_map nodemap;                  /* trie node id -> nodes[] */
@@ -112,6 +116,9 @@ int q_row1(struct q_db *db, enum q_stmt which, int64_t arg, sqlite3_stmt **s, co
 long q_proc_index(struct q_db *db, int64_t pid);
 /* Grows *arr (of *cap elements of size sz) to hold want; -1: no memory. */
 int q_grow(void *arr, size_t *cap, size_t want, size_t sz);
+
+/* ns as seconds with every digit: "12.000000345s". */
+void q_fmt_ns(char *buf, size_t n, int64_t ns);
 
 /* Free number id: 1 and *f (valid until the next call), 0 if there is no
  * such free, -1 on error (db->err set). */

@@ -4,7 +4,10 @@
  * stacks or a text table; or lists the database's processes.
  *
  * The only place that prints: every failure is one line "trace-snap: ..."
- * on stderr and an exit code from the list below. Never: SQL here.
+ * on stderr and an exit code from the list below; an answer that lacks
+ * something (a loss, the damage, a stopped span: q_lacks) gets one
+ * "trace-snap: warning: ..." line per thing and still exits 0.
+ * Never: SQL here.
  */
 #include <getopt.h>
 #include <stdarg.h>
@@ -219,7 +222,8 @@ int main(int argc, char **argv)
 	case OPT_TOP: rc = q_top(db, pid, t1, t2, &p); break;
 	}
 	int code = 0;
-	if (rc)
+	/* the .heap, .pb.gz and folded outputs cannot carry the warnings */
+	if (rc || (rc = q_write_lacks(db, &p, "trace-snap: warning: ", stderr)))
 		code = fail(1, "%s", q_errmsg(db));
 	else if (a.out) {
 		if (q_write_file(db, &p, a.format, a.metric, a.by_stack, a.out))

@@ -1,6 +1,8 @@
 /* text.c - the text table trace-snap prints: like `pprof --text` (flat,
  * flat%, sum%, cum, cum%, function, after a Total line), or one line per
- * stack. Values unbiased if sampled.
+ * stack. Values unbiased if sampled. Right after the Total line, one
+ * "Warning: " line per thing the answer lacks (lacks.c), where a reader
+ * stopping after a few lines still sees it.
  *
  * Never: print anything a reader of pprof's table would not expect before
  * the Total line.
@@ -9,6 +11,9 @@
 #include <stdlib.h>
 
 #include "qi.h"
+
+/* Starts each line of what the answer lacks, right after the Total line. */
+#define WARNING "Warning: "
 
 static bool is_bytes(int key)
 {
@@ -32,6 +37,10 @@ static int by_function(struct q_db *db, const struct q_profile *p, int key, FILE
 		tot += u.v[key];
 	}
 	fprintf(f, "Total: %" PRId64 " %s\n", tot, is_bytes(key) ? "B" : "objects");
+	if (q_write_lacks(db, p, WARNING, f)) {
+		q_fn_table_free(&t);
+		return -1;
+	}
 	int64_t sum = 0;
 	for (size_t i = 0; i < t.n; i++) {
 		const struct q_fn_row *r = &t.rows[i];
@@ -75,7 +84,7 @@ static int by_stack(struct q_db *db, const struct q_profile *p, int key, FILE *f
 	qsort_r(u, p->n, sizeof *u, cmp_stack, &key);
 	fprintf(f, "Total: %" PRId64 " %s, %" PRId64 " %s\n", tot,
 	        is_bytes(key) ? "B" : "objects", tot_other, is_bytes(other) ? "B" : "objects");
-	int rc = 0;
+	int rc = q_write_lacks(db, p, WARNING, f);
 	for (size_t i = 0; i < p->n && !rc; i++) {
 		const struct q_row *r = &u[i];
 		const struct q_frame *fr;

@@ -61,7 +61,7 @@ static int bad(struct q_db *db, const char *spec)
 	              "45%%, mark:LABEL, start, end)", spec);
 }
 
-static void span_text(char *buf, size_t n, int64_t ns)
+void q_fmt_ns(char *buf, size_t n, int64_t ns)
 {
 	snprintf(buf, n, "%lld.%09llds", (long long)(ns / NS_PER_S), (long long)(ns % NS_PER_S));
 }
@@ -115,8 +115,8 @@ int q_time(struct q_db *db, int64_t pid, const char *spec, int64_t *t)
 	}
 	if (v < p->t_start || v > p->t_end) {
 		char a[40], b[40];
-		span_text(a, sizeof a, p->t_start);
-		span_text(b, sizeof b, p->t_end);
+		q_fmt_ns(a, sizeof a, p->t_start);
+		q_fmt_ns(b, sizeof b, p->t_end);
 		q_fail(db, "time '%s' is outside the trace of process %lld (%s..%s)", spec,
 		       (long long)pid, a, b);
 		return Q_NOT_FOUND;

@@ -5,6 +5,7 @@
  * maximum, so that a cursor step redraws from the cached columns and never
  * reads the database. Rows below the bars: an axis carrying the cursor (^),
  * the peak (P), marks (M) and the growth window (=), then time labels.
+ * Columns where recording was stopped are shaded above their bars.
  *
  * Never: allocate or query while drawing; draw outside the rows it is given.
  */
@@ -112,6 +113,25 @@ static const char *const blocks_utf8[EIGHTHS + 1] = {
 	" ", "\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"
 };
 
+/* Whether column k meets a stopped span [t1, t2). */
+static bool col_stopped(const struct tui_chart *c, const struct tui_chart_marks *m, int k)
+{
+	int64_t a = tui_chart_t_of(c, k), b = tui_chart_t_of(c, k + 1);
+	for (size_t i = 0; i < m->nstopped; i++)
+		if (m->stopped[i].t1 < b && m->stopped[i].t2 > a)
+			return true;
+	return false;
+}
+
+/* The empty part of a column where recording was stopped. */
+static void put_shade(WINDOW *w, int y, int x, bool utf8)
+{
+	if (utf8)
+		mvwaddstr(w, y, x, "\u2591");
+	else
+		mvwaddch(w, y, x, ':');
+}
+
 static void put_cell(WINDOW *w, int y, int x, int fill, bool utf8)
 {
 	if (utf8)
@@ -157,6 +177,7 @@ void tui_chart_draw(WINDOW *w, const struct tui_chart *c, const struct tui_chart
 			a = A_REVERSE | (color ? COLOR_PAIR(TUI_PAIR_CURSOR) : A_BOLD);
 		else if (color)
 			a = COLOR_PAIR(k == peak ? TUI_PAIR_PEAK : TUI_PAIR_BAR);
+		bool shade = col_stopped(c, m, k);
 		wattron(w, a);
 		for (int r = 0; r < h; r++) {
 			int64_t level = (int64_t)(h - 1 - r) * EIGHTHS;
@@ -164,6 +185,8 @@ void tui_chart_draw(WINDOW *w, const struct tui_chart *c, const struct tui_chart
 			fill = fill < 0 ? 0 : fill > EIGHTHS ? EIGHTHS : fill;
 			if (k == cur && fill == 0)
 				put_cell(w, y + r, x0 + k, 0, false);
+			else if (shade && fill == 0)
+				put_shade(w, y + r, x0 + k, utf8);
 			else
 				put_cell(w, y + r, x0 + k, (int)fill, utf8);
 		}

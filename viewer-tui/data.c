@@ -24,6 +24,9 @@ struct tui_data {
 	const char *path;
 	int64_t pid, t_start, t_end, peak_t, peak_bytes, period;
 	const char *exe;             /* q's string */
+	const struct q_process *proc;
+	const struct q_span *stopped;   /* q's array */
+	size_t nstopped;
 	size_t nprocs;
 	struct tui_point *pts;
 	size_t npts;
@@ -72,6 +75,7 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t 
 	}
 	d->pid = p->pid;
 	d->exe = p->exe;
+	d->proc = p;
 	q_processes(d->db, &d->nprocs);
 	d->t_start = p->t_start;
 	d->t_end = p->t_end;
@@ -82,8 +86,10 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t 
 	const struct q_bucket *b;
 	const struct q_mark *all;
 	size_t nall;
+	/* The stopped spans now: later q_lacks calls then cannot fail. */
 	if (q_timeline(d->db, d->pid, &b, &d->npts) < 0 ||
-	    q_marks(d->db, d->pid, &all, &nall) < 0) {
+	    q_marks(d->db, d->pid, &all, &nall) < 0 ||
+	    q_stopped(d->db, d->pid, &d->stopped, &d->nstopped) < 0) {
 		snprintf(err, errn, "%s", q_errmsg(d->db));
 		goto fail;
 	}
@@ -99,8 +105,9 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t 
 	for (size_t i = 0; i < d->npts; i++)
 		allocs += b[i].allocs;
 	if (allocs == 0) {
-		snprintf(err, errn, "%s: the trace holds no allocations (pid %lld)", path,
-		         (long long)d->pid);
+		snprintf(err, errn, "%s: the trace holds no allocations (pid %lld)%s", path,
+		         (long long)d->pid, p->damaged ? ": it was cut (damaged) before any was read"
+		                                       : "");
 		goto fail;
 	}
 	d->pts = malloc(d->npts * sizeof *d->pts);
@@ -165,6 +172,23 @@ const struct q_mark *tui_data_marks(const struct tui_data *d, size_t *n)
 {
 	*n = d->nmarks;
 	return d->marks;
+}
+
+const struct q_process *tui_data_proc(const struct tui_data *d)
+{
+	return d->proc;
+}
+
+const struct q_span *tui_data_stopped(const struct tui_data *d, size_t *n)
+{
+	*n = d->nstopped;
+	return d->stopped;
+}
+
+unsigned tui_data_lacks(struct tui_data *d, int64_t t)
+{
+	struct q_lack l;
+	return q_lacks(d->db, d->pid, Q_SNAPSHOT, t, t, &l) < 0 ? 0 : l.what;
 }
 
 int tui_data_time(struct tui_data *d, const char *spec, int64_t *t, char *err, size_t errn)

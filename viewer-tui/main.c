@@ -59,6 +59,7 @@ static int refresh_view(struct tui_ui *u, bool rebuild_window)
 	}
 	if (tui_data_view(u->d, TUI_SNAPSHOT, u->cursor, u->cursor, &sv, &n, err, sizeof err) < 0)
 		goto fail;
+	u->lacks = tui_data_lacks(u->d, u->cursor);
 	u->live_bytes = u->live_objects = u->allocs = 0;
 	for (size_t i = 0; i < n; i++) {
 		u->live_bytes += sv[i].bytes;
@@ -365,6 +366,8 @@ int main(int argc, char **argv)
 	tui_data_span(u.d, &u.t_start, &u.t_end);
 	tui_data_peak(u.d, &u.peak_t, &u.peak_bytes);
 	u.marks = tui_data_marks(u.d, &u.nmarks);
+	u.proc = tui_data_proc(u.d);
+	u.stopped = tui_data_stopped(u.d, &u.nstopped);
 	u.chart.pts = tui_data_timeline(u.d, &u.chart.npts);
 	u.chart.duration = u.t_end;
 	u.cursor = u.t_start;

@@ -90,11 +90,29 @@ static void view_name(const struct tui_ui *u, char *buf, size_t n)
 	snprintf(buf + len, n - len, ", %s, by %s", u->tree ? "tree" : "flat", sort_name(u->sort));
 }
 
+/* " ! after loss, stopped": what the snapshot at the cursor lacks, before
+ * the view so that a narrow terminal cuts the view first. */
+static void lack_note(unsigned lacks, char *buf, size_t n)
+{
+	static const struct { unsigned bit; const char *word; } words[] = {
+		{ Q_LACK_LOSS, "after loss" }, { Q_LACK_DAMAGE, "after damage" },
+		{ Q_LACK_STOPPED, "stopped" },
+	};
+	buf[0] = '\0';
+	for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
+		if (!(lacks & words[i].bit))
+			continue;
+		size_t len = strlen(buf);
+		snprintf(buf + len, n - len, "%s%s", len ? ", " : " ! ", words[i].word);
+	}
+}
+
 static void draw_status(struct tui_ui *u, int y)
 {
-	char t[32], hb[40], view[96], line[512];
+	char t[32], hb[40], view[96], note[64], line[512];
 	tui_fmt_time(t, sizeof t, u->cursor);
 	view_name(u, view, sizeof view);
+	lack_note(u->lacks, note, sizeof note);
 	/* The size in binary units goes first when the line does not fit. */
 	for (int terse = 0; terse < 2; terse++) {
 		hb[0] = '\0';
@@ -104,7 +122,8 @@ static void draw_status(struct tui_ui *u, int y)
 			strcat(hb, ")");
 		}
 		snprintf(line, sizeof line, " t=%s live %" PRId64 " B%s %" PRId64 " objects %" PRId64
-		         " allocs [%s]", t, u->live_bytes, hb, u->live_objects, u->allocs, view);
+		         " allocs%s [%s]", t, u->live_bytes, hb, u->live_objects, u->allocs, note,
+		         view);
 		if ((int)strlen(line) <= COLS)
 			break;
 	}
@@ -115,9 +134,27 @@ static void draw_status(struct tui_ui *u, int y)
 	wattroff(stdscr, a);
 }
 
+/* The flags of the whole process: "  DAMAGED (read to 8s)" ... */
+static void process_flags(const struct q_process *p, char *buf, size_t n)
+{
+	char t[32];
+	size_t len = 0;
+	buf[0] = '\0';
+	if (p->damaged) {
+		tui_fmt_time(t, sizeof t, p->t_damaged);
+		len += (size_t)snprintf(buf + len, n - len, "  DAMAGED (read to %s)", t);
+	}
+	if (p->t_loss != Q_NEVER && len < n) {
+		tui_fmt_time(t, sizeof t, p->t_loss);
+		len += (size_t)snprintf(buf + len, n - len, "  EVENTS LOST (from %s)", t);
+	}
+	if (p->inherited == Q_INHERITED_UNKNOWN && len < n)
+		snprintf(buf + len, n - len, "  INHERITED BLOCKS UNKNOWN");
+}
+
 static void draw_title(const struct tui_ui *u)
 {
-	char dur[32], pb[32], pt[32], proc[128] = "", line[512];
+	char dur[32], pb[32], pt[32], proc[128] = "", flags[128], line[512];
 	tui_fmt_time(dur, sizeof dur, u->t_end - u->t_start);
 	tui_fmt_bytes(pb, sizeof pb, u->peak_bytes);
 	tui_fmt_time(pt, sizeof pt, u->peak_t);
@@ -126,8 +163,9 @@ static void draw_title(const struct tui_ui *u)
 		snprintf(proc, sizeof proc, "  %s [pid %lld]", base ? base + 1 : u->exe,
 		         (long long)u->pid);
 	}
-	snprintf(line, sizeof line, "trace-tui %s%s  duration %s  peak %s at %s  (? for help)",
-	         u->dbname, proc, dur, pb, pt);
+	process_flags(u->proc, flags, sizeof flags);
+	snprintf(line, sizeof line, "trace-tui %s%s%s  duration %s  peak %s at %s  (? for help)",
+	         u->dbname, proc, flags, dur, pb, pt);
 	mvhline(0, 0, ' ', COLS);
 	attron(A_BOLD);
 	mvaddnstr(0, 0, line, COLS);
@@ -250,7 +288,10 @@ static const char *const help_text[] = {
 	"  e                  export the current view to a .heap file",
 	"  ?                  this help           q   quit",
 	"flat: the function's own bytes; cum: with its callees; objects and allocs",
-	"(allocations so far) are the function's own.   Press any key.",
+	"(allocations so far) are the function's own.",
+	"Status \"! after loss / after damage / stopped\": the live set at the cursor may",
+	"lack blocks (events lost, trace cut, recording stopped: shaded on the chart).",
+	"Press any key.",
 };
 
 static void draw_help(void)
@@ -283,6 +324,7 @@ void tui_screen_draw(struct tui_ui *u)
 		.cursor = u->cursor, .peak_t = u->peak_t, .marks = u->marks, .nmarks = u->nmarks,
 		.window = u->w1_set || u->w2_set,
 		.w1 = u->w1_set ? u->w1 : u->w2, .w2 = u->w2_set ? u->w2 : u->w1,
+		.stopped = u->stopped, .nstopped = u->nstopped,
 	};
 	if (cm.w1 > cm.w2) {
 		int64_t t = cm.w1;

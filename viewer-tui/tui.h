@@ -59,6 +59,13 @@ void tui_data_peak(const struct tui_data *d, int64_t *t, int64_t *bytes);
 const struct tui_point *tui_data_timeline(const struct tui_data *d, size_t *n);
 const struct q_mark *tui_data_marks(const struct tui_data *d, size_t *n);
 
+/* The process as q describes it: what its answers lack (damaged, t_loss, ...). */
+const struct q_process *tui_data_proc(const struct tui_data *d);
+/* The stopped spans (heapreel.stop .. heapreel.start), in time order. */
+const struct q_span *tui_data_stopped(const struct tui_data *d, size_t *n);
+/* What the snapshot at t lacks: Q_LACK_* bits (q_lacks). */
+unsigned tui_data_lacks(struct tui_data *d, int64_t t);
+
 /* Parses a time spec as trace-snap does ("30s", "45%", "mark:L", "end"). */
 int tui_data_time(struct tui_data *d, const char *spec, int64_t *t, char *err, size_t errn);
 
@@ -102,6 +109,8 @@ struct tui_chart_marks {
 	size_t nmarks;
 	bool window;                /* highlight [w1, w2] on the axis */
 	int64_t w1, w2;
+	const struct q_span *stopped;   /* shaded: recording was stopped */
+	size_t nstopped;
 };
 
 /* Draws the chart with its y labels into rows [y, y+h) of w, h >= 3,
@@ -162,8 +171,13 @@ struct tui_ui {
 	const struct q_mark *marks;
 	size_t nmarks;
 
+	const struct q_process *proc;   /* what its answers lack */
+	const struct q_span *stopped;
+	size_t nstopped;
+
 	int64_t cursor;
 	int64_t live_bytes, live_objects, allocs;   /* at the cursor */
+	unsigned lacks;             /* Q_LACK_* bits of the snapshot at the cursor */
 	enum tui_kind win_kind;     /* TUI_GROWTH or TUI_STEADY */
 	bool w1_set, w2_set;        /* '[' and ']' */
 	int64_t w1, w2;

@@ -17,11 +17,18 @@ FREE_BLOCK = 2          # frees per free_blocks row: most snapshots span rows
 
 
 class Proc:
+    # What its answers lack (schema version 4): set these before finish().
+    LACKS = ("lost_events", "t_loss", "damaged", "t_damaged", "unknown_frees", "fork_t",
+             "inherited")
+
     def __init__(self, pid, exe, sample_period, t_start, t_end):
         self.pid, self.exe, self.sample_period = pid, exe, sample_period
         self.t_start, self.t_end = t_start, t_end
+        self.ppid = 1
         self.marks = []
         self.modules = []
+        self.lost_events = self.damaged = self.unknown_frees = self.inherited = 0
+        self.t_loss = self.t_damaged = self.fork_t = None
 
 
 class Fixture:
@@ -118,10 +125,12 @@ class Fixture:
         for pid, p in sorted(self.procs.items()):
             pk = self.peak(pid)
             db.execute("INSERT INTO processes(pid,ppid,exe,cmdline,trace_path,t_start,t_end,"
-                       "sample_period,peak_t,peak_bytes,peak_objects,proc) "
-                       "VALUES(?,1,?,?,?,?,?,?,?,?,?,?)",
-                       (pid, p.exe, p.exe, "/tmp/x.trc", p.t_start, p.t_end,
-                        p.sample_period, pk[0], max(pk[1], 0), pk[2], proc[pid]))
+                       "sample_period,peak_t,peak_bytes,peak_objects,proc,%s) "
+                       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?%s)"
+                       % (",".join(Proc.LACKS), ",?" * len(Proc.LACKS)),
+                       (pid, p.ppid, p.exe, p.exe, "/tmp/x.trc", p.t_start, p.t_end,
+                        p.sample_period, pk[0], max(pk[1], 0), pk[2], proc[pid])
+                       + tuple(getattr(p, k) for k in Proc.LACKS))
             for t, label in p.marks:
                 db.execute("INSERT INTO marks VALUES(?,?,?)", (pid, t, label))
             for m in p.modules:
@@ -177,6 +186,49 @@ def parse_heap(text):
     hn = hdr[len("heap profile: "):].split("@")[0].replace("[", " ").replace("]", " ")
     assert [int(x) for x in hn.replace(":", " ").split()] == tot, (hdr, tot)
     return typ, rows, maps
+
+
+# ---- the .pb.gz protobuf, decoded for the tests ------------------------------
+def _pb_varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7f) << s
+        s += 7
+        if c < 0x80:
+            return v, i
+
+
+def pb_fields(b):
+    """message bytes -> [(field, value)] (ints or bytes)."""
+    out, i = [], 0
+    while i < len(b):
+        key, i = _pb_varint(b, i)
+        if key & 7 == 0:
+            v, i = _pb_varint(b, i)
+        elif key & 7 == 2:
+            n, i = _pb_varint(b, i)
+            v, i = b[i:i + n], i + n
+        else:
+            raise AssertionError("unexpected wire type %d" % (key & 7))
+        out.append((key >> 3, v))
+    return out
+
+
+def pb_packed(b):
+    """packed repeated int64 -> [int]."""
+    out, i = [], 0
+    while i < len(b):
+        v, i = _pb_varint(b, i)
+        out.append(v - (1 << 64) if v >= 1 << 63 else v)
+    return out
+
+
+def pb_one(msg, num, default=None):
+    """the first value of field num of a message."""
+    vals = [v for f, v in pb_fields(msg) if f == num]
+    return vals[0] if vals else default
 
 
 S = 10**9

@@ -23,44 +23,7 @@ hrtest.run([SNAP, DB, "--peak", "-o", PB])
 checks = 0
 
 
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]
-        i += 1
-        v |= (c & 0x7f) << s
-        s += 7
-        if c < 0x80:
-            return v, i
-
-
-def fields(b):
-    """message bytes -> [(field, value)] (ints or bytes)."""
-    out, i = [], 0
-    while i < len(b):
-        key, i = varint(b, i)
-        if key & 7 == 0:
-            v, i = varint(b, i)
-        elif key & 7 == 2:
-            n, i = varint(b, i)
-            v, i = b[i:i + n], i + n
-        else:
-            raise AssertionError("unexpected wire type %d" % (key & 7))
-        out.append((key >> 3, v))
-    return out
-
-
-def packed(b):
-    out, i = [], 0
-    while i < len(b):
-        v, i = varint(b, i)
-        out.append(v - (1 << 64) if v >= 1 << 63 else v)
-    return out
-
-
-def one(msg, num, default=None):
-    vals = [v for f, v in fields(msg) if f == num]
-    return vals[0] if vals else default
+fields, packed, one = fixture.pb_fields, fixture.pb_packed, fixture.pb_one
 
 
 with open(PB, "rb") as fh:

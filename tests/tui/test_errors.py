@@ -1,6 +1,6 @@
 """trace-tui refuses what it cannot show before taking over the screen: a
-missing file, a file that is not a heapreel database, an empty trace, a bad
-flag or time. Each gives one line on stderr naming the problem, a non-zero
+missing file, a file that is not a heapreel database, an empty trace (and
+whether it was cut before its first allocation), a bad flag or time. Each gives one line on stderr naming the problem, a non-zero
 exit and no terminal control sequences. Needs no terminal (and no tmux).
 """
 import os
@@ -54,8 +54,14 @@ print("half-written:", refused([half], half, 1))
 empty = os.path.join(D, "empty.db")
 tt.build_fixture(empty, empty=True)
 line = refused([empty], empty, 1)
-assert "no allocations" in line, line
+assert "no allocations" in line and "damaged" not in line, line
 print("empty:", line)
+cut = os.path.join(D, "cut.db")
+tt.build_fixture(cut, empty=True, lacks={"damaged": 1})
+line = refused([cut], cut, 1)
+assert line.endswith("no allocations (pid %d): it was cut (damaged) before any was read"
+                     % tt.PID), line
+print("empty and cut:", line)
 
 print("bad time:", refused(["--at", "99s", GOOD], "--at 99s", 2))
 print("bad mark:", refused(["--at", "mark:nope", GOOD], "mark:nope", 2))

@@ -81,8 +81,10 @@ def live_at(t, stacks=None):
     return b, o, n
 
 
-def build_fixture(path, empty=False):
-    """Writes the fixture database to path (no allocations if empty)."""
+def build_fixture(path, empty=False, lacks=None, marks=()):
+    """Writes the fixture database to path (no allocations if empty); lacks:
+    processes columns of what its answers lack (schema version 4), marks:
+    (t, label) added to MARKS."""
     schema = open(os.path.join(hrtest.SRC, "importer", "schema.sql")).read()
     db = sqlite3.connect(path)
     db.executescript(schema)
@@ -103,6 +105,8 @@ def build_fixture(path, empty=False):
                " VALUES(?,?,?,?,?,?,?,?,?,?,?,0)",
                (PID, 1, "/opt/fixture/phases", "phases", "run.trc", 0, T_END, 0,
                 meta["peak_t"], meta["peak_bytes"], meta["peak_objects"]))
+    for col, v in (lacks or {}).items():
+        db.execute("UPDATE processes SET %s = ?" % col, (v,))
     db.execute("INSERT INTO threads(pid, tid, name, t_first, t_last) VALUES(?,?,?,?,?)",
                (PID, PID, "phases", 0, T_END))
     db.execute("INSERT INTO modules VALUES(1,?,?,NULL,?,?,0,'r-xp',0)",
@@ -117,9 +121,8 @@ def build_fixture(path, empty=False):
                    (i + 1, ta, tf, size, st, PID, PID, 0x10000 + 0x1000 * i))
     db.executemany("INSERT INTO free_blocks VALUES(?,?)", hrtest.pack_frees(
         [(aid, allocs[aid - 1][2], allocs[aid - 1][3], 0) for _, aid in frees], FREE_BLOCK))
-    if not empty:
-        for t, label in MARKS:
-            db.execute("INSERT INTO marks VALUES(?,?,?)", (PID, t, label))
+    for t, label in ([] if empty else MARKS) + list(marks):
+        db.execute("INSERT INTO marks VALUES(?,?,?)", (PID, t, label))
     # Timeline: value at each bucket's end and the maximum inside it.
     for k in range(T_END // BUCKET):
         t0, t1 = k * BUCKET, (k + 1) * BUCKET - 1
@@ -237,17 +240,19 @@ class Tmux:
 
 
 # The size in binary units is left out, then the view cut, when the
-# terminal is narrow.
+# terminal is narrow. "! after loss, stopped": what the snapshot lacks.
 STATUS = re.compile(r"t=(\S+)s\s+live (-?\d+) B(?: \([^)]*\))?\s+(-?\d+) objects\s+(-?\d+) allocs"
-                    r"(?:\s+\[([^\]]*)\]?)?")
+                    r"(?: ! ([^[]*[^[ ]))?(?:\s+\[([^\]]*)\]?)?")
 
 
 def status(screen):
-    """(time string, live bytes, objects, allocations, view) of the status line."""
+    """(time string, live bytes, objects, allocations, view, what it lacks)
+    of the status line."""
     m = STATUS.search(screen)
     if not m:
         return None
-    return m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(5) or ""
+    return (m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(6) or "",
+            m.group(5) or "")
 
 
 def wait_status(tm, pred=lambda st: True, timeout=30.0):

@@ -1,0 +1,92 @@
+"""trace-tui shows what the trace lacks: the title flags a damaged trace,
+a loss and unknown inherited blocks; the status line says when the
+snapshot at the cursor lies after the loss or the damage, or inside a
+stopped span (heapreel.stop .. heapreel.start marks, which are shaded on
+the chart); the numbers at the cursor stay exact. A trace that lacks
+nothing shows none of it.
+"""
+import os
+
+import hrtest
+import tuitest as tt
+from tuitest import S
+
+D = hrtest.tmpdir("tui-lacks")
+TUI = hrtest.TRACE_TUI
+WIDTH, HEIGHT = 120, 40
+X0 = 10                      # chart.c: the first column of the bars
+NCOL = WIDTH - X0
+STOP, START = 2200 * S // 1000, 3200 * S // 1000
+STOP_MARKS = [(STOP, "heapreel.stop"), (START, "heapreel.start")]
+
+
+def shaded_cols(t1, t2):
+    """Chart columns meeting [t1, t2): column k covers [t_of(k), t_of(k+1))."""
+    t_of = [-(-tt.T_END * k // NCOL) for k in range(NCOL + 1)]
+    return [k for k in range(NCOL) if t1 < t_of[k + 1] and t2 > t_of[k]]
+
+
+def top_row(scr):
+    """The chart's top row of bars (above every bar of this fixture)."""
+    return scr.splitlines()[1]
+
+
+def at(tm, t_str, lacks):
+    """Waits for the cursor at t_str; checks the numbers there and the note."""
+    st, scr = tt.wait_status(tm, lambda st: st[0] == t_str)
+    t_ns = int(float(t_str) * 1000) * S // 1000
+    assert st[1:4] == tt.live_at(t_ns), (t_str, st, tt.live_at(t_ns))
+    assert st[5] == lacks, (t_str, st)
+    return scr
+
+
+checks = 0
+# Cut at 8 s, events lost from 6 s, recording stopped from 2.2 s to 3.2 s.
+DB = os.path.join(D, "lacking.db")
+tt.build_fixture(DB, lacks={"damaged": 1, "t_damaged": 8 * S, "t_loss": 6 * S,
+                            "lost_events": 4}, marks=STOP_MARKS)
+with tt.Tmux([TUI, "--at", "9s", DB], width=WIDTH, height=HEIGHT) as tm:
+    scr = at(tm, "9", "after loss, after damage")
+    title = scr.splitlines()[0]
+    assert "  DAMAGED (read to 8s)  EVENTS LOST (from 6s)  duration 10s" in title, title
+    row = top_row(scr)
+    shade = [i - X0 for i, ch in enumerate(row) if ch == "\u2591"]
+    assert shade == shaded_cols(STOP, START) and len(shade) == 12, (shade, row)
+    checks += 2
+    tm.keys("Home")
+    at(tm, "0", "")
+    tm.keys("m")                     # the user's mark at 4.8 s; the recorder's are not shown
+    at(tm, "4.8", "")
+    tm.keys("End")
+    at(tm, "10", "after loss, after damage")
+    checks += 3
+with tt.Tmux([TUI, "--at", "2.5s", DB], width=WIDTH, height=HEIGHT) as tm:
+    at(tm, "2.5", "stopped")
+    tm.keys("?")
+    tm.wait(r"after damage / stopped")
+    checks += 2
+with tt.Tmux([TUI, "--at", "7s", DB], width=WIDTH, height=HEIGHT) as tm:
+    at(tm, "7", "after loss")
+    checks += 1
+# Without UTF-8 the shade is ':'.
+with tt.Tmux([TUI, "--at", "9s", DB], width=WIDTH, height=HEIGHT,
+             env={"LANG": "C", "LC_ALL": "C"}) as tm:
+    scr = at(tm, "9", "after loss, after damage")
+    shade = [i - X0 for i, ch in enumerate(top_row(scr)) if ch == ":"]
+    assert shade == shaded_cols(STOP, START), (shade, top_row(scr))
+    checks += 1
+# A forked child whose inherited blocks are unknown: every instant lacks them.
+ORPHAN = os.path.join(D, "orphan.db")
+tt.build_fixture(ORPHAN, lacks={"fork_t": 0, "inherited": 2})
+with tt.Tmux([TUI, "--at", "3s", ORPHAN], width=WIDTH, height=HEIGHT) as tm:
+    scr = at(tm, "3", "")
+    assert "  INHERITED BLOCKS UNKNOWN  duration" in scr.splitlines()[0], scr
+    checks += 1
+# A trace that lacks nothing: no flag, no note, no shade.
+CLEAN = os.path.join(D, "clean.db")
+tt.build_fixture(CLEAN)
+with tt.Tmux([TUI, "--at", "9s", CLEAN], width=WIDTH, height=HEIGHT) as tm:
+    scr = at(tm, "9", "")
+    assert "DAMAGED" not in scr and "LOST" not in scr and "\u2591" not in scr, scr
+    checks += 1
+print("ok: %d checks" % checks)
