@@ -277,6 +277,9 @@ int rec_session_mine(void);           /* recording, and this is the traced proce
 int rec_session_reserve_nodes(uint64_t id);
 /* Makes the first `bytes` of ring i's file range safe to write; 0 on failure. */
 int rec_session_reserve_ring(uint32_t i, uint64_t bytes);
+/* The same ahead of need (rec_ring_prepare): a failure is neither said nor
+ * remembered, a thread's own reservation meets it if it is real. */
+int rec_session_prepare_ring(uint32_t i, uint64_t bytes);
 struct tf_ring *rec_session_ring(uint32_t i);
 void rec_say(const char *a, const char *b, const char *c); /* one stderr line */
 /* The trace cannot be written in full: one stderr line, the session's first. */
@@ -426,6 +429,10 @@ void rec_ring_release(uint32_t i);
 /* Writer side: a tail moved, a ring was released, or the writer drains no
  * more: threads waiting for it look again. */
 void rec_ring_progress(void);
+/* Writer side, each round: the next rings threads will claim get their
+ * first part reserved and their pages mapped, so that a new thread's
+ * first event makes no system call and takes no page fault. */
+void rec_ring_prepare(void);
 /* Counts n events stamped from ev->t on as lost, in the .ring file: in
  * ring `own` once the writer drains no more (it is never released then,
  * so the count stays with its thread), else in the file's own count. */

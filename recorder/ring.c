@@ -175,6 +175,23 @@ static int take(uint32_t from, uint32_t to)
 	return -1;
 }
 
+#define PREPARE_AHEAD 32                /* rings made ready beyond the last claimed */
+
+void rec_ring_prepare(void)
+{
+	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_relaxed);
+	uint32_t upto = used + PREPARE_AHEAD < REC_RINGS_KEPT ? used + PREPARE_AHEAD : REC_RINGS_KEPT;
+	for (uint32_t i = used; i < upto; i++) {
+		uint8_t none = RES_NONE;
+		if (atomic_load(&reserved[i]) != RES_NONE ||
+		    !rec_session_prepare_ring(i, ring_bytes(REC_RING_FIRST_EVENTS)))
+			break;
+		/* the pages in place: the claiming thread's first stores fault not */
+		madvise(rec_session_ring(i), ring_bytes(REC_RING_FIRST_EVENTS), MADV_POPULATE_WRITE);
+		atomic_compare_exchange_strong(&reserved[i], &none, RES_FIRST);
+	}
+}
+
 /* Ring i, claimed, carries `stream` from index seq on: header filled, LIVE. */
 static struct tf_ring *open_ring(uint32_t i, uint32_t tid, uint32_t stream, uint64_t seq)
 {

@@ -308,6 +308,15 @@ int rec_session_reserve_nodes(uint64_t id)
 	return 1;
 }
 
+int rec_session_prepare_ring(uint32_t i, uint64_t bytes)
+{
+	const struct tf_ring_file *rf = rec_s.rf;
+	return !atomic_load(&rec_s.reserve_failed) &&
+	       rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino) &&
+	       posix_fallocate(rec_s.ring_fd, (off_t)(rf->rings_offset + i * rf->ring_stride),
+			       (off_t)bytes) == 0;
+}
+
 int rec_session_reserve_ring(uint32_t i, uint64_t bytes)
 {
 	const struct tf_ring_file *rf = rec_s.rf;

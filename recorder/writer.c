@@ -457,6 +457,8 @@ static uint64_t round_all(enum round_mode mode)
 	emit_modules();
 	emit_nodes(mode == FINAL);
 	emit_lost();
+	if (!failed)
+		rec_ring_prepare();
 	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
 	uint64_t wrote = 0;
 	for (uint32_t i = 0; i < used && !(mode == NORMAL && key_due()); i++)

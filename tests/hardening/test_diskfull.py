@@ -296,16 +296,7 @@ def case_fsize_waves(d):
               published, f["events"], f["recovered_events"], lost, f["lost_events"]))
     assert lost <= f["lost_events"], \
         "%d published calls missing, only %d counted lost" % (lost, f["lost_events"])
-    # a worker makes no call but its own: its count is exact, in events (a
-    # realloc is two), one call more if the kill came between a call
-    # counted lost and its publication
-    for w in range(WAVES_WORKERS):
-        tid, a, r, fr = slots[w]
-        A, R, F = hardtest.imported(c, hardtest.size_class(w), tid)
-        missing = (a - A) + 2 * (r - R) + (fr - (F - R))
-        counted = hardtest.one(c, "SELECT lost_events FROM threads WHERE tid = ?", tid)
-        print("worker %d: %d events missing, %d counted lost" % (w, missing, counted))
-        assert missing <= counted <= missing + 2, (w, missing, counted)
+    hardtest.check_worker_losses(c, slots, WAVES_WORKERS)
     c.close()
 
 

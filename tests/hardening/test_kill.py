@@ -275,17 +275,16 @@ def case_exit_thread(d, end="exit_thread"):
     db = os.path.join(d, "exit.db")
     hardtest.trace_import([trace], db, ok=(0,))
     c = hardtest.connect(db)
-    f = hardtest.consistency(c, lost=None)
+    f = hardtest.consistency(c, lost=None, missed_if_lost=True)
     lost, in_flight, problems = compare(c, slots, CRASH_WORKERS, exact=False)
     published = sum(sum(s[1:]) for s in slots)
     print("%d calls published, %d events imported (%d from the .ring), %d missing, "
           "%d counted lost, %d in flight" % (published, f["events"], f["recovered_events"],
                                              lost, f["lost_events"], in_flight))
-    # a call counted lost may be one the kernel ended before it returned
-    threads = CRASH_WORKERS + 1
-    assert lost <= f["lost_events"] <= lost + threads, \
-        "%d published calls missing, %d counted lost" % (lost, f["lost_events"])
-    assert in_flight <= threads, "%d events beyond the published calls" % in_flight
+    assert lost <= f["lost_events"], \
+        "%d published calls missing, only %d counted lost" % (lost, f["lost_events"])
+    assert in_flight <= CRASH_WORKERS + 1, "%d events beyond the published calls" % in_flight
+    hardtest.check_worker_losses(c, slots, CRASH_WORKERS)
     per_thread = hardtest.one(c, "SELECT COALESCE(SUM(lost_events), 0) FROM threads")
     assert per_thread <= f["lost_events"], (per_thread, f["lost_events"])
     if f["lost_events"]:
