@@ -11,6 +11,13 @@
  * <name>.2, ... is tried. Any other error prints one line on stderr and the
  * program runs unrecorded.
  *
+ * Forks: a prepare handler stamps the instant in the forking thread (before
+ * glibc's fork takes malloc's locks; the child inherits the thread's copy)
+ * and the child's trace starts with a FORK record naming its parent's trace
+ * and that instant, from which the importer gives the child the live set it
+ * inherited (FORMAT.md). A vfork or posix_spawn child runs no handlers: it
+ * execs, and an exec'd program inherits no heap.
+ *
  * The .ring file (layout in trace_format.h) is sized at start and mapped
  * MAP_SHARED; the header page, node ids as they are handed out and each
  * ring when first claimed are fallocated before use, so a full disk is an
@@ -58,12 +65,25 @@
 struct rec_session rec_s;
 static struct tf_writer *writer;
 static char cmdline[4096];
+/* CLOCK_MONOTONIC when this thread last entered fork (prepare handler). */
+static REC_TLS uint64_t fork_mono;
+/* A forked child's parent trace and fork instant, for its FORK record;
+ * parent_pid 0 = not a forked child's trace. */
+static struct {
+	pid_t parent_pid;
+	uint64_t parent_t0, mono;
+} forked;
 
-uint64_t rec_now(void)
+static uint64_t mono_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - rec_s.t0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t rec_now(void)
+{
+	return mono_ns() - rec_s.t0;
 }
 
 void rec_say(const char *a, const char *b, const char *c)
@@ -329,6 +349,21 @@ static void give_up(void)
 	unlink(rec_s.trace_path);
 }
 
+/* A forked child's FORK record, written out at once: a child killed early
+ * still says whose heap it started with. */
+static int write_fork(struct tf_error *err)
+{
+	if (!forked.parent_pid)
+		return TF_OK;
+	struct tf_record r = {
+		.kind = TF_FORK, .id = (uint32_t)forked.parent_pid,
+		.count = forked.parent_t0, .t = forked.mono - forked.parent_t0,
+	};
+	forked.parent_pid = 0;
+	int rc = tf_write_meta(writer, &r, err);
+	return rc ? rc : tf_writer_flush(writer, err);
+}
+
 /* Starts a trace for the current process; on failure says why and leaves
  * the process unrecorded. */
 static void start(int single_thread)
@@ -379,7 +414,8 @@ static void start(int single_thread)
 	};
 	struct tf_error terr;
 	if (tf_writer_open(&writer, rec_s.trace_fd, &h, &terr) != TF_OK ||
-	    (rec_s.max_size && tf_writer_bound(writer, rec_s.max_size, &terr) != TF_OK)) {
+	    (rec_s.max_size && tf_writer_bound(writer, rec_s.max_size, &terr) != TF_OK) ||
+	    write_fork(&terr) != TF_OK) {
 		char why[200], *e = why + sizeof why;
 		rec_cat(rec_cat(rec_cat(why, e, ": "), e, terr.msg), e, "; not recording");
 		fail(rec_s.trace_path, why);
@@ -435,6 +471,14 @@ void rec_session_restart(void)
 		start(0);
 }
 
+/* Prepare handlers run in reverse order of registration: ours, registered
+ * by a preloaded library's constructor, runs after the program's own, right
+ * before glibc's fork takes malloc's locks. */
+static void fork_prepare(void)
+{
+	fork_mono = mono_ns();
+}
+
 /* Forked child: one thread, no writer. Drop the parent's mapping and writer
  * without writing to the parent's files, then start the child's own trace. */
 static void fork_child(void)
@@ -443,6 +487,9 @@ static void fork_child(void)
 		return;
 	int g = rec_guard;
 	rec_guard = 1;
+	forked.parent_pid = rec_s.pid;  /* still the parent's session */
+	forked.parent_t0 = rec_s.t0;
+	forked.mono = fork_mono;
 	atomic_store(&rec_s.state, REC_OFF);
 	munmap(rec_s.rf, rec_s.map_size);
 	rec_s.rf = NULL;
@@ -496,7 +543,7 @@ __attribute__((constructor)) static void rec_init(void)
 	rec_ctl_init();
 	if (rec_stack_init() < 0) {
 		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");
-	} else if (rec_ring_init() < 0 || pthread_atfork(NULL, NULL, fork_child) != 0) {
+	} else if (rec_ring_init() < 0 || pthread_atfork(fork_prepare, NULL, fork_child) != 0) {
 		rec_say("cannot set up thread hooks", "", "; not recording");
 	} else {
 		start(1);
