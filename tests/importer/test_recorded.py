@@ -192,20 +192,23 @@ def case_inherit(d):
     child, a vfork+exec'd program that inherits nothing. Exact answers per
     function at the children's marks and at their ends, every free paired;
     the child imported without its parent: inherited=2 and its frees of
-    inherited blocks counted as such, not as unmatched."""
+    inherited blocks counted as such, not as unmatched. Also bounded and
+    sampled."""
     prog = hrtest.prog("inherit")
     for p in (hrtest.LIBREC, prog, hrtest.TRACE_IMPORT, hrtest.TRACE_SNAP):
         if not os.path.exists(p):
             hrtest.skip("%s not built" % p)
-    for bounded in (False, True):
-        run = os.path.join(d, "run-%d" % bounded)
+    # bounded (not wrapping) and sampled with a period of 1 byte (every
+    # block sampled: the answers stay exact, and the child must keep
+    # recording the frees of the sampled blocks it inherited)
+    for k, env in enumerate(({}, {"REC_MAX_SIZE": "64M"}, {"REC_SAMPLE": "1"})):
+        run = os.path.join(d, "run-%d" % k)
         os.mkdir(run)
-        env = {"REC_MAX_SIZE": "64M"} if bounded else {}
         out = hrtest.record([prog], os.path.join(run, "run.trc"), env=env).stdout.split()
         parent, child, grand, execd = (int(out[i]) for i in (1, 3, 5, 7))
         traces = traces_of(run)
         assert len(traces) == 4, traces
-        db = os.path.join(d, "all-%d.db" % bounded)
+        db = os.path.join(d, "all-%d.db" % k)
         imp = trace_import([run, db])
         assert "forked children start with the" in imp.stderr, imp.stderr
         c = connect(db)
