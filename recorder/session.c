@@ -7,9 +7,13 @@
  * 0600 with O_CREAT|O_EXCL|O_NOFOLLOW, in their directory as out_dir.c
  * opened it (not through a symbolic link planted in a shared directory);
  * if either exists (an exec'd program has the same pid as the process that
- * started it; a fork child without %p in REC_OUT) the next of <name>.1,
- * <name>.2, ... is tried. Any other error prints one line on stderr and the
- * program runs unrecorded.
+ * started it; a fork child without %p in REC_OUT) the next of <name>.1 ...
+ * <name>.99 is tried, then <name>.<pid>00, <name>.<pid>01, ...: a fork
+ * storm under one REC_OUT never runs out of names, and its children do not
+ * each walk every name taken before them (a pid is unique among running
+ * processes: only an earlier process of the same pid, or one past its
+ * hundredth suffix, can hold one of its names). Any other error prints one
+ * line on stderr and the program runs unrecorded.
  *
  * Forks: a prepare handler stamps the instant in the forking thread (before
  * glibc's fork takes malloc's locks; the child inherits the thread's copy)
@@ -60,7 +64,7 @@
 #define NODE_CHUNK (1u << 16)          /* nodes fallocated at a time (1 MiB) */
 #define HEADER_BYTES 4096
 #define PAGE 4096u
-#define NAME_TRIES 100                 /* <name>, <name>.1 ... <name>.99 */
+#define NAME_SEQUENTIAL 100            /* <name>, <name>.1 ... <name>.99, then by pid */
 
 struct rec_session rec_s;
 static struct tf_writer *writer;
@@ -199,6 +203,14 @@ void rec_fd_remember(int fd, dev_t *dev, ino_t *ino)
 	}
 }
 
+/* The suffix of the k-th name tried (0: none); see the top of the file. */
+static uint64_t name_suffix(uint64_t k)
+{
+	if (k < NAME_SEQUENTIAL)
+		return k;
+	return (uint64_t)rec_s.pid * NAME_SEQUENTIAL + (k - NAME_SEQUENTIAL);
+}
+
 /* Creates the trace and its .ring; returns 0, an errno, or -1: a planted
  * symbolic link is on the way (out_dir.c). */
 static int create_files(void)
@@ -212,12 +224,15 @@ static int create_files(void)
 		return dfd == -2 ? -1 : errno;
 	size_t at = (size_t)(leaf - base);     /* where the names start in the paths */
 	int err = EEXIST;
-	for (unsigned k = 0; k < NAME_TRIES && err == EEXIST; k++) {
+	/* until a name is free: the suffixes never run out */
+	for (uint64_t k = 0; err == EEXIST; k++) {
 		char *e = rec_s.trace_path + sizeof rec_s.trace_path;
 		char *p = rec_cat(rec_s.trace_path, e, base);
-		if (k) {
-			p = rec_cat(p, e, ".");
-			rec_utoa(p, e, k);
+		if (k)
+			p = rec_utoa(rec_cat(p, e, "."), e, name_suffix(k));
+		if (p == e - 1) {
+			err = ENAMETOOLONG; /* cut, every name tried would be this one */
+			break;
 		}
 		e = rec_s.ring_path + sizeof rec_s.ring_path;
 		rec_cat(rec_cat(rec_s.ring_path, e, rec_s.trace_path), e, ".ring");
@@ -238,8 +253,6 @@ static int create_files(void)
 		unlinkat(dfd, rec_s.trace_path + at, 0);
 	}
 	close(dfd);
-	if (err == EEXIST)
-		rec_cat(rec_s.trace_path, rec_s.trace_path + sizeof rec_s.trace_path, base);
 	return err;
 }
 

@@ -260,6 +260,56 @@ def case_inherit(d):
         assert got == {n: (2, 6666) if n == "child_site" else (0, 0) for n in INHERIT_SITES}, got
 
 
+def case_forkstorm(d):
+    """500 forked children under one REC_OUT without %p (tests/programs/
+    forkstorm, 50 alive at a time): every child's trace is written (no
+    name runs out), the directory imports, and each child's allocations
+    are exact, its inherited blocks included."""
+    prog = hrtest.prog("forkstorm")
+    for p in (hrtest.LIBREC, prog, hrtest.TRACE_IMPORT):
+        if not os.path.exists(p):
+            hrtest.skip("%s not built" % p)
+    n = 500
+    run = os.path.join(d, "run")
+    os.mkdir(run)
+    p = hrtest.record([prog, str(n), "50"], os.path.join(run, "run.trc"))
+    assert p.stderr == "", p.stderr
+    index = {int(w[1]): int(w[2]) for w in (line.split() for line in p.stdout.splitlines())}
+    assert len(index) == n
+    files = os.listdir(run)
+    assert len(files) == n + 1 and "run.trc" in files, sorted(files)[:5]
+    db = os.path.join(d, "storm.db")
+    trace_import(["-q", run, db])
+    c = connect(db)
+    check_invariants(c)
+    assert (meta(c, "unmatched_frees"), meta(c, "missed_frees")) == (0, 0)
+    got = {}
+    for pid, fn, count, total, live in c.execute(
+            """SELECT a.pid, f.function, COUNT(*), SUM(a.size), SUM(a.t_free IS NULL)
+               FROM allocations a JOIN stacks s ON s.id = a.stack_id
+               JOIN frames f ON f.id = s.frame_id
+               WHERE f.function IN ('base_site', 'storm_site') GROUP BY 1, 2"""):
+        got.setdefault(pid, {})[fn] = (count, total, live)
+    parent = one(c, "SELECT pid FROM processes WHERE inherited = 0")
+    assert got.pop(parent) == {"base_site": (3, 2997, 0)}
+    want = {pid: {"base_site": (3, 2997, 2),
+                  "storm_site": (i % 5 + 1, (i % 5 + 1) * (100 + i), i % 5 + 1)}
+            for pid, i in index.items()}
+    assert got == want, [(pid, got.get(pid), w) for pid, w in want.items() if got.get(pid) != w][:5]
+    assert one(c, "SELECT COUNT(*) FROM processes WHERE inherited = 1 AND ppid = ?", parent) == n
+    # what reads the names: the parent's trace alone gets the note naming
+    # run.trc.1; trace-record counts the run's traces
+    alone = trace_import([os.path.join(run, "run.trc"), os.path.join(d, "alone.db")])
+    assert "run.trc.1 is beside " in alone.stderr, alone.stderr
+    if os.path.exists(hrtest.TRACE_RECORD):
+        again = os.path.join(d, "again")
+        os.mkdir(again)
+        rec = hrtest.run([hrtest.TRACE_RECORD, "-o", os.path.join(again, "run.trc"), "--",
+                          prog, str(n), "50"])
+        assert len(os.listdir(again)) == n + 1
+        assert "trace-record: %d traces written: " % (n + 1) in rec.stderr, rec.stderr
+
+
 def case_cxx(d):
     """C++ names come out demangled (tests/programs/cxx_mix)."""
     prog = hrtest.prog("cxx_mix")
