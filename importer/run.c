@@ -207,9 +207,9 @@ static uint8_t inheritance(struct imp_trace *tr, size_t ntr, size_t i)
 	c->parent = IMP_NO_TRACE;
 	for (size_t k = 0; k < ntr; k++)
 		if (tr[k].hdr->pid == c->fork_ppid && tr[k].hdr->t0_mono_ns == c->fork_parent_t0 &&
-		    c->fork_parent_t0 <= c->fork_mono && c->fork_mono <= c->hdr->t0_mono_ns &&
-		    c->fork_parent_t0 < c->hdr->t0_mono_ns)
-			c->parent = k;     /* strictly earlier: no cycle */
+		    c->fork_parent_t0 <= c->fork_mono && c->fork_mono < c->hdr->t0_mono_ns)
+			c->parent = k;     /* strictly earlier: no cycle, and
+					      the seeding precedes the child's events */
 	if (c->parent == IMP_NO_TRACE || c->keyed)
 		return c->inherited;
 	p = &tr[c->parent];
