@@ -479,7 +479,8 @@ static int plan_forks(struct replay *r, struct imp_trace *tr, size_t ntr)
 			.t = tr[t].fork_at, .parent = (uint32_t)tr[t].parent, .child = (uint32_t)t,
 		};
 	}
-	qsort(r->forks, r->nforks, sizeof *r->forks, by_fork_t);
+	if (r->nforks)             /* qsort's base must not be NULL */
+		qsort(r->forks, r->nforks, sizeof *r->forks, by_fork_t);
 	return 0;
 }
 
