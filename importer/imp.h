@@ -112,6 +112,22 @@ struct imp_trace {
 	uint32_t unknown_stack;       /* stacks.id of "[unknown]": stack 0, bad ids */
 	uint32_t db_first, db_count;  /* this trace's stacks.id range */
 	uint32_t pid;                 /* its process's processes.pid (keys.c) */
+	/* A forked child's trace (FORK record): its parent's trace is the one
+	 * of pid fork_ppid and t0 fork_parent_t0; fork_mono is the fork's
+	 * CLOCK_MONOTONIC instant. run.c sets the rest. */
+	bool forked;
+	uint32_t fork_ppid;
+	uint64_t fork_parent_t0, fork_mono;
+	size_t parent;                /* index of the parent's trace, or IMP_NO_TRACE */
+	uint8_t inherited;            /* processes.inherited: enum imp_inherited */
+	uint64_t fork_at;             /* IMP_INHERIT_SEEDED: the fork, common axis */
+};
+
+#define IMP_NO_TRACE SIZE_MAX
+enum imp_inherited {                  /* processes.inherited (schema.sql) */
+	IMP_INHERIT_NONE = 0,         /* not a forked child */
+	IMP_INHERIT_SEEDED = 1,       /* starts with its parent's live set at the fork */
+	IMP_INHERIT_UNKNOWN = 2,      /* its parent's live set at the fork is not known */
 };
 
 /* Opens the trace and checks its header: -1 if unusable (exit 1). */
@@ -334,10 +350,13 @@ struct imp_proc_stats {              /* per trace, filled by replay */
 	uint64_t peak_t, peak_bytes, peak_objects;
 	uint64_t allocs, frees, unmatched_frees, missed_frees;
 	uint64_t unknown_frees;       /* of blocks allocated while not recording */
+	uint64_t inherited;           /* blocks seeded from the parent (in allocs) */
+	uint64_t inherited_frees;     /* frees of inherited blocks not known */
 };
 
 struct imp_totals {
 	uint64_t events, allocations, frees, unmatched_frees, missed_frees;
+	uint64_t inherited, inherited_frees; /* as in struct imp_proc_stats */
 	uint64_t checkpoints, checkpoint_rows, clamped;
 };
 

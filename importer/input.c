@@ -2,7 +2,7 @@
  * input.c - pass 1 over one trace: checks the header, indexes every segment
  * by stream (offset, time range, first seq, count) without decompressing
  * event segments, and loads the meta stream (stack nodes, threads, modules,
- * marks, lost counts, END, and a wrapped bounded trace's keyframe) whole.
+ * marks, lost counts, END, FORK, and a wrapped bounded trace's keyframe) whole.
  *
  * It must never hold the event records of segments: memory here is
  * proportional to the number of segments, stacks and the one keyframe's
@@ -227,6 +227,12 @@ static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 			tr->lost_total = r->size;
 		if (r->t < tr->t_loss)
 			tr->t_loss = r->t;
+		return 0;
+	case TF_FORK:
+		tr->forked = true;
+		tr->fork_ppid = r->id;
+		tr->fork_parent_t0 = r->count;
+		tr->fork_mono = r->count + r->t;
 		return 0;
 	case TF_END:
 		tr->t_end = r->t;

@@ -210,6 +210,15 @@ int main(int argc, char **argv)
 			run->peak_bytes, run->peak_objects, (double)run->peak_t / 1e9,
 			r.tot.unmatched_frees, secs,
 			secs > 0 ? (double)r.tot.events / secs / 1e6 : 0.0);
+		if (r.tot.inherited)
+			fprintf(stderr, "trace-import: forked children start with the %" PRIu64
+				" blocks they inherited, from their parents' traces\n",
+				r.tot.inherited);
+		if (r.tot.inherited_frees)
+			fprintf(stderr, "trace-import: %" PRIu64 " frees of blocks forked children "
+				"inherited from a parent whose trace is not imported (processes."
+				"inherited=2): not unmatched; import it with them to pair them\n",
+				r.tot.inherited_frees);
 		for (size_t i = 0; i < r.ntr; i++)
 			if (r.tr[i].keyed)
 				fprintf(stderr, "trace-import: %s: bounded trace: its oldest "

@@ -8,6 +8,14 @@
  *                memory, checkpoint rows in a scratch file) and inserted
  *                once that thread is done, SQLite being one connection.
  *
+ * A forked child whose parent's trace is here (run.c: inherited 1) starts
+ * with a copy of its parent's live set at the fork, taken when the merge
+ * passes the fork's instant: allocations of the child at that instant,
+ * with the parent's sizes and stacks, so that its snapshots hold them and
+ * its frees of them pair. Those stacks are the parent's (or an ancestor's)
+ * stacks rows, outside the child's own range: their counters sit in a
+ * sorted side table (struct proc's foreign).
+ *
  * Memory is the live set (one 32-byte entry per live block), per-stack
  * counters and fixed buffers: never the trace. It must never reorder
  * events: allocations and frees ids follow the merge's order.
@@ -24,6 +32,7 @@
  * least this many allocations per row keeps them a small fraction of the
  * database however many stacks a program has. */
 #define CKPT_ALLOCS_PER_ROW 8
+#define NO_STREAM UINT32_MAX          /* imp_live.stream of an inherited block */
 struct stack_state {
 	int64_t live_bytes, live_objects;
 	uint64_t alloc_bytes, alloc_objects;
@@ -34,6 +43,10 @@ struct proc {
 	uint32_t pid;
 	struct imp_livetab live;
 	struct stack_state *ss;       /* index: stacks.id - tr->db_first */
+	uint32_t *foreign;            /* inherited blocks' stacks.ids, sorted */
+	struct stack_state *fss;      /* their counters, same index */
+	size_t nforeign;
+	bool inherit_unknown;         /* frees of unknown blocks: inherited ones */
 	uint64_t with_state;          /* stacks with alloc_objects > 0 */
 	bool changed;                 /* events since its last checkpoint */
 	int64_t live_bytes, live_objects;
@@ -72,6 +85,11 @@ struct ckpt_index_row {
 	uint32_t pid;
 };
 
+struct fork {                         /* a child to seed from its parent */
+	uint64_t t;                   /* the fork, common axis */
+	uint32_t parent, child;       /* indexes in procs */
+};
+
 struct replay {
 	struct imp_db *db;
 	const struct imp_replay_opts *o;
@@ -85,6 +103,8 @@ struct replay {
 	size_t ntl, captl;
 	struct ckpt_index_row *ci;
 	size_t nci, capci;
+	struct fork *forks;           /* by time */
+	size_t nforks, capforks, next_fork;
 	uint64_t now;                 /* time of the last applied event */
 	uint64_t alloc_id, free_id, ckpt_id, since_ckpt;
 	uint64_t read_id;             /* checkpoint rows inserted */
@@ -204,9 +224,23 @@ static int64_t wrap_add(int64_t live, uint64_t d)
 	return (int64_t)((uint64_t)live + d);
 }
 
+static int by_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Every stack of p's live set is its own or, inherited, in foreign. */
 static struct stack_state *state_of(struct proc *p, uint32_t stack)
 {
-	return &p->ss[stack - p->tr->db_first];
+	uint32_t k = stack - p->tr->db_first;
+	const uint32_t *f;
+
+	if (k < p->tr->db_count)
+		return &p->ss[k];
+	f = bsearch(&stack, p->foreign, p->nforeign, sizeof *f, by_u32);
+	return &p->fss[f - p->foreign];
 }
 
 static int close_block(struct replay *r, struct proc *p, struct imp_live *l,
@@ -257,6 +291,33 @@ static void clamp_to_window(struct proc *p, struct imp_ev *ev)
 	}
 }
 
+/* Block n (its id the next allocation id) becomes live in p. */
+static int open_block(struct replay *r, struct proc *p, const struct imp_live *n,
+		      const struct imp_alloc_row *row)
+{
+	struct stack_state *ss = state_of(p, n->stack);
+
+	if (imp_live_insert(&p->live, n)) {
+		imp_errf(r->e, "out of memory (live set of %zu blocks)", p->live.n);
+		return -1;
+	}
+	if (imp_sink_alloc(r->sink, n->id, row))
+		return -1;
+	if (!ss->alloc_objects)
+		p->with_state++;
+	ss->alloc_objects++;
+	ss->alloc_bytes += n->size;
+	ss->live_objects++;
+	ss->live_bytes = wrap_add(ss->live_bytes, n->size);
+	p->live_bytes = wrap_add(p->live_bytes, n->size);
+	p->live_objects++;
+	p->b_allocs++;
+	p->ps->allocs++;
+	r->tot->allocations++;
+	r->since_ckpt++;
+	return 0;
+}
+
 static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 {
 	struct imp_stream *st = ev->st;
@@ -274,9 +335,14 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 		if (!l) {
 			/* before a keyframe's window, the block's allocation
 			 * may have been overwritten: expected, not counted */
-			if (ev->t >= p->t_unseen)
+			if (p->settling)
+				return 0;
+			if (p->inherit_unknown) {
+				p->ps->inherited_frees++;
+				r->tot->inherited_frees++;
+			} else if (ev->t >= p->t_unseen) {
 				p->ps->unknown_frees++;
-			else if (!p->settling) {
+			} else {
 				p->ps->unmatched_frees++;
 				r->tot->unmatched_frees++;
 			}
@@ -300,33 +366,149 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 		.t = ev->t, .addr = ev->addr, .size = ev->size, .stack = n.stack,
 		.tid = st->tid, .pid = p->pid, .from_realloc = ev->from_realloc,
 	};
-	struct stack_state *ss = state_of(p, n.stack);
 
-	if (imp_live_insert(&p->live, &n)) {
-		imp_errf(r->e, "out of memory (live set of %zu blocks)", p->live.n);
-		return -1;
-	}
-	if (imp_sink_alloc(r->sink, n.id, &row))
+	if (open_block(r, p, &n, &row))
 		return -1;
 	st->last_alloc = n.id;
-	if (!ss->alloc_objects)
-		p->with_state++;
-	ss->alloc_objects++;
-	ss->alloc_bytes += ev->size;
-	ss->live_objects++;
-	ss->live_bytes = wrap_add(ss->live_bytes, ev->size);
-	p->live_bytes = wrap_add(p->live_bytes, ev->size);
-	p->live_objects++;
-	p->b_allocs++;
 	if (!p->settling)
 		note_high(p, ev->t);
-	p->ps->allocs++;
-	r->tot->allocations++;
-	r->since_ckpt++;
+	return 0;
+}
+
+/* ---- forked children's inherited blocks ----------------------------------- */
+static int by_id(const void *a, const void *b)
+{
+	uint64_t x = (*(struct imp_live *const *)a)->id, y = (*(struct imp_live *const *)b)->id;
+
+	return (x > y) - (x < y);
+}
+
+/* The counters of c's inherited stacks (the distinct stacks of blocks,
+ * sorted; a child is seeded once). */
+static int foreign_stacks(struct proc *c, struct imp_live *const *blocks, size_t n)
+{
+	size_t k = 0;
+
+	c->foreign = malloc((n ? n : 1) * sizeof *c->foreign);
+	if (!c->foreign)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		c->foreign[i] = blocks[i]->stack;
+	qsort(c->foreign, n, sizeof *c->foreign, by_u32);
+	for (size_t i = 0; i < n; i++)
+		if (!k || c->foreign[k - 1] != c->foreign[i])
+			c->foreign[k++] = c->foreign[i];
+	c->nforeign = k;
+	c->fss = calloc(k ? k : 1, sizeof *c->fss);
+	return c->fss ? 0 : -1;
+}
+
+/* Child f->child gets its parent's live set, as it is now (the fork's
+ * instant: the merge is past every event before it), in the order the
+ * parent allocated it. */
+static int seed(struct replay *r, const struct fork *f)
+{
+	struct proc *pp = &r->procs[f->parent], *c = &r->procs[f->child];
+	const struct imp_livetab *pt = &pp->live;
+	struct imp_live **blocks = malloc((pt->n ? pt->n : 1) * sizeof *blocks);
+	size_t n = 0;
+	int rc = -1;
+
+	if (!blocks)
+		goto nomem;
+	for (size_t k = 0; k < pt->cap; k++)
+		if (pt->tab[k].id)
+			blocks[n++] = &pt->tab[k];
+	qsort(blocks, n, sizeof *blocks, by_id);
+	if (foreign_stacks(c, blocks, n))
+		goto nomem;
+	r->now = f->t;
+	if (advance(r, c, f->t))
+		goto out;
+	c->changed = true;
+	for (size_t i = 0; i < n; i++) {
+		struct imp_live l = {
+			.addr = blocks[i]->addr, .id = ++r->alloc_id, .size = blocks[i]->size,
+			.stack = blocks[i]->stack, .stream = NO_STREAM,
+		};
+		struct imp_alloc_row row = {
+			.t = f->t, .addr = l.addr, .size = l.size, .stack = l.stack,
+			.tid = c->tr->hdr->pid, .pid = c->pid,
+		};
+
+		if (open_block(r, c, &l, &row))
+			goto out;
+		c->ps->inherited++;
+		r->tot->inherited++;
+	}
+	note_high(c, f->t);
+	rc = 0;
+	goto out;
+nomem:
+	imp_errf(r->e, "out of memory (a forked child's %zu inherited blocks)", pt->n);
+out:
+	free(blocks);
+	return rc;
+}
+
+/* Seeds the children forked before t. */
+static int seed_before(struct replay *r, uint64_t t)
+{
+	for (; r->next_fork < r->nforks && r->forks[r->next_fork].t < t; r->next_fork++)
+		if (seed(r, &r->forks[r->next_fork]))
+			return -1;
+	return 0;
+}
+
+/* The next fork's instant, IMP_NO_TIME if none. */
+static uint64_t next_fork(const struct replay *r)
+{
+	return r->next_fork < r->nforks ? r->forks[r->next_fork].t : IMP_NO_TIME;
+}
+
+static int by_fork_t(const void *a, const void *b)
+{
+	const struct fork *x = a, *y = b;
+
+	return (x->t > y->t) - (x->t < y->t);
+}
+
+/* The children to seed (run.c decided which), by time. */
+static int plan_forks(struct replay *r, struct imp_trace *tr, size_t ntr)
+{
+	for (size_t t = 0; t < ntr; t++) {
+		r->procs[t].inherit_unknown = tr[t].inherited == IMP_INHERIT_UNKNOWN;
+		if (tr[t].inherited != IMP_INHERIT_SEEDED)
+			continue;
+		if (imp_grow(&r->forks, &r->capforks, r->nforks, sizeof *r->forks))
+			return -1;
+		r->forks[r->nforks++] = (struct fork){
+			.t = tr[t].fork_at, .parent = (uint32_t)tr[t].parent, .child = (uint32_t)t,
+		};
+	}
+	if (r->nforks)             /* qsort's base must not be NULL */
+		qsort(r->forks, r->nforks, sizeof *r->forks, by_fork_t);
 	return 0;
 }
 
 /* ---- checkpoints ---------------------------------------------------------- */
+/* The checkpoints row of one stack, if it ever allocated. */
+static int put_state(struct replay *r, uint32_t stack, const struct stack_state *s)
+{
+	struct ckpt_rec c = {
+		.ckpt = r->ckpt_id, .stack = stack,
+		.live_bytes = s->live_bytes, .live_objects = s->live_objects,
+		.alloc_bytes = s->alloc_bytes, .alloc_objects = s->alloc_objects,
+	};
+
+	if (!s->alloc_objects)
+		return 0;
+	if (put_ckpt(r, &c))
+		return -1;
+	r->tot->checkpoint_rows++;
+	return 0;
+}
+
 static int checkpoint(struct replay *r, struct proc *procs, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -344,22 +526,12 @@ static int checkpoint(struct replay *r, struct proc *procs, size_t n)
 			.id = r->ckpt_id, .pid = p->pid, .t = r->now,
 			.alloc_id = r->alloc_id, .free_id = r->free_id,
 		};
-		for (uint32_t k = 0; k < p->tr->db_count; k++) {
-			const struct stack_state *s = &p->ss[k];
-			struct ckpt_rec c = {
-				.ckpt = r->ckpt_id, .stack = p->tr->db_first + k,
-				.live_bytes = s->live_bytes,
-				.live_objects = s->live_objects,
-				.alloc_bytes = s->alloc_bytes,
-				.alloc_objects = s->alloc_objects,
-			};
-
-			if (!s->alloc_objects)
-				continue;
-			if (put_ckpt(r, &c))
+		for (uint32_t k = 0; k < p->tr->db_count; k++)
+			if (put_state(r, p->tr->db_first + k, &p->ss[k]))
 				return -1;
-			r->tot->checkpoint_rows++;
-		}
+		for (size_t k = 0; k < p->nforeign; k++)
+			if (put_state(r, p->foreign[k], &p->fss[k]))
+				return -1;
 		r->tot->checkpoints++;
 	}
 	r->since_ckpt = 0;
@@ -468,7 +640,7 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 	r->nprocs = ntr;
 	r->nstreams = nstreams;
 	r->proc_of = calloc(nstreams ? nstreams : 1, sizeof *r->proc_of);
-	if (!r->proc_of)
+	if (!r->proc_of || plan_forks(r, tr, ntr))
 		goto nomem;
 	for (size_t t = 0; t < ntr; t++)
 		for (size_t s = 0; s < tr[t].nstreams; s++) {
@@ -498,9 +670,12 @@ static void teardown(struct replay *r, size_t ntr)
 	imp_spill_close(&r->ckpts);
 	free(r->tl);
 	free(r->ci);
+	free(r->forks);
 	for (size_t t = 0; t < ntr; t++) {
 		imp_live_free(&r->procs[t].live);
 		free(r->procs[t].ss);
+		free(r->procs[t].foreign);
+		free(r->procs[t].fss);
 	}
 	free(r->procs);
 	free(r->proc_of);
@@ -532,6 +707,9 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 		struct imp_stream *nst;
 		uint64_t naddr;
 
+		if (seed_before(&r, ev.t))
+			goto out;
+
 		/* The table lookup is a cache miss: start the next one now. */
 		if (imp_merge_peek_addr(m, &naddr, &nst)) {
 			struct imp_livetab *t = &r.procs[r.proc_of[nst->gidx]].live;
@@ -542,8 +720,9 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 		r.now = ev.t;
 		if (apply(&r, p, &ev))
 			goto out;
-		/* A checkpoint must hold every event of its instant. */
-		if (r.since_ckpt >= due && imp_merge_peek(m) > r.now) {
+		/* A checkpoint must hold every event of its instant (and
+		 * the blocks of a child forked then). */
+		if (r.since_ckpt >= due && imp_merge_peek(m) > r.now && next_fork(&r) > r.now) {
 			if (checkpoint(&r, r.procs, ntr))
 				goto out;
 			due = ckpt_due(&r, r.procs, ntr);
@@ -552,7 +731,7 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 			o->progress(o->progress_ctx, imp_merge_records(m),
 				    o->total_events);
 	}
-	if (got < 0)
+	if (got < 0 || seed_before(&r, IMP_NO_TIME))
 		goto out;
 	tot->events = imp_merge_records(m);
 	tot->clamped = imp_merge_clamped(m);

@@ -193,27 +193,68 @@ static uint64_t sample_period(const struct imp_trace *tr)
 	return period;
 }
 
-/* proc: the process's number in free_blocks (its trace's index). */
+/* processes.inherited of forked child i, its parent's decided first: its
+ * parent's live set at the fork is known when the parent's trace is here
+ * (started before the child's, the fork inside it), replayed exactly at
+ * the fork (not from a bounded trace's later window, not past a damaged
+ * tail) and not itself missing what it inherited; and the child's own
+ * replay starts at its start (a wrapped bounded child's keyframe knows
+ * nothing of those blocks). */
+static uint8_t inheritance(struct imp_trace *tr, size_t ntr, size_t i)
+{
+	struct imp_trace *c = &tr[i], *p;
+
+	if (!c->forked || c->inherited != IMP_INHERIT_NONE)
+		return c->inherited;
+	c->inherited = IMP_INHERIT_UNKNOWN;
+	c->parent = IMP_NO_TRACE;
+	for (size_t k = 0; k < ntr; k++)
+		if (tr[k].hdr->pid == c->fork_ppid && tr[k].hdr->t0_mono_ns == c->fork_parent_t0 &&
+		    c->fork_parent_t0 <= c->fork_mono && c->fork_mono < c->hdr->t0_mono_ns)
+			c->parent = k;     /* strictly earlier: no cycle, and
+					      the seeding precedes the child's events */
+	if (c->parent == IMP_NO_TRACE || c->keyed)
+		return c->inherited;
+	p = &tr[c->parent];
+	c->fork_at = c->fork_mono - p->hdr->t0_mono_ns + p->shift;
+	if ((p->keyed && p->window + p->shift > c->fork_at) ||
+	    (p->damaged && p->t_max + p->shift < c->fork_at) ||
+	    (p->t_loss != IMP_NO_TIME && p->t_loss + p->shift <= c->fork_at) ||
+	    inheritance(tr, ntr, c->parent) == IMP_INHERIT_UNKNOWN)
+		return c->inherited;
+	return c->inherited = IMP_INHERIT_SEEDED;
+}
+
+/* proc: the process's number in free_blocks (its trace's index); t0: the
+ * common axis's CLOCK_MONOTONIC origin. */
 static int write_process(struct imp_db *db, const struct imp_trace *tr,
-			 const struct imp_proc_stats *ps, uint64_t proc)
+			 const struct imp_proc_stats *ps, uint64_t proc, uint64_t t0)
 {
 	const struct tf_header *h = tr->hdr;
 	uint64_t t_end = tr->t_end != IMP_NO_TIME ? tr->t_end + tr->shift : ps->t_end;
 	char *real = realpath(tr->path, NULL);
 	int rc;
 
-	/* a bounded trace starts where its replay is exact */
+	/* a bounded trace starts where its replay is exact; a child that
+	 * inherited its parent's heap, at the fork */
 	uint64_t t_start = tr->keyed ? tr->window + tr->shift : tr->shift;
+	if (tr->inherited == IMP_INHERIT_SEEDED)
+		t_start = tr->fork_at;
+	/* the fork on the common axis: before its start when the parent's
+	 * trace is not here, and then possibly before 0 */
+	int64_t fork_t = (int64_t)(tr->fork_mono - t0);
 
 	if (ps->t_end > t_end)
 		t_end = ps->t_end;
 	rc = imp_db_insert(db, "INSERT INTO processes(pid, ppid, exe, cmdline, trace_path, t_start, "
 			   "t_end, sample_period, peak_t, peak_bytes, peak_objects, lost_events, "
-			   "recovered, proc) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-			   "uutttuuuuuuuuu", (uint64_t)tr->pid, (uint64_t)h->ppid,
+			   "recovered, proc, inherited, fork_t) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+			   tr->forked ? "uutttuuuuuuuuuui" : "uutttuuuuuuuuuun",
+			   (uint64_t)tr->pid, (uint64_t)h->ppid,
 			   h->exe, h->cmdline, real ? real : tr->path, t_start,
 			   t_end, sample_period(tr), ps->peak_t, ps->peak_bytes,
-			   ps->peak_objects, tr->lost, tr->recovered, proc);
+			   ps->peak_objects, tr->lost, tr->recovered, proc,
+			   (uint64_t)tr->inherited, fork_t);
 	free(real);
 	/* what its answers may lack (trace axis + shift = common axis; -1:
 	 * nothing) */
@@ -270,6 +311,8 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 		{ "frees", tot->frees },
 		{ "unmatched_frees", tot->unmatched_frees },
 		{ "missed_frees", tot->missed_frees },
+		{ "inherited_blocks", tot->inherited },
+		{ "inherited_frees", tot->inherited_frees },
 		{ "lost_events", lost },
 		{ "recovered_events", recovered },
 		{ "clamped_times", tot->clamped },
@@ -346,6 +389,8 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 		for (size_t k = 0; k < tr[i].nnodes; k++)
 			r->nodes += tr[i].nodes[k].present;
 	}
+	for (size_t i = 0; i < r->ntr; i++)
+		inheritance(tr, r->ntr, i);
 	/* Without overflow, even for times near 2^64 (a damaged trace):
 	 * bucket_ns 0 or tiny would mean a division by zero or 2^64 rows. */
 	o->duration = tmax == UINT64_MAX ? tmax : tmax + 1;
@@ -360,7 +405,7 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 	if (imp_replay(db, tr, r->ntr, o, r->ps, &r->tot, e))
 		goto fail;
 	for (size_t i = 0; i < r->ntr; i++) {
-		if (write_process(db, &tr[i], &r->ps[i], i))
+		if (write_process(db, &tr[i], &r->ps[i], i, t0))
 			goto dbfail;
 		r->damaged |= tr[i].damaged;
 		r->nthreads += tr[i].nstreams;

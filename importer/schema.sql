@@ -47,6 +47,7 @@ CREATE TABLE processes(
   inherited     INTEGER NOT NULL DEFAULT 0  -- a forked child: 1 its parent's live set at fork_t is its
                                             -- own (seeded from the parent's trace), 2 unknown (the
                                             -- parent's trace was not imported); 0 otherwise
+                                            -- (see "forked children" below)
 );
 
 CREATE TABLE threads(
@@ -177,7 +178,10 @@ CREATE TABLE checkpoints(
 -- live: its earlier block is closed at that instant and counted here),
 -- recovered_events (taken from leftover .ring files), clamped_times (events
 -- whose time went backwards in their thread and were moved forward to keep
--- the global order), timeline_bucket_ns.
+-- the global order), timeline_bucket_ns, inherited_blocks (allocations rows
+-- forked children got from their parents, in allocations), inherited_frees
+-- (frees, by children of inherited 2, of blocks they did not allocate: not
+-- in unmatched_frees).
 -- format and importer_version are text; every other value is an integer.
 --
 -- processes: one row per trace. pid is the process id; a later trace of the
@@ -187,9 +191,26 @@ CREATE TABLE checkpoints(
 -- in the order trace-import read their traces. t_start = the process's trace start
 -- on the common axis (its t0_mono_ns - meta.t0_mono_ns; a bounded trace
 -- that wrapped: where its replay from a keyframe is exact, see
--- meta.window_start_ns); t_end = its END record, else its last event.
+-- meta.window_start_ns; a forked child of inherited 1: fork_t); t_end = its
+-- END record, else its last event.
 -- peak_t is the time of the allocation that first reached peak_bytes
 -- (peak_objects = live objects right after it).
+--
+-- forked children (a trace with a FORK record, trace-format/FORMAT.md):
+-- fork_t is the fork on the common axis (its parent's clock; negative when
+-- the fork precedes every trace imported). inherited is 1 when the parent's
+-- trace is imported and its live set at fork_t is exact (not before a
+-- bounded parent's window, not past a damaged tail or a loss, not itself missing what
+-- it inherited) and the child's trace did not wrap; else 2. With 1, every
+-- block live in the parent at fork_t is an allocations row of the child:
+-- t_alloc = fork_t (so ids stay in time order), the parent's size and
+-- stack_id, tid = the child's pid, ids in the parent's allocation order;
+-- the child's frees of them pair with them, its snapshots and leaks hold
+-- them, and they count in its checkpoints' alloc_* as allocations (--top
+-- of a child shows them). A grandchild gets the parent's blocks through
+-- the child. With 2, the child's frees of blocks it did not allocate are
+-- counted in meta.inherited_frees, not unmatched_frees, and its snapshots
+-- lack the inherited blocks.
 --
 -- threads: one row per (pid, tid) that had events or a name; t_first/t_last
 -- NULL for a named thread that never allocated.

@@ -132,8 +132,8 @@ void rec_ctl_close(void);             /* the session ends: close and unlink */
  * on (the allocation's inline route asks nothing else). */
 extern REC_TLS uint64_t rec_sample_left;
 int rec_sample_init(void);            /* maps the tables (once) */
-void rec_sample_reset(void);          /* new trace: no sampled blocks */
-void rec_sample_fork_child(void);     /* the only thread: no countdown drawn */
+void rec_sample_reset(void);          /* new trace: no sampled blocks (forked child: its parent's) */
+void rec_sample_fork_child(void);     /* the only thread: no countdown drawn; keeps the set */
 int rec_sample_drawn(void);           /* some thread holds a drawn countdown */
 void rec_sample_every_free(void);     /* every first-filter count stuck (below) */
 uint64_t rec_sample_overflows(void);

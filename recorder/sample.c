@@ -82,6 +82,7 @@ _Atomic uint8_t *rec_sample_filter;
 static _Atomic uint64_t *set;          /* the near table, then the far one */
 static _Atomic int far_used;           /* an insert went on to the far table */
 static _Atomic uint64_t overflowed;    /* inserts that found no room */
+static int keep_set;                   /* forked child: its first reset keeps the set */
 
 int rec_sample_init(void)
 {
@@ -113,14 +114,21 @@ static void l0_fill(uint8_t v)
 
 void rec_sample_reset(void)
 {
+	/* A forked child's replay starts with the blocks it inherited (the
+	 * importer takes them from the parent's trace, FORMAT.md FORK): the
+	 * frees of the sampled ones must still be recorded. */
+	if (keep_set) {
+		keep_set = 0;
+		return;
+	}
 	/* The first filter's counts too when nothing was ever sampled: a
 	 * trace that recorded every free left them stuck, and the next trace
 	 * (a forked child) may be given a period. */
 	l0_fill(0);
 	if (!rec_sample_filter)
 		return;
-	/* Zero pages again, without touching them (a forked child inherits
-	 * the parent's set, whose blocks are not in the child's trace). */
+	/* Zero pages again, without touching them (after a failed exec: the
+	 * previous trace's blocks are not in the new one). */
 	madvise((void *)rec_sample_filter, (size_t)1 << REC_SAMPLE_F_LOG, MADV_DONTNEED);
 	madvise((void *)set, SET_SLOTS * sizeof *set, MADV_DONTNEED);
 	atomic_store(&far_used, 0);
@@ -132,6 +140,7 @@ void rec_sample_fork_child(void)
 	rec_sample_left = 0;
 	rng = 0;                       /* the next draw is a first one, not a sample */
 	atomic_store(&drawn, 0);
+	keep_set = rec_sample_filter != NULL; /* the parent sampled: a set to keep */
 }
 
 /* A period may change only while no thread holds a countdown of the old one:

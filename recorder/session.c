@@ -7,9 +7,20 @@
  * 0600 with O_CREAT|O_EXCL|O_NOFOLLOW, in their directory as out_dir.c
  * opened it (not through a symbolic link planted in a shared directory);
  * if either exists (an exec'd program has the same pid as the process that
- * started it; a fork child without %p in REC_OUT) the next of <name>.1,
- * <name>.2, ... is tried. Any other error prints one line on stderr and the
- * program runs unrecorded.
+ * started it; a fork child without %p in REC_OUT) the next of <name>.1 ...
+ * <name>.99 is tried, then <name>.<pid>00, <name>.<pid>01, ...: a fork
+ * storm under one REC_OUT never runs out of names, and its children do not
+ * each walk every name taken before them (a pid is unique among running
+ * processes: only an earlier process of the same pid, or one past its
+ * hundredth suffix, can hold one of its names). Any other error prints one
+ * line on stderr and the program runs unrecorded.
+ *
+ * Forks: a prepare handler stamps the instant in the forking thread (before
+ * glibc's fork takes malloc's locks; the child inherits the thread's copy)
+ * and the child's trace starts with a FORK record naming its parent's trace
+ * and that instant, from which the importer gives the child the live set it
+ * inherited (FORMAT.md). A vfork or posix_spawn child runs no handlers: it
+ * execs, and an exec'd program inherits no heap.
  *
  * The .ring file (layout in trace_format.h) is sized at start and mapped
  * MAP_SHARED; the header page, node ids as they are handed out and each
@@ -59,18 +70,31 @@
 #define NODE_CHUNK (1u << 16)          /* nodes fallocated at a time (1 MiB) */
 #define HEADER_BYTES 4096
 #define PAGE 4096u
-#define NAME_TRIES 100                 /* <name>, <name>.1 ... <name>.99 */
+#define NAME_SEQUENTIAL 100            /* <name>, <name>.1 ... <name>.99, then by pid */
 
 struct rec_session rec_s;
 static struct tf_writer *writer;
 static _Atomic int ending;             /* the writer is being or was stopped */
 static char cmdline[4096];
+/* CLOCK_MONOTONIC when this thread last entered fork (prepare handler). */
+static REC_TLS uint64_t fork_mono;
+/* A forked child's parent trace and fork instant, for its FORK record;
+ * parent_pid 0 = not a forked child's trace. */
+static struct {
+	pid_t parent_pid;
+	uint64_t parent_t0, mono;
+} forked;
 
-uint64_t rec_now(void)
+static uint64_t mono_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec - rec_s.t0;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+uint64_t rec_now(void)
+{
+	return mono_ns() - rec_s.t0;
 }
 
 void rec_say(const char *a, const char *b, const char *c)
@@ -186,6 +210,14 @@ void rec_fd_remember(int fd, dev_t *dev, ino_t *ino)
 	}
 }
 
+/* The suffix of the k-th name tried (0: none); see the top of the file. */
+static uint64_t name_suffix(uint64_t k)
+{
+	if (k < NAME_SEQUENTIAL)
+		return k;
+	return (uint64_t)rec_s.pid * NAME_SEQUENTIAL + (k - NAME_SEQUENTIAL);
+}
+
 /* Creates the trace and its .ring; returns 0, an errno, or -1: a planted
  * symbolic link is on the way (out_dir.c). */
 static int create_files(void)
@@ -199,12 +231,15 @@ static int create_files(void)
 		return dfd == -2 ? -1 : errno;
 	size_t at = (size_t)(leaf - base);     /* where the names start in the paths */
 	int err = EEXIST;
-	for (unsigned k = 0; k < NAME_TRIES && err == EEXIST; k++) {
+	/* until a name is free: the suffixes never run out */
+	for (uint64_t k = 0; err == EEXIST; k++) {
 		char *e = rec_s.trace_path + sizeof rec_s.trace_path;
 		char *p = rec_cat(rec_s.trace_path, e, base);
-		if (k) {
-			p = rec_cat(p, e, ".");
-			rec_utoa(p, e, k);
+		if (k)
+			p = rec_utoa(rec_cat(p, e, "."), e, name_suffix(k));
+		if (p == e - 1) {
+			err = ENAMETOOLONG; /* cut, every name tried would be this one */
+			break;
 		}
 		e = rec_s.ring_path + sizeof rec_s.ring_path;
 		rec_cat(rec_cat(rec_s.ring_path, e, rec_s.trace_path), e, ".ring");
@@ -225,8 +260,6 @@ static int create_files(void)
 		unlinkat(dfd, rec_s.trace_path + at, 0);
 	}
 	close(dfd);
-	if (err == EEXIST)
-		rec_cat(rec_s.trace_path, rec_s.trace_path + sizeof rec_s.trace_path, base);
 	return err;
 }
 
@@ -345,6 +378,21 @@ static void give_up(void)
 	unlink(rec_s.trace_path);
 }
 
+/* A forked child's FORK record, written out at once: a child killed early
+ * still says whose heap it started with. */
+static int write_fork(struct tf_error *err)
+{
+	if (!forked.parent_pid)
+		return TF_OK;
+	struct tf_record r = {
+		.kind = TF_FORK, .id = (uint32_t)forked.parent_pid,
+		.count = forked.parent_t0, .t = forked.mono - forked.parent_t0,
+	};
+	forked.parent_pid = 0;
+	int rc = tf_write_meta(writer, &r, err);
+	return rc ? rc : tf_writer_flush(writer, err);
+}
+
 /* Starts a trace for the current process; on failure says why and leaves
  * the process unrecorded. */
 static void start(int single_thread)
@@ -397,7 +445,8 @@ static void start(int single_thread)
 	};
 	struct tf_error terr;
 	if (tf_writer_open(&writer, rec_s.trace_fd, &h, &terr) != TF_OK ||
-	    (rec_s.max_size && tf_writer_bound(writer, rec_s.max_size, &terr) != TF_OK)) {
+	    (rec_s.max_size && tf_writer_bound(writer, rec_s.max_size, &terr) != TF_OK) ||
+	    write_fork(&terr) != TF_OK) {
 		char why[200], *e = why + sizeof why;
 		rec_cat(rec_cat(rec_cat(why, e, ": "), e, terr.msg), e, "; not recording");
 		fail(rec_s.trace_path, why);
@@ -503,6 +552,14 @@ void rec_session_restart(void)
 		start(0);
 }
 
+/* Prepare handlers run in reverse order of registration: ours, registered
+ * by a preloaded library's constructor, runs after the program's own, right
+ * before glibc's fork takes malloc's locks. */
+static void fork_prepare(void)
+{
+	fork_mono = mono_ns();
+}
+
 /* Forked child: one thread, no writer. Drop the parent's mapping and writer
  * without writing to the parent's files, then start the child's own trace. */
 static void fork_child(void)
@@ -511,6 +568,9 @@ static void fork_child(void)
 		return;
 	int g = rec_guard;
 	rec_guard = 1;
+	forked.parent_pid = rec_s.pid;  /* still the parent's session */
+	forked.parent_t0 = rec_s.t0;
+	forked.mono = fork_mono;
 	atomic_store(&rec_s.state, REC_OFF);
 	munmap(rec_s.rf, rec_s.map_size);
 	rec_s.rf = NULL;
@@ -564,7 +624,7 @@ __attribute__((constructor)) static void rec_init(void)
 	rec_ctl_init();
 	if (rec_stack_init() < 0) {
 		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");
-	} else if (rec_ring_init() < 0 || pthread_atfork(NULL, NULL, fork_child) != 0) {
+	} else if (rec_ring_init() < 0 || pthread_atfork(fork_prepare, NULL, fork_child) != 0) {
 		rec_say("cannot set up thread hooks", "", "; not recording");
 	} else {
 		start(1);

@@ -1,6 +1,6 @@
 /*
  * tf_meta.c - the record encoding of the meta stream (stream 0): STACK,
- * THREAD, MODULE, MARK, LOST, END, KEYFRAME, KEYEVENT. Each record is a kind byte, a varint body
+ * THREAD, MODULE, MARK, LOST, END, KEYFRAME, KEYEVENT, FORK. Each record is a kind byte, a varint body
  * length and the body, so a reader skips kinds (and trailing fields) it does
  * not know. FORMAT.md "Meta segments" is the specification.
  *
@@ -86,6 +86,11 @@ int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 		b = tf_put_varint(b, r->size);
 		break;
 	case TF_END:
+		b = tf_put_varint(b, r->t);
+		break;
+	case TF_FORK:
+		b = tf_put_varint(b, r->id);
+		b = tf_put_varint(b, r->count);
 		b = tf_put_varint(b, r->t);
 		break;
 	case TF_KEYFRAME:
@@ -199,6 +204,9 @@ static int body(struct tf_mcur *c, struct tf_record *r)
 		break;
 	case TF_END:
 		bad = get_u(c, &r->t);
+		break;
+	case TF_FORK:
+		bad = get_u32(c, &r->id) || get_u(c, &r->count) || get_u(c, &r->t);
 		break;
 	case TF_KEYFRAME:
 		bad = get_key_head(c, r) || get_u(c, &r->count);

@@ -12,7 +12,7 @@ const char *tf_kind_name(unsigned kind)
 		[TF_THREAD] = "thread", [TF_MODULE] = "module",
 		[TF_MARK] = "mark", [TF_LOST] = "lost", [TF_END] = "end",
 		[TF_KEYFRAME] = "keyframe", [TF_PAUSE] = "pause",
-		[TF_KEYEVENT] = "keyevent",
+		[TF_KEYEVENT] = "keyevent", [TF_FORK] = "fork",
 	};
 	if (kind < sizeof names / sizeof names[0] && names[kind])
 		return names[kind];

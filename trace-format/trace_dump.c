@@ -27,7 +27,7 @@ static const char usage[] =
 	"printed), 64 usage error.\n";
 
 struct summary {
-	uint64_t n[TF_KEYEVENT + 2]; /* records per kind; last slot: unknown */
+	uint64_t n[TF_FORK + 2];     /* records per kind; last slot: unknown */
 	uint64_t lost, t_max, segments, keyframes;
 	int ended, wrapped;
 };
@@ -124,6 +124,10 @@ static void print_record(const struct tf_record *r)
 			       r->stack, tf_fn_name(r->fn));
 		putchar('\n');
 		break;
+	case TF_FORK:
+		printf("fork parent=%" PRIu32 " parent_t0=%" PRIu64 " t=%" PRIu64 "\n",
+		       r->id, r->count, r->t);
+		break;
 	default:    /* reserved or newer kinds: only these fields are known */
 		printf("%s kind=%u stream=%" PRIu32 " t=%" PRIu64 "\n",
 		       tf_kind_name(r->kind), r->kind, r->stream, r->t);
@@ -133,11 +137,12 @@ static void print_record(const struct tf_record *r)
 
 static void count_record(struct summary *s, const struct tf_record *r)
 {
-	unsigned k = r->kind <= TF_KEYEVENT ? r->kind : TF_KEYEVENT + 1;
+	unsigned k = r->kind <= TF_FORK ? r->kind : TF_FORK + 1;
 	s->n[k]++;
 	uint64_t t = r->kind == TF_REALLOC ? r->t2 : r->t;
+	/* FORK's time is on its parent's axis */
 	if (r->kind != TF_STACK && r->kind != TF_THREAD && r->kind != TF_MODULE &&
-	    t > s->t_max)
+	    r->kind != TF_FORK && t > s->t_max)
 		s->t_max = t;
 	if (r->kind == TF_LOST)
 		s->lost += r->count;
@@ -160,7 +165,7 @@ static void print_summary(const struct summary *s, uint64_t file_bytes)
 	printf("marks %" PRIu64 "\n", s->n[TF_MARK]);
 	printf("lost %" PRIu64 "\n", s->lost);
 	printf("keyframes %" PRIu64 "\n", s->keyframes);
-	printf("unknown %" PRIu64 "\n", s->n[TF_KEYEVENT + 1] + s->n[TF_PAUSE]);
+	printf("unknown %" PRIu64 "\n", s->n[TF_FORK + 1] + s->n[TF_PAUSE]);
 	printf("end %d\n", s->ended);
 	printf("duration_ns %" PRIu64 "\n", s->t_max);
 	printf("file_bytes %" PRIu64 "\n", file_bytes);

@@ -8,7 +8,7 @@
  * torn or corrupted segment is detected and everything before it still reads.
  *
  * Streams: stream 0 is the meta stream (STACK, THREAD, MODULE, MARK, LOST,
- * END records; not time-ordered, readers load it whole). Every other stream
+ * END, FORK records; not time-ordered, readers load it whole). Every other stream
  * is the event stream of one thread: ALLOC, FREE, REALLOC in the thread's
  * program order, so its times never decrease.
  *
@@ -65,6 +65,7 @@ enum tf_kind {
 	TF_KEYFRAME = 10,      /* bounded recording: begin, cut or end of a keyframe */
 	TF_PAUSE = 11,         /* reserved: recording stopped / started */
 	TF_KEYEVENT = 12,      /* bounded recording: one event of a keyframe's set */
+	TF_FORK = 13,          /* a forked child's trace: its parent's trace, the fork's instant */
 };
 
 /* A keyframe (bounded traces, FORMAT.md "Bounded traces") is, in meta
@@ -127,7 +128,8 @@ struct tf_record {
 	uint64_t seq;          /* index of this record within its stream (events only) */
 	uint64_t t;            /* ALLOC: after return; FREE: before the call;
 	                          REALLOC: before (old block freed); KEYFRAME END:
-	                          replay is exact from here on; others: when */
+	                          replay is exact from here on; FORK: the fork, in
+	                          ns since the parent's t0; others: when */
 	uint64_t t2;           /* REALLOC: after return (new block allocated) */
 	uint64_t addr;         /* ALLOC/FREE: the block; REALLOC: the new block;
 	                          MODULE: start of the mapping */
@@ -136,11 +138,13 @@ struct tf_record {
 	                          LOST: events counted by this and every earlier LOST
 	                          record of the trace (0 in older traces) */
 	uint32_t stack;        /* ALLOC/REALLOC: leaf trie node id */
-	uint32_t id;           /* STACK: node id (>= 1); KEYFRAME, KEYEVENT: keyframe number */
+	uint32_t id;           /* STACK: node id (>= 1); KEYFRAME, KEYEVENT: keyframe number;
+	                          FORK: the parent's pid */
 	uint32_t parent;       /* STACK: parent node id, 0 = root */
 	uint64_t ip;           /* STACK: return address */
 	uint64_t count;        /* LOST: events dropped; KEYFRAME CUT: stream index of
-	                          the cut (events before it are in the keyframe) */
+	                          the cut (events before it are in the keyframe);
+	                          FORK: the parent's trace's t0_mono_ns */
 	uint64_t file_offset;  /* MODULE: file offset of the mapping */
 	const char *str;       /* THREAD name, MODULE path, MARK label; NUL-terminated,
 	                          valid until the next decode into the same buffer */
@@ -213,7 +217,7 @@ int tf_writer_put(struct tf_writer *w, struct tf_segenc *se, struct tf_error *er
  * tf_write_events. */
 struct tf_segenc *tf_writer_segenc(struct tf_writer *w);
 
-/* Queue one meta record (STACK, THREAD, MODULE, MARK, LOST) for stream 0;
+/* Queue one meta record (STACK, THREAD, MODULE, MARK, LOST, FORK) for stream 0;
  * queued meta records go out as a segment when the queue fills or at
  * tf_writer_flush / tf_writer_close. Strings and build ids are copied. */
 int tf_write_meta(struct tf_writer *w, const struct tf_record *r,

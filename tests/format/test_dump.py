@@ -49,6 +49,7 @@ want = [
     "module addr=0x400000 size=8192 offset=0x0 perms=r-xp build_id=deadbeef path=/usr/bin/demo",
     "mark t=150 label=half way",
     "lost t=160 count=3",
+    "fork parent=4241 parent_t0=123456789 t=5000",
     "end t=200",
 ]
 assert p.stdout.splitlines() == want, p.stdout

@@ -200,6 +200,10 @@ static void check_record(const struct tf_record *got, const struct tf_record *wa
 	case TF_END:
 		CHECK(got->t == want->t, "end differs");
 		break;
+	case TF_FORK:
+		CHECK(got->id == want->id && got->count == want->count && got->t == want->t,
+		      "fork differs");
+		break;
 	}
 	checks++;
 }
@@ -342,6 +346,9 @@ static void some_meta(struct tf_writer *w, struct expect *meta, int round)
 	write_meta(w, meta, &mark);
 	struct tf_record lost = { .kind = TF_LOST, .t = 7000, .count = 1ull << 35 };
 	write_meta(w, meta, &lost);
+	struct tf_record fork = { .kind = TF_FORK, .id = UINT32_MAX,
+		.count = UINT64_MAX - (uint64_t)round, .t = 1ull << 40 };
+	write_meta(w, meta, &fork);
 }
 
 static void add_end(struct expect *meta, uint64_t t)
@@ -1146,6 +1153,8 @@ static int write_sample(const char *path)
 		  .build_id_len = 4 },
 		{ .kind = TF_MARK, .t = 150, .str = "half way" },
 		{ .kind = TF_LOST, .t = 160, .count = 3 },
+		/* on the parent's axis: not part of this trace's duration */
+		{ .kind = TF_FORK, .id = 4241, .count = 123456789, .t = 5000 },
 	};
 	for (size_t i = 0; i < sizeof st / sizeof st[0]; i++)
 		write_meta(w, &meta, &st[i]);

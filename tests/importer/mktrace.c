@@ -204,6 +204,13 @@ static int run_script(const char *out)
 			r.t = a1;
 			r.str = s1;
 			check(tf_write_meta(w, &r, &e), &e, "mark");
+		} else if (!strcmp(word, "fork")) {    /* fork PPID PARENT_T0 T */
+			sscanf(line, "%*s %llu %llu %llu", &a1, &a2, &a3);
+			r.kind = TF_FORK;
+			r.id = (uint32_t)a1;
+			r.count = a2;
+			r.t = a3;
+			check(tf_write_meta(w, &r, &e), &e, "fork");
 		} else if (!strcmp(word, "lost")) {    /* lost COUNT */
 			sscanf(line, "%*s %llu", &a1);
 			r.kind = TF_LOST;

@@ -509,6 +509,103 @@ close 800000
 """
 
 
+# A parent (pid 4000) and its child forked at 400 (the parent's axis):
+# blocks 7000 and 7200 are live at the fork (7100 was freed before it,
+# 7300 comes after it); the parent frees 7000 after the fork, the child
+# frees both.
+FORK_PARENT = """header 4000 1 1000000000 1700000000000000000 0 /bin/parent parent
+node 1 0 401000
+events 1 4000
+a 50 7000 10 1
+a 60 7100 20 1
+a 70 7200 30 1
+f 300 7100
+a 450 7300 40 1
+f 460 7000
+close 800
+"""
+
+FORK_CHILD = """header 4001 4000 1000000500 1700000000000000500 0 /bin/parent parent
+fork 4000 1000000000 400
+node 1 0 402000
+events 1 4001
+a 100 8000 5000 1
+f 200 7200
+f 250 7000
+close 400
+"""
+
+# The bounded parent of case_bounded (window from 400): a child forked
+# at 650 (live then: 1000 of 100 B and 4000 of 40 B) and one forked at
+# 300, before the window (its parent's live set then is not known).
+FORK_LATE = """header 1001 1000 5000000700 1700000000000000700 0 /bin/prog prog
+fork 1000 5000000000 650
+node 1 0 402000
+events 1 1001
+f 10 4000
+a 20 9000 7 1
+close 100
+"""
+FORK_EARLY = """header 1002 1000 5000000310 1700000000000000310 0 /bin/prog prog
+fork 1000 5000000000 300
+events 1 1002
+f 10 1000
+close 100
+"""
+
+
+def case_fork(d):
+    """A forked child's live set starts with its parent's at the fork
+    (FORK record): exact rows, pairing, fork_t and inherited; the child
+    alone (inherited 2: its frees of inherited blocks counted apart); a
+    bounded parent whose window starts before or after the fork."""
+    run = os.path.join(d, "run")
+    os.mkdir(run)
+    a = mktrace(os.path.join(run, "run.trc"), FORK_PARENT)
+    b = mktrace(os.path.join(run, "run.trc.1"), FORK_CHILD)
+    db = os.path.join(d, "f.db")
+    p = trace_import([run, db])
+    assert "forked children start with the 2 blocks they inherited" in p.stderr, p.stderr
+    c = connect(db)
+    check_invariants(c)
+    parent_stack = one(c, "SELECT stack_id FROM allocations WHERE id = 1")
+    assert c.execute("SELECT id, pid, t_alloc, t_free, size, addr, tid, stack_id = ? "
+                     "FROM allocations ORDER BY id", (parent_stack,)).fetchall() == [
+        (1, 4000, 50, 460, 10, 0x7000, 4000, 1), (2, 4000, 60, 300, 20, 0x7100, 4000, 1),
+        (3, 4000, 70, None, 30, 0x7200, 4000, 1),
+        (4, 4001, 400, 750, 10, 0x7000, 4001, 1), (5, 4001, 400, 700, 30, 0x7200, 4001, 1),
+        (6, 4000, 450, None, 40, 0x7300, 4000, 1), (7, 4001, 600, None, 5000, 0x8000, 4001, 0)]
+    assert c.execute("SELECT pid, t_start, fork_t, inherited, peak_t, peak_bytes FROM processes"
+                     " ORDER BY pid").fetchall() == [
+        (4000, 0, None, 0, 450, 80), (4001, 400, 400, 1, 600, 5040)]
+    assert [meta(c, k) for k in ("unmatched_frees", "inherited_blocks", "inherited_frees",
+                                 "allocations")] == [0, 2, 0, 7]
+    # the child alone: the fork 100 ns before its start, its frees apart
+    db = os.path.join(d, "alone.db")
+    p = trace_import([b, db])
+    assert "2 frees of blocks forked children inherited from a parent whose trace is " \
+           "not imported" in p.stderr, p.stderr
+    c = connect(db)
+    check_invariants(c)
+    assert c.execute("SELECT t_start, fork_t, inherited FROM processes").fetchone() == (0, -100, 2)
+    assert [meta(c, k) for k in ("unmatched_frees", "inherited_blocks", "inherited_frees")] == \
+        [0, 0, 2]
+    # a bounded parent: seeded after its window's start, not before
+    bounded = mktrace(os.path.join(d, "b.trc"), BOUNDED)
+    late = mktrace(os.path.join(d, "b.trc.1"), FORK_LATE)
+    early = mktrace(os.path.join(d, "b.trc.2"), FORK_EARLY)
+    db = os.path.join(d, "b.db")
+    trace_import([bounded, late, early, db])
+    c = connect(db)
+    assert c.execute("SELECT pid, fork_t, inherited FROM processes ORDER BY pid").fetchall() == \
+        [(1000, None, 0), (1001, 650, 1), (1002, 300, 2)]
+    assert c.execute("SELECT t_alloc, t_free, size, addr FROM allocations WHERE pid = 1001"
+                     " ORDER BY id").fetchall() == [
+        (650, None, 100, 0x1000), (650, 710, 40, 0x4000), (720, None, 7, 0x9000)]
+    assert [meta(c, k) for k in ("unmatched_frees", "missed_frees", "inherited_blocks",
+                                 "inherited_frees")] == [0, 0, 2, 1]
+
+
 def case_window(d):
     trc = mktrace(os.path.join(d, "w.trc"), WINDOW)
     db = os.path.join(d, "w.db")

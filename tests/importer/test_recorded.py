@@ -155,8 +155,159 @@ def case_forker(d):
                         JOIN frames f ON f.id = s.frame_id
                         WHERE f.function IN ('parent_site', 'child_site')
                         GROUP BY 1, 2 ORDER BY 1""").fetchall()
-    assert rows == [(parent, "parent_site", 5, 15005, 0), (child, "child_site", 7, 21014, 3)], rows
+    # the child starts with the parent's 5 blocks (it never frees them)
+    assert rows == [(parent, "parent_site", 5, 15005, 0), (child, "child_site", 7, 21014, 3),
+                    (child, "parent_site", 5, 15005, 5)], rows
+    fork_t, inherited, t_start = c.execute(
+        "SELECT fork_t, inherited, t_start FROM processes WHERE pid = ?", (child,)).fetchone()
+    assert (inherited, t_start) == (1, fork_t), (fork_t, inherited, t_start)
+    assert one(c, "SELECT COUNT(*) FROM allocations WHERE pid = ? AND t_alloc = ?",
+               child, fork_t) == one(c, "SELECT value FROM meta WHERE key = 'inherited_blocks'")
+    assert c.execute("SELECT fork_t, inherited FROM processes WHERE pid = ?",
+                     (parent,)).fetchone() == (None, 0)
     assert meta(c, "peak_pid") == parent
+
+
+def traces_of(run):
+    return sorted(os.path.join(run, f) for f in os.listdir(run) if not f.endswith(".ring"))
+
+
+def live_by_function(db, pid, t, names):
+    """{function: (objects, bytes)} of pid's live set at t (None: the end)
+    by the allocating function, through trace-snap's folded output."""
+    at = ["--leaks"] if t is None else ["--at", "%dns" % t]
+    args = at + ["--pid", str(pid)]
+    space = hrtest.folded_per_function(db, args, names, "inuse_space")
+    objects = hrtest.folded_per_function(db, args, names, "inuse_objects")
+    return {n: (objects[n], space[n]) for n in names}
+
+
+INHERIT_SITES = ("keep_site", "drop_site", "child_site", "grand_site", "exec_site")
+
+
+def case_inherit(d):
+    """A forked child's live set starts with what it inherited
+    (tests/programs/inherit): a multithreaded parent, a child that frees
+    inherited blocks, a grandchild holding the parent's blocks through the
+    child, a vfork+exec'd program that inherits nothing. Exact answers per
+    function at the children's marks and at their ends, every free paired;
+    the child imported without its parent: inherited=2 and its frees of
+    inherited blocks counted as such, not as unmatched. Also bounded and
+    sampled."""
+    prog = hrtest.prog("inherit")
+    for p in (hrtest.LIBREC, prog, hrtest.TRACE_IMPORT, hrtest.TRACE_SNAP):
+        if not os.path.exists(p):
+            hrtest.skip("%s not built" % p)
+    # bounded (not wrapping) and sampled with a period of 1 byte (every
+    # block sampled: the answers stay exact, and the child must keep
+    # recording the frees of the sampled blocks it inherited)
+    for k, env in enumerate(({}, {"REC_MAX_SIZE": "64M"}, {"REC_SAMPLE": "1"})):
+        run = os.path.join(d, "run-%d" % k)
+        os.mkdir(run)
+        out = hrtest.record([prog], os.path.join(run, "run.trc"), env=env).stdout.split()
+        parent, child, grand, execd = (int(out[i]) for i in (1, 3, 5, 7))
+        traces = traces_of(run)
+        assert len(traces) == 4, traces
+        db = os.path.join(d, "all-%d.db" % k)
+        imp = trace_import([run, db])
+        assert "forked children start with the" in imp.stderr, imp.stderr
+        c = connect(db)
+        check_invariants(c)
+        assert (meta(c, "unmatched_frees"), meta(c, "missed_frees"),
+                meta(c, "inherited_frees")) == (0, 0, 0)
+        procs = {r[0]: r[1:] for r in c.execute(
+            "SELECT pid, ppid, fork_t, inherited, t_start FROM processes")}
+        assert procs[parent][1:3] == (None, 0), procs
+        assert procs[execd][1:3] == (None, 0), procs   # vfork + exec: a new heap
+        assert procs[child][:3] == (parent, procs[child][3], 1), procs
+        assert procs[grand][:3] == (child, procs[grand][3], 1), procs
+        assert procs[parent][3] < procs[child][1] < procs[grand][1]
+        marks = dict(c.execute("SELECT label, t FROM marks"))
+        want = {
+            (child, marks["child-done"]): {"keep_site": (6, 6666), "child_site": (2, 6666)},
+            (child, None): {"keep_site": (6, 6666), "child_site": (2, 6666)},
+            (grand, marks["grand-done"]): {"keep_site": (4, 4444), "child_site": (2, 6666),
+                                           "grand_site": (2, 8888)},
+            (grand, None): {"keep_site": (4, 4444), "child_site": (2, 6666),
+                            "grand_site": (2, 8888)},
+            (execd, None): {},
+            # at the fork: the parent's blocks, none of the child's yet
+            (child, procs[child][1]): {"keep_site": (6, 6666), "drop_site": (4, 8888)},
+        }
+        for (pid, t), live in want.items():
+            got = live_by_function(db, pid, t, INHERIT_SITES)
+            exp = {n: live.get(n, (0, 0)) for n in INHERIT_SITES}
+            assert got == exp, (pid, t, got, exp)
+        # the inherited blocks pair with the child's frees
+        assert one(c, """SELECT COUNT(*) FROM allocations a JOIN stacks s ON s.id = a.stack_id
+                         JOIN frames f ON f.id = s.frame_id WHERE a.pid = ?
+                         AND f.function = 'drop_site' AND a.t_free IS NOT NULL""", child) == 4
+    # The child alone, then with the grandchild: the parent's blocks unknown.
+    ctrace = one(c, "SELECT trace_path FROM processes WHERE pid = ?", child)
+    gtrace = one(c, "SELECT trace_path FROM processes WHERE pid = ?", grand)
+    for inputs, frees in (([ctrace], 4), ([ctrace, gtrace], 4 + 2)):
+        db = os.path.join(d, "alone-%d.db" % len(inputs))
+        imp = trace_import(inputs + [db])
+        assert "%d frees of blocks forked children inherited" % frees in imp.stderr, imp.stderr
+        c = connect(db)
+        check_invariants(c)
+        assert (meta(c, "unmatched_frees"), meta(c, "inherited_frees"),
+                meta(c, "inherited_blocks")) == (0, frees, 0)
+        assert set(c.execute("SELECT pid, inherited FROM processes")) == \
+            {(child, 2), (grand, 2)} if len(inputs) == 2 else {(child, 2)}
+        assert one(c, "SELECT fork_t FROM processes WHERE pid = ?", child) < 0
+        got = live_by_function(db, child, None, INHERIT_SITES)
+        assert got == {n: (2, 6666) if n == "child_site" else (0, 0) for n in INHERIT_SITES}, got
+
+
+def case_forkstorm(d):
+    """500 forked children under one REC_OUT without %p (tests/programs/
+    forkstorm, 50 alive at a time): every child's trace is written (no
+    name runs out), the directory imports, and each child's allocations
+    are exact, its inherited blocks included."""
+    prog = hrtest.prog("forkstorm")
+    for p in (hrtest.LIBREC, prog, hrtest.TRACE_IMPORT):
+        if not os.path.exists(p):
+            hrtest.skip("%s not built" % p)
+    n = 500
+    run = os.path.join(d, "run")
+    os.mkdir(run)
+    p = hrtest.record([prog, str(n), "50"], os.path.join(run, "run.trc"))
+    assert p.stderr == "", p.stderr
+    index = {int(w[1]): int(w[2]) for w in (line.split() for line in p.stdout.splitlines())}
+    assert len(index) == n
+    files = os.listdir(run)
+    assert len(files) == n + 1 and "run.trc" in files, sorted(files)[:5]
+    db = os.path.join(d, "storm.db")
+    trace_import(["-q", run, db])
+    c = connect(db)
+    check_invariants(c)
+    assert (meta(c, "unmatched_frees"), meta(c, "missed_frees")) == (0, 0)
+    got = {}
+    for pid, fn, count, total, live in c.execute(
+            """SELECT a.pid, f.function, COUNT(*), SUM(a.size), SUM(a.t_free IS NULL)
+               FROM allocations a JOIN stacks s ON s.id = a.stack_id
+               JOIN frames f ON f.id = s.frame_id
+               WHERE f.function IN ('base_site', 'storm_site') GROUP BY 1, 2"""):
+        got.setdefault(pid, {})[fn] = (count, total, live)
+    parent = one(c, "SELECT pid FROM processes WHERE inherited = 0")
+    assert got.pop(parent) == {"base_site": (3, 2997, 0)}
+    want = {pid: {"base_site": (3, 2997, 2),
+                  "storm_site": (i % 5 + 1, (i % 5 + 1) * (100 + i), i % 5 + 1)}
+            for pid, i in index.items()}
+    assert got == want, [(pid, got.get(pid), w) for pid, w in want.items() if got.get(pid) != w][:5]
+    assert one(c, "SELECT COUNT(*) FROM processes WHERE inherited = 1 AND ppid = ?", parent) == n
+    # what reads the names: the parent's trace alone gets the note naming
+    # run.trc.1; trace-record counts the run's traces
+    alone = trace_import([os.path.join(run, "run.trc"), os.path.join(d, "alone.db")])
+    assert "run.trc.1 is beside " in alone.stderr, alone.stderr
+    if os.path.exists(hrtest.TRACE_RECORD):
+        again = os.path.join(d, "again")
+        os.mkdir(again)
+        rec = hrtest.run([hrtest.TRACE_RECORD, "-o", os.path.join(again, "run.trc"), "--",
+                          prog, str(n), "50"])
+        assert len(os.listdir(again)) == n + 1
+        assert "trace-record: %d traces written: " % (n + 1) in rec.stderr, rec.stderr
 
 
 def case_cxx(d):
