@@ -253,6 +253,12 @@ static void say_traces(const char *tmpl, const char *path, const struct timespec
 			"together: trace-import %s%s DB\n", more + 1, path, more, first,
 			more > 1 ? ", " : "", more > 1 ? second : "", more > 2 ? ", ..." : "",
 			fixed ? path : "TRACE...", fixed ? "*" : "");
+	char ring[PATH_MAX];
+	if ((size_t)snprintf(ring, sizeof ring, "%s.ring", path) < sizeof ring &&
+	    lstat(ring, &st) == 0)
+		fprintf(stderr, "trace-record: %s is beside it: what the program's threads "
+			"recorded after it began to exit (or was killed, or could not write "
+			"the trace); trace-import reads it with the trace\n", ring);
 }
 
 static void pass_on(int sig)

@@ -94,4 +94,11 @@ for args, code, words in (
 
 p = rec(["-o", "none.trc", "--", os.path.join(d, "no-such-program")])
 assert p.returncode == 127 and "cannot run" in p.stderr, p.stderr
+
+# exit() from a worker while the main thread waits for it: the .ring is left
+# for the threads still running then, and trace-record says so
+p = rec(["-o", "texit.trc", "--", hrtest.prog("threads"), "4", "300", "exit"])
+assert p.returncode == 3, (p.returncode, p.stderr)
+ring = os.path.join(d, "texit.trc.ring")
+assert p.stderr.splitlines()[-1].startswith("trace-record: %s is beside it: " % ring), p.stderr
 print("ok")
