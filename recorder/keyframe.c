@@ -8,8 +8,9 @@
  * starts here is exact.
  *
  * The writer schedules it (writer.c keyframe_step): it calls
- * rec_keyframe_write once every ring is drained to a snapshot of its head
- * and the keymap's older frees are forgotten.
+ * rec_keyframe_write once every ring is drained up to the keyframe's cut
+ * and the keymap's frees are forgotten, so the KEYEVENTs are the live
+ * blocks.
  *
  * Writer thread only; must never be called from an allocation hook (it
  * maps memory) or write a record the importer could take for a cut that

@@ -10,9 +10,9 @@
  * independent of that order. A free is kept as an entry so that an older
  * event of its address arriving later is recognised as older. Frees are
  * forgotten in bulk (rec_keymap_forget_frees) once no older event of their
- * address can still be in a ring: those of an older epoch, once the writer
- * has drained past the snapshot that began the current one (writer.c
- * keyframe_step says why).
+ * address can still be in a ring: those stamped up to a keyframe's cut,
+ * once the writer has drained every ring up to it (writer.c keyframe_step
+ * says why).
  *
  * Open addressing with linear probing in an anonymous mapping, doubled when
  * half full. Writer thread only; must never be called from an allocation
@@ -25,7 +25,6 @@
 static struct rec_key *tab;             /* addr 0 = empty slot */
 static size_t cap, used;
 static uint64_t t_max;
-static uint8_t epoch;
 static int broken;                      /* out of memory: no more keyframes */
 
 static size_t slot_of(uint64_t addr, size_t c)
@@ -40,7 +39,6 @@ int rec_keymap_init(void)
 	cap = KEYMAP_MIN_SLOTS;
 	used = 0;
 	t_max = 0;
-	epoch = 0;
 	broken = 0;
 	tab = rec_map_private(cap * sizeof *tab, 1);
 	return tab ? 0 : -1;
@@ -94,8 +92,7 @@ static void put(const struct rec_key *k)
 	tab[i] = *k;
 }
 
-void rec_keymap_apply(uint32_t stream, uint32_t tid, const struct tf_event *ev, size_t n,
-		      int fresh)
+void rec_keymap_apply(uint32_t stream, uint32_t tid, const struct tf_event *ev, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		const struct tf_event *e = &ev[i];
@@ -108,7 +105,6 @@ void rec_keymap_apply(uint32_t stream, uint32_t tid, const struct tf_event *ev, 
 		} else {
 			k.kind = TF_FREE;
 		}
-		k.epoch = fresh ? epoch : (uint8_t)(epoch - 1);
 		if (k.addr)
 			put(&k);
 	}
@@ -136,15 +132,10 @@ static void erase(size_t i)
 	}
 }
 
-void rec_keymap_new_epoch(void)
-{
-	epoch++;
-}
-
-void rec_keymap_forget_frees(void)
+void rec_keymap_forget_frees(uint64_t upto)
 {
 	for (size_t i = 0; i < cap; i++)
-		while (tab[i].addr && tab[i].kind == TF_FREE && tab[i].epoch != epoch) {
+		while (tab[i].addr && tab[i].kind == TF_FREE && tab[i].t <= upto) {
 			erase(i);
 			used--;
 		}

@@ -490,15 +490,13 @@ struct rec_key {                      /* the latest event of one address */
 	uint32_t stack, stream, tid;
 	uint8_t kind;                     /* TF_ALLOC or TF_FREE */
 	uint8_t fn;
-	uint8_t epoch;                    /* of the event (rec_keymap_apply) */
 };
 int rec_keymap_init(void);            /* 0, or -1: no memory */
-/* Drained events of one stream, in any order across streams; fresh: in
- * the current epoch, else in the one before. */
-void rec_keymap_apply(uint32_t stream, uint32_t tid, const struct tf_event *ev, size_t n,
-		      int fresh);
-void rec_keymap_new_epoch(void);
-void rec_keymap_forget_frees(void);   /* frees put before the current epoch */
+/* Drained events of one stream, in any order across streams. */
+void rec_keymap_apply(uint32_t stream, uint32_t tid, const struct tf_event *ev, size_t n);
+/* Frees stamped at or before upto, once no older event of their address
+ * can still be in a ring. */
+void rec_keymap_forget_frees(uint64_t upto);
 /* Iteration: start with *i = 0; NULL at the end. */
 const struct rec_key *rec_keymap_next(size_t *i);
 uint64_t rec_keymap_t_max(void);      /* latest time applied */
