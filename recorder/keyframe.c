@@ -98,11 +98,11 @@ void rec_keyframe_write(uint32_t nodes, uint32_t modules)
 	}
 
 	size_t it = 0;
-	for (const struct rec_key *k; (k = rec_keymap_next(&it));) {
+	for (struct rec_key k; rec_keymap_next(&it, &k);) {
 		struct tf_record e = {
-			.kind = TF_KEYEVENT, .sub = k->kind, .id = id, .t = k->t,
-			.stream = k->stream, .tid = k->tid, .addr = k->addr,
-			.size = k->size, .stack = k->stack, .fn = k->fn,
+			.kind = TF_KEYEVENT, .sub = TF_ALLOC, .id = id, .t = k.t,
+			.stream = k.stream, .tid = k.tid, .addr = k.addr,
+			.size = k.size, .stack = k.stack, .fn = k.fn,
 		};
 		rec_writer_meta(&e);
 	}
