@@ -9,6 +9,10 @@ workload: the median wall-time ratio vs the baseline with its min-max, trace
 bytes per event, the recorder's extra peak RSS and the issue-2 overhead
 target; then, for each later stage that is built, its figures (import,
 snapshots, TUI steps). A stage that is not built is skipped with one line.
+Last, bounded recording's memory: our own workload bench/bounded_live.c
+(5 M live blocks, churned) run alternately without profiler, recorded and
+recorded under REC_MAX_SIZE, with the recorder's extra peak RSS per live
+block and the wall times (medians).
 
 It must never run from .ci/run (CI runs the tests only), and never leave big
 files behind: everything goes to a temporary directory, removed at the end
@@ -43,6 +47,12 @@ SAMPLE_TARGET = 1.05          # issue 6: --sample 524288 costs at most 5 %
 SAMPLE_TARGET_ROUNDS = 8      # the target period runs this many times --runs times
 IMPORT_RUNS = 3               # imports (and heaptrack_prints) per workload
 BOUNDED_SIZE = "64M"          # REC_MAX_SIZE of the bounded runs (issue 7)
+LIVE_BLOCKS = 5000000         # bounded_live: blocks live at once
+QUICK_LIVE_BLOCKS = 500000
+LIVE_ROUNDS = 40              # bounded_live: churn rounds (a tenth of the blocks each)
+# REC_MAX_SIZE of the bounded_live runs: a quarter must hold a keyframe of
+# 5 M blocks (about 16 bytes each), and the run writes several keyframes.
+LIVE_MAX_SIZE = "512M"
 TUI_STEPS = 100               # cursor steps timed by trace-tui --bench-steps
 PTY_COLS, PTY_ROWS = 120, 40  # the terminal the TUI is timed in
 KIB = 1024
@@ -388,6 +398,42 @@ def bench_bounded(name, argv, tools, work, runs):
         BOUNDED_SIZE, fmt_ratio(st), max(sizes)))
 
 
+def bench_bounded_memory(tools, work, runs, quick):
+    """Bounded recording's cost in the program's memory: bounded_live run
+    alternately without profiler, under librec.so and under librec.so with
+    REC_MAX_SIZE=LIVE_MAX_SIZE; the medians of peak RSS and wall time, and
+    the extra peak RSS per live block of the bounded recording over the
+    unbounded one (the keymap) and over no profiler."""
+    prog = tools.get("bounded_live")
+    if not prog:
+        print("bounded memory: skipped (bench/bounded_live not built)")
+        return
+    live = QUICK_LIVE_BLOCKS if quick else LIVE_BLOCKS
+    argv = [prog, str(live), str(LIVE_ROUNDS)]
+    res = {"base": [], "rec": [], "bounded": []}
+    for i in range(runs):
+        res["base"].append(run_variant("base", argv, tools, work, "live-base-%d" % i)[0])
+        for v, size in (("rec", None), ("bounded", LIVE_MAX_SIZE)):
+            r, out = run_variant("rec", argv, tools, work, "live-%s-%d" % (v, i), max_size=size)
+            res[v].append(r)
+            remove(out)
+    print("bounded memory: bounded_live, %s live blocks, REC_MAX_SIZE=%s, %d run(s)" % (
+        human_count(live), LIVE_MAX_SIZE, runs))
+    med = {}
+    for v, rs in res.items():
+        ok = [r for r in rs if r.ok]
+        if not ok:
+            print("  %-8s FAILED (%s)" % (v, why_failed(rs)))
+            return
+        med[v] = (statistics.median(r.wall for r in ok), statistics.median(r.rss for r in ok))
+        print("  %-8s %8.2f s  peak RSS %s" % (v, med[v][0], fmt_bytes(med[v][1])))
+    print("  bounded: %.1f bytes/live block over the unbounded recording, %.1f over no profiler;"
+          " wall %.2fx the unbounded recording's" % (
+              (med["bounded"][1] - med["rec"][1]) / live,
+              (med["bounded"][1] - med["base"][1]) / live,
+              med["bounded"][0] / med["rec"][0]))
+
+
 def sandwiched(before, run, after, field):
     """run's figure divided by the mean of the base runs on either side of
     it (those of them that succeeded): a drift of the machine's load, and
@@ -666,6 +712,7 @@ def find_tools(build):
         "import": exe("importer", "trace-import"),
         "snap": exe("queries", "trace-snap"),
         "tui": exe("viewer-tui", "trace-tui"),
+        "bounded_live": exe("bench", "bounded_live"),
         "heaptrack": shutil.which("heaptrack"),
         "crowd": exe("tests", "programs", "crowd"),
     }
@@ -685,7 +732,7 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="1 run of smaller workloads, to check the harness")
     ap.add_argument("--only", metavar="WORD",
-                    help="only the workloads whose name contains WORD (churn, sqlite3)")
+                    help="only the workloads whose name contains WORD (churn, sqlite3, crowd, bounded)")
     ap.add_argument("--build", default=os.path.join(REPO, "build"), help="build directory")
     ap.add_argument("--shared", default=os.path.join(os.path.dirname(REPO), "shared", "bench"),
                     help="the shared workloads folder (default ../shared/bench)")
@@ -700,7 +747,9 @@ def main():
     tools = find_tools(os.path.abspath(a.build))
     work = tempfile.mkdtemp(prefix="heapreel-bench-")
     try:
-        workloads = prepare_workloads(os.path.abspath(a.shared), work, a.quick)
+        # bounded_live and crowd are ours: they need no shared folder
+        workloads = [] if a.only in ("bounded", "crowd") else prepare_workloads(
+            os.path.abspath(a.shared), work, a.quick)
         if a.only:
             workloads = [w for w in workloads if a.only in w[0]]
         print("heapreel bench: %s, %d run(s) of each variant, work dir %s" % (
@@ -725,6 +774,8 @@ def main():
         print_table(rows)
         if not a.only or a.only in "crowd":
             bench_crowd(tools, work, runs)
+        if not a.only or a.only in "bounded":
+            bench_bounded_memory(tools, work, runs, a.quick)
     finally:
         if a.keep:
             print("work directory kept: %s" % work)

@@ -8,8 +8,9 @@
  * starts here is exact.
  *
  * The writer schedules it (writer.c keyframe_step): it calls
- * rec_keyframe_write once every ring is drained to a snapshot of its head
- * and the keymap's older frees are forgotten.
+ * rec_keyframe_write once every ring is drained up to the keyframe's cut
+ * and the keymap's frees are forgotten, so the KEYEVENTs are the live
+ * blocks.
  *
  * Writer thread only; must never be called from an allocation hook (it
  * maps memory) or write a record the importer could take for a cut that
@@ -97,11 +98,11 @@ void rec_keyframe_write(uint32_t nodes, uint32_t modules)
 	}
 
 	size_t it = 0;
-	for (const struct rec_key *k; (k = rec_keymap_next(&it));) {
+	for (struct rec_key k; rec_keymap_next(&it, &k);) {
 		struct tf_record e = {
-			.kind = TF_KEYEVENT, .sub = k->kind, .id = id, .t = k->t,
-			.stream = k->stream, .tid = k->tid, .addr = k->addr,
-			.size = k->size, .stack = k->stack, .fn = k->fn,
+			.kind = TF_KEYEVENT, .sub = TF_ALLOC, .id = id, .t = k.t,
+			.stream = k.stream, .tid = k.tid, .addr = k.addr,
+			.size = k.size, .stack = k.stack, .fn = k.fn,
 		};
 		rec_writer_meta(&e);
 	}

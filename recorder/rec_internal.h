@@ -546,22 +546,20 @@ static inline void *rec_map_private(size_t bytes, int populate)
 }
 
 /* ---- keymap.c: bounded recording's live set (writer thread only) --------- */
-struct rec_key {                      /* the latest event of one address */
+struct rec_key {                      /* a live block, as a keyframe lists it */
 	uint64_t addr, t, size;
 	uint32_t stack, stream, tid;
-	uint8_t kind;                     /* TF_ALLOC or TF_FREE */
 	uint8_t fn;
-	uint8_t epoch;                    /* of the event (rec_keymap_apply) */
 };
 int rec_keymap_init(void);            /* 0, or -1: no memory */
-/* Drained events of one stream, in any order across streams; fresh: in
- * the current epoch, else in the one before. */
-void rec_keymap_apply(uint32_t stream, uint32_t tid, const struct tf_event *ev, size_t n,
-		      int fresh);
-void rec_keymap_new_epoch(void);
-void rec_keymap_forget_frees(void);   /* frees put before the current epoch */
-/* Iteration: start with *i = 0; NULL at the end. */
-const struct rec_key *rec_keymap_next(size_t *i);
+/* Drained events of one stream, in any order across streams. */
+void rec_keymap_apply(uint32_t stream, uint32_t tid, const struct tf_event *ev, size_t n);
+/* Frees stamped at or before upto, once no older event of their address
+ * can still be in a ring. */
+void rec_keymap_forget_frees(uint64_t upto);
+/* The live blocks: start with *i = 0; 1 and *k the next one, or 0 at the
+ * end. */
+int rec_keymap_next(size_t *i, struct rec_key *k);
 uint64_t rec_keymap_t_max(void);      /* latest time applied */
 int rec_keymap_broken(void);          /* ran out of memory (said so) */
 

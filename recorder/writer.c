@@ -29,7 +29,8 @@
  *
  * In a bounded trace (REC_MAX_SIZE) every drained event also goes to the
  * keymap, and a keyframe is written between rounds each time a quarter of
- * the ring has been written (keyframe_step, keyframe.c).
+ * the ring has been written (keyframe_step, keyframe.c), after a KEY round
+ * that drains every ring up to the keyframe's cut.
  *
  * On stop it does a last round, stops the encoder thread, writes a
  * "heapreel.stats" MARK (ring waits, calls through lent rings, lost
@@ -62,6 +63,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -101,10 +103,6 @@ struct announced {                     /* per ring, writer's own notes */
 	uint32_t stream;               /* what THREAD said last */
 	char name[16];
 	uint64_t drained;              /* round of the last drain */
-	/* bounded recording, while a keyframe is pending: two snapshots of
-	 * the head of this ring's stream (see keyframe_step) */
-	uint32_t key_stream;
-	uint64_t key_a, key_b;
 };
 static uint64_t round_no;
 static struct announced *announced;
@@ -114,8 +112,15 @@ static int mark_dirty;                 /* a MARK is queued: on disk this round,
 					  since a kill would lose it */
 #define KEYFRAME_EVERY 4               /* keyframes per ring's worth of bytes */
 static uint64_t key_written;           /* bytes written when the last keyframe began */
-static int key_pending;                /* heads snapshot, rings drained up to it */
+static uint64_t key_cut;               /* the KEY round's time (keyframe_step) */
 static int key_warned;
+/* Test only (REC_TEST_KEYFRAME_GAP, read at start): before each ring,
+ * the KEY round waits until the program has published this many events
+ * (KEY_GAP_WAITS at most), so it runs between the reads of the heads
+ * however loaded the machine is (tests/hardening/test_bounded.py, raced). */
+static uint64_t key_gap;
+#define KEY_GAP_STEP_NS 1000000L
+#define KEY_GAP_WAITS 1000
 
 void rec_writer_kick(void)
 {
@@ -267,8 +272,9 @@ static void read_comm(struct tf_ring *r)
 
 /* How much a round writes: NORMAL leaves rings that hold little for a
  * later round; SYNC writes everything (rec_flush, trace-ctl flush); FINAL
- * also skips trie nodes whose writer died and notes thread names. */
-enum round_mode { NORMAL, SYNC, FINAL };
+ * also skips trie nodes whose writer died and notes thread names; KEY
+ * writes every ring up to the keyframe's cut (keyframe_step). */
+enum round_mode { NORMAL, SYNC, FINAL, KEY };
 
 /* Bounded recording: a keyframe each time a quarter of the ring has been
  * written since the last one began, so the ring always holds one whole
@@ -276,7 +282,7 @@ enum round_mode { NORMAL, SYNC, FINAL };
  * early when one is due, so that it is never late by a whole round. */
 static int key_due(void)
 {
-	return rec_s.max_size && !key_pending && !failed && !rec_keymap_broken() &&
+	return rec_s.max_size && !failed && !rec_keymap_broken() &&
 	       tf_writer_written(w) - key_written >= rec_s.max_size / KEYFRAME_EVERY;
 }
 
@@ -290,7 +296,6 @@ static int key_due(void)
 struct chunk {
 	struct tf_ring *ring;
 	struct rec_enc_job job;
-	int key_after;                 /* bounded: rec_keymap_apply's last argument */
 };
 static struct chunk waiting, current;
 static enum { NONE_WAITS, WAITS, ENCODING } waiting_state;
@@ -324,7 +329,7 @@ static void complete(struct chunk *c)
 	if (failed)
 		return;       /* not in the trace: the ring keeps them */
 	if (rec_s.max_size)
-		rec_keymap_apply(j->stream, j->tid, j->ev, j->n, c->key_after);
+		rec_keymap_apply(j->stream, j->tid, j->ev, j->n);
 	atomic_store_explicit(&c->ring->tail, j->first_seq + j->n, memory_order_release);
 	rec_ring_progress();
 }
@@ -354,7 +359,7 @@ static void settle(void)
  * way; returns n. A waiting chunk's events are in scratch, encoded with
  * the writer's encoder unless the encoder thread takes it; a new chunk
  * that pairs with it goes in the encoder thread's buffer. */
-static size_t send(struct tf_ring *r, uint32_t cap, uint64_t tail, size_t n, int key_after)
+static size_t send(struct tf_ring *r, uint32_t cap, uint64_t tail, size_t n)
 {
 	const struct rec_enc *e = NULL;
 	if (waiting_state == WAITS && (failed || !(e = rec_enc_get())))
@@ -364,7 +369,6 @@ static size_t send(struct tf_ring *r, uint32_t cap, uint64_t tail, size_t n, int
 	struct tf_event *buf = e ? e->ev : scratch;
 	n = copy_out(r, cap, tail, n, buf);
 	c->ring = r;
-	c->key_after = key_after;
 	c->job = (struct rec_enc_job){ .se = tf_writer_segenc(w), .ev = buf, .n = n,
 				       .stream = r->stream, .tid = r->tid, .first_seq = tail };
 	if (wait) {
@@ -393,6 +397,20 @@ static int closed_for_good(uint32_t i, const struct tf_ring *r)
 	return syscall(SYS_tgkill, rec_s.pid, r->tid, 0) < 0 && errno == ESRCH;
 }
 
+/* KEY rounds: the index in [tail, head) of ring r's (capacity cap) first
+ * event stamped after key_cut (a realloc's two events count as one, at the
+ * later time), or head. A stream's events are in time order. */
+static uint64_t key_limit(struct tf_ring *r, uint32_t cap, uint64_t tail, uint64_t head)
+{
+	const struct tf_event *ev = (const struct tf_event *)(r + 1);
+	for (uint64_t q = tail; q < head; q++) {
+		const struct tf_event *e = &ev[q & (cap - 1)];
+		if (e->kind != TF_EV_REALLOC_OLD && e->t > key_cut)
+			return e->kind == TF_EV_REALLOC_NEW && q > tail ? q - 1 : q;
+	}
+	return head;
+}
+
 /* Drains ring i; returns how many events it wrote. */
 static uint64_t drain(uint32_t i, enum round_mode mode)
 {
@@ -411,22 +429,17 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 	/* after the head: a ring grows only while empty (ring.c) */
 	uint32_t cap = atomic_load_explicit(&r->events, memory_order_relaxed);
 	uint64_t enough = cap / 2 < DRAIN_MIN ? cap / 2 : DRAIN_MIN;
-	int held = mode == NORMAL && key_pending && a->key_stream == r->stream;
-	if (held && tail >= a->key_b)
-		held = 0;               /* a flush (SYNC round) drained it past b */
-	if (held && head > a->key_b)
-		head = a->key_b;        /* a pending keyframe's cut: not past it yet */
+	if (mode == KEY)
+		head = key_limit(r, cap, tail, end);
 	if (mode == NORMAL && state != TF_RING_CLOSED && head - tail < enough &&
-	    round_no - a->drained < DRAIN_AGE_ROUNDS && !held)
+	    round_no - a->drained < DRAIN_AGE_ROUNDS)
 		return 0;
 	a->drained = round_no;
 	uint64_t wrote = head - tail;
 	while (tail != head) {
 		/* in chunks, so a thread waiting for room gets some soon */
 		size_t n = head - tail < DRAIN_CHUNK ? head - tail : DRAIN_CHUNK;
-		if (held && tail < a->key_a && tail + n > a->key_a)
-			n = a->key_a - tail;  /* the keymap tags both sides apart */
-		tail += send(r, cap, tail, n, !held || tail >= a->key_a);
+		tail += send(r, cap, tail, n);
 		if (mode == NORMAL && key_due())
 			return wrote;   /* time for a keyframe: the rest later */
 	}
@@ -451,6 +464,26 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 	return wrote;
 }
 
+/* Events published in all rings so far (as far as their heads say). */
+static uint64_t published(void)
+{
+	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
+	uint64_t sum = 0;
+	for (uint32_t i = 0; i < used; i++)
+		sum += atomic_load_explicit(&rec_session_ring(i)->head, memory_order_acquire);
+	return sum;
+}
+
+/* Test only: until the program published n more events (or a second). */
+static void wait_events(uint64_t n)
+{
+	uint64_t from = published();
+	for (int k = 0; k < KEY_GAP_WAITS && published() - from < n; k++) {
+		struct timespec step = { 0, KEY_GAP_STEP_NS };
+		nanosleep(&step, NULL);
+	}
+}
+
 /* One round; returns how many events it wrote. */
 static uint64_t round_all(enum round_mode mode)
 {
@@ -461,8 +494,11 @@ static uint64_t round_all(enum round_mode mode)
 		rec_ring_prepare();
 	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
 	uint64_t wrote = 0;
-	for (uint32_t i = 0; i < used && !(mode == NORMAL && key_due()); i++)
+	for (uint32_t i = 0; i < used && !(mode == NORMAL && key_due()); i++) {
+		if (mode == KEY && key_gap)
+			wait_events(key_gap);
 		wrote += drain(i, mode);
+	}
 	settle();
 	emit_nodes(mode == FINAL); /* nodes of the events just written */
 	return wrote;
@@ -537,67 +573,28 @@ int rec_writer_failed(void)
 	return failed;
 }
 
-/* Reads the head of every live ring into a (0) or b (1). Every ring live
- * at the second read gets a b, also one claimed since the first: reached()
- * waits for all of them. */
-static void snapshot(int second)
-{
-	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
-	for (uint32_t i = 0; i < used; i++) {
-		struct tf_ring *r = rec_session_ring(i);
-		struct announced *a = &announced[i];
-		if (atomic_load_explicit(&r->state, memory_order_acquire) == TF_RING_FREE) {
-			a->key_stream = 0;
-			continue;
-		}
-		uint64_t head = atomic_load_explicit(&r->head, memory_order_acquire);
-		if (!second || a->key_stream != r->stream) {
-			/* second pass: a stream that began since the first has
-			 * nothing in the old epoch beyond what is drained */
-			a->key_stream = r->stream;
-			a->key_a = second ? atomic_load_explicit(&r->tail, memory_order_relaxed) : head;
-		}
-		a->key_b = head;
-	}
-}
-
-/* 1 once every snapshotted stream is drained to its b (or gone). */
-static int reached(void)
-{
-	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
-	for (uint32_t i = 0; i < used; i++) {
-		struct tf_ring *r = rec_session_ring(i);
-		struct announced *a = &announced[i];
-		if (a->key_stream && a->key_stream == r->stream &&
-		    atomic_load_explicit(&r->state, memory_order_acquire) != TF_RING_FREE &&
-		    atomic_load_explicit(&r->tail, memory_order_relaxed) < a->key_b)
-			return 0;
-	}
-	return 1;
-}
-
-/* A keyframe in two steps, between rounds, without holding the program
- * up. When one is due: two snapshots of every ring's head, a then b, and a
- * new keymap epoch; events below a are applied in the old epoch. Rounds
- * then drain every ring up to b and no further. Once there, the frees of
- * the old epoch are forgotten: each was published before the first read
- * of a, so every older event of its address was published before b was
- * read, and has been applied. Only frees published between the two
- * snapshots stay in the keyframe. Its cuts are the b's. */
+/* A keyframe, between rounds (FORMAT.md "Bounded traces"). Its cut is a
+ * time, key_cut, read before any ring's head: the KEY round drains every
+ * ring up to its first event stamped after key_cut (or its head), so the
+ * keymap holds exactly the events stamped up to key_cut that were
+ * published before their ring's head was read, and the cuts are where
+ * each ring stopped. A cut made of heads alone would not be one instant:
+ * between the reads of two rings' heads the program may allocate a block
+ * in the first after its read, free it, and get its address again in the
+ * second before its read; the keyframe would then hold the second
+ * allocation while the first replays after the cut, unfreed. By time,
+ * every event of an address older than one the keymap holds was
+ * published before it and is in the keymap too. The frees then in the
+ * keymap are forgotten: every older event of their address is in it, and
+ * a keyframe holds only allocations. */
 static void keyframe_step(void)
 {
-	if (key_due()) {
-		key_written = tf_writer_written(w);
-		snapshot(0);
-		snapshot(1);
-		rec_keymap_new_epoch();
-		key_pending = 1;
+	if (!key_due())
 		return;
-	}
-	if (!key_pending || !reached())
-		return;
-	key_pending = 0;
-	rec_keymap_forget_frees();
+	key_written = tf_writer_written(w);
+	key_cut = rec_now();
+	round_all(KEY);
+	rec_keymap_forget_frees(key_cut);
 	uint64_t before = tf_writer_written(w);
 	rec_keyframe_write(nodes_emitted, modules_emitted);
 	flush_meta();
@@ -667,12 +664,13 @@ int rec_writer_start(struct tf_writer *tw)
 		rec_say("bounded recording: no memory for the live set", "", "; not recording");
 		return -1;
 	}
+	const char *gap = getenv("REC_TEST_KEYFRAME_GAP");
+	key_gap = gap ? strtoull(gap, NULL, 10) : 0;
 	w = tw;
 	failed = 0;
 	keep_rings = 0;
 	meta_dirty = 0;
 	key_written = 0;
-	key_pending = 0;
 	key_warned = 0;
 	nodes_emitted = 1;
 	modules_emitted = 0;

@@ -2,7 +2,7 @@
  * hr_bounded.c - a program whose live set is known exactly at every mark,
  * run for far longer than a bounded trace holds (test_bounded.py).
  *
- *   hr_bounded ROUNDS [progress | flush]
+ *   hr_bounded ROUNDS [progress | flush | pass]
  *
  * At start, call_keep allocates KEEP blocks of 1000 + i bytes, freed only
  * at the very end: the surviving window must still know them (keyframes).
@@ -17,7 +17,10 @@
  * "rounds N" at the end (with "progress": "round N" after each mark, for a
  * test that kills it mid-run; with "flush": main calls rec_flush
  * FLUSHES times in each round while the workers churn, so flushes meet
- * pending keyframes); exits 0.
+ * keyframes; with "pass": PASS_PERCENT of the ops hand a block to the next
+ * worker, who frees its inbox every PASS_DRAIN ops, so addresses move
+ * between threads (glibc's per-thread cache hands a freed block to the
+ * thread that freed it) many times a millisecond); exits 0.
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -33,9 +36,14 @@
 #define INBOX 4096
 #define HOLD_MAX 16
 #define FLUSHES 3                /* rec_flush calls per round in "flush" mode */
+#define PASS_PERCENT 5           /* ops that hand a block on ("pass" mode: PASS_MANY) */
+#define PASS_MANY 50
+#define DRAIN_EVERY 1000         /* ops between inbox drains ("pass" mode: PASS_DRAIN) */
+#define PASS_DRAIN 50
 
 static pthread_barrier_t done_churn, held, marked;
 static int rounds;
+static unsigned pass_percent = PASS_PERCENT, drain_every = DRAIN_EVERY;
 
 struct worker {
 	int k;
@@ -80,7 +88,7 @@ static void churn(struct worker *me, int round)
 		void **p = &me->slot[r % SLOTS];
 		size_t size = 16 + (r >> 20) % 4096;
 		unsigned what = (unsigned)(r >> 40) % 100;
-		if (what < 5) {
+		if (what < pass_percent) {
 			pthread_mutex_lock(&to->lock);
 			if (to->ninbox < INBOX)
 				to->inbox[to->ninbox++] = call_pass(size);
@@ -95,7 +103,7 @@ static void churn(struct worker *me, int round)
 			free(*p);
 			*p = NULL;
 		}
-		if (op % 1000 == 0)
+		if (op % drain_every == 0)
 			drain_inbox(me);
 	}
 }
@@ -129,6 +137,10 @@ int main(int argc, char **argv)
 	rounds = argc > 1 ? atoi(argv[1]) : 40;
 	int progress = argc > 2 && !strcmp(argv[2], "progress");
 	int flushing = argc > 2 && !strcmp(argv[2], "flush");
+	if (argc > 2 && !strcmp(argv[2], "pass")) {
+		pass_percent = PASS_MANY;
+		drain_every = PASS_DRAIN;
+	}
 	int (*mark)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "rec_mark");
 	int (*flush)(void) = (int (*)(void))dlsym(RTLD_DEFAULT, "rec_flush");
 	if (flushing && !flush)

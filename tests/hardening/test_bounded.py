@@ -15,6 +15,12 @@ CASE:
   flushed the exact case with rec_flush called during every round (a
           flush drains every ring, also past a pending keyframe's snapshot):
           it finishes, and every mark in the window is exact.
+  raced   hr_bounded's "pass" mode (blocks handed between the workers
+          all the time) with the writer waiting for KEY_GAP more events before
+          it reads each ring's head for a keyframe's cut (REC_TEST_KEYFRAME_GAP):
+          blocks are allocated in one ring after its read, freed, and their
+          address allocated again in a ring read later. The window's marks
+          are exact and no free is missed.
   idle    hr_idle.c: a thread quiet while the ring wraps many times, whose
           one allocation after that is only in the .ring when the process
           is SIGKILLed: it is imported (live at the end), nothing lost.
@@ -32,6 +38,8 @@ MAX_SIZE = 4 << 20
 ROUNDS = 600
 WORKERS, KEEP = 3, 100
 SEG_HEADER = 56
+KEY_GAP = 20000             # raced: events the program publishes before each ring's cut
+RACED_ROUNDS = 150          # raced: rounds (the ring wraps about 5 times)
 SITES = ("call_keep", "call_hold", "call_churn", "call_grow", "call_pass")
 
 
@@ -140,6 +148,19 @@ def case_flushed(d):
     assert p.returncode == 0 and p.stdout == b"rounds %d\n" % ROUNDS and not p.stderr, p
     hardtest.trace_import([trace], db)
     c = check_window(db, 20)
+    hardtest.consistency(c)
+
+
+def case_raced(d):
+    prog = hardtest.prog("hr_bounded")
+    hardtest.need(prog, hrtest.TRACE_SNAP)
+    trace, db = os.path.join(d, "r.trc"), os.path.join(d, "r.db")
+    env = hardtest.rec_env(trace, REC_MAX_SIZE="4M", REC_TEST_KEYFRAME_GAP=str(KEY_GAP))
+    p = subprocess.run([prog, str(RACED_ROUNDS), "pass"], env=env, capture_output=True,
+                       timeout=240)
+    assert p.returncode == 0 and p.stdout == b"rounds %d\n" % RACED_ROUNDS and not p.stderr, p
+    hardtest.trace_import([trace], db)
+    c = check_window(db, 10)
     hardtest.consistency(c)
 
 
