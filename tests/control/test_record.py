@@ -24,9 +24,13 @@ for code, script in ((0, "exit 0"), (3, "exit 3"), (128 + 15, "kill -TERM $$")):
     t = os.path.join(d, "code%d.trc" % code)
     p = rec(["-o", t, "--", "sh", "-c", script])
     assert p.returncode == code, (script, p.returncode, p.stderr)
-    assert p.stderr.splitlines()[-1] == "trace-record: trace written to %s" % t, p.stderr
-    if code < 128:  # a killed program leaves its last events in the .ring
+    lines = p.stderr.splitlines()
+    if code < 128:
+        assert lines[-1] == "trace-record: trace written to %s" % t, p.stderr
         assert hrtest.summary(t)["alloc"] > 0
+    else:  # a killed program leaves its last events in the .ring, and it is said
+        assert lines[-2] == "trace-record: trace written to %s" % t, p.stderr
+        assert lines[-1].startswith("trace-record: %s.ring is beside it: " % t), p.stderr
 
 # Default name: PROGRAM.PID.trc in the working directory; %p expands.
 p = rec(["--", "sh", "-c", "exit 0"])
