@@ -1,18 +1,67 @@
-"""test_leftovers CASE - what tests leave behind is removed (issue 21,
-defect 11), unless a failure needs it for a look.
+"""test_leftovers CASE - what tests and killed imports leave behind is
+removed by whoever comes next (issue 21, defect 11), and never what is
+still in use.
 
 CASE:
   tmpdir       hrtest.tmpdir: a small test script run under a private
                TMPDIR leaves nothing when it passes or skips; failed by an
                uncaught exception or stopped by SIGTERM (meson's timeout) it
                keeps its directories and names them on stderr.
+  import_tmp   trace-import's temporary file OUT.tmp-PID-XXXXXX: an import
+               held still in the middle (a module of its trace is a FIFO
+               it opens) is SIGKILLed; an import to the same OUT meanwhile
+               keeps the file of the running one and removes the planted
+               leftovers of processes that are gone (and their -journal),
+               but not a symlink (its target untouched), nor a directory,
+               nor a file some import holds locked (flock: an import of
+               another pid namespace), nor another OUT's; the next import
+               removes the killed one's (and the file no longer locked).
+A pid that is gone for sure: /proc/sys/kernel/pid_max (pids are below it).
 """
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import time
 
 import hrtest
+
+WAIT_S = 30                   # bound on waiting for a file to appear (a failure, not a timing)
+
+
+def wait_for(what, found):
+    """Polls found() until it returns something true; fails after WAIT_S."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        r = found()
+        if r:
+            return r
+        time.sleep(0.01)
+    raise AssertionError("no %s after %d s" % (what, WAIT_S))
+
+
+def gone_pid():
+    with open("/proc/sys/kernel/pid_max") as f:
+        return int(f.read())
+
+
+def killed(p):
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    assert p.returncode == -signal.SIGKILL, "exited %d before the kill" % p.returncode
+
+
+def precious(d):
+    target = os.path.join(d, "precious")
+    with open(target, "w") as f:
+        f.write("precious\n")
+    return target
+
+
+def untouched(target):
+    with open(target) as f:
+        assert f.read() == "precious\n", "%s was written" % target
 
 
 # ---- tmpdir -----------------------------------------------------------------
@@ -63,6 +112,70 @@ def case_tmpdir(d):
         top = os.path.join(d, name)
         os.mkdir(top)
         ending(name, top)
+
+
+# ---- import_tmp -------------------------------------------------------------
+
+PLAIN = """header 4242 1 5000000000 1700000000000000000 0 /bin/prog prog
+thread 4242 main
+node 1 0 401000
+flush
+events 1 4242
+a 10 1000 100 1
+flush
+"""
+# The module's file is a FIFO: symbolizing opens it, which blocks until a
+# writer comes (none does), after the temporary database was created.
+STUCK = PLAIN.replace("thread 4242 main\n", "thread 4242 main\nmodule 400000 10000 0 5 %s\n")
+
+
+def tmp_files(d, out):
+    return sorted(f for f in os.listdir(d) if f.startswith(out + ".tmp-"))
+
+
+def case_import_tmp(d):
+    hrtest.need(hrtest.TRACE_IMPORT, hrtest.MKTRACE)
+    fifo = os.path.join(d, "module.fifo")
+    os.mkfifo(fifo)
+    stuck = hrtest.mktrace(os.path.join(d, "stuck.trc"), STUCK % fifo)
+    plain = hrtest.mktrace(os.path.join(d, "plain.trc"), PLAIN)
+    db = os.path.join(d, "o.db")
+    a = subprocess.Popen([hrtest.TRACE_IMPORT, "-q", stuck, db], stderr=subprocess.PIPE)
+    try:
+        running = wait_for("temporary file of the running import", lambda: tmp_files(d, "o.db"))
+        assert len(running) == 1 and running[0].startswith("o.db.tmp-%d-" % a.pid), \
+            "the running import (pid %d) made %s" % (a.pid, running)
+        assert a.poll() is None, "the import ended (exit %d): %s" % (a.returncode, a.stderr.read())
+        dead = gone_pid()
+        target = precious(d)
+        left = ["o.db.tmp-%d-Ab3xYz" % dead, "o.db.tmp-%d-Ab3xYz-journal" % dead]
+        kept = ["o.db.tmp-%d-linkzz" % dead, "o.db.tmp-%d-dirzzz" % dead,
+                "o.db.tmp-%d-lockzz" % dead, "p.db.tmp-%d-otherz" % dead]
+        for f in left + kept[2:]:
+            with open(os.path.join(d, f), "w") as fh:
+                fh.write("x")
+        os.symlink(target, os.path.join(d, kept[0]))
+        os.mkdir(os.path.join(d, kept[1]))
+        lock = os.open(os.path.join(d, kept[2]), os.O_RDONLY)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        hrtest.trace_import(["-q", plain, db])
+        os.close(lock)
+        now = tmp_files(d, "o.db") + tmp_files(d, "p.db")
+        assert sorted(running + kept) == now, "after an import: %s, expected %s" % (
+            now, sorted(running + kept))
+        untouched(target)
+        print("an import meanwhile: the running import's %s kept; the leftovers of gone pid %d "
+              "removed, its symlink, directory, locked file and another OUT's kept: ok" % (
+                  running[0], dead))
+        killed(a)
+    finally:
+        if a.poll() is None:
+            killed(a)
+    assert os.path.exists(os.path.join(d, running[0])), "the killed import's file vanished"
+    hrtest.trace_import(["-q", "--force", plain, db])
+    assert tmp_files(d, "o.db") == sorted(kept[:2]), tmp_files(d, "o.db")
+    print("the next import: the SIGKILLed import's %s and the file no longer locked removed: "
+          "ok" % running[0])
 
 
 def main():
