@@ -1,6 +1,6 @@
-"""test_leftovers CASE - what tests and killed imports leave behind is
-removed by whoever comes next (issue 21, defect 11), and never what is
-still in use.
+"""test_leftovers CASE - what tests, killed imports and killed recorded
+processes leave behind is removed by whoever comes next (issue 21, defect
+11), and never what is still in use.
 
 CASE:
   tmpdir       hrtest.tmpdir: a small test script run under a private
@@ -16,11 +16,18 @@ CASE:
                nor a file some import holds locked (flock: an import of
                another pid namespace), nor another OUT's; the next import
                removes the killed one's (and the file no longer locked).
+  ctl_sockets  the control directory (REC_CTL_DIR): a recorded process
+               SIGKILLed leaves its PID.sock; the next recorded process
+               removes it and planted sockets of pids that are gone, and
+               keeps the socket of a live pid (not listening), a listening
+               socket of a gone pid (another pid namespace), a symlink and
+               a regular file named PID.sock; trace-ctl sweeps the same way.
 A pid that is gone for sure: /proc/sys/kernel/pid_max (pids are below it).
 """
 import fcntl
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -176,6 +183,60 @@ def case_import_tmp(d):
     assert tmp_files(d, "o.db") == sorted(kept[:2]), tmp_files(d, "o.db")
     print("the next import: the SIGKILLed import's %s and the file no longer locked removed: "
           "ok" % running[0])
+
+
+# ---- ctl_sockets ------------------------------------------------------------
+
+def bound(path, listening=False):
+    """A unix socket bound at path, listening or not (a killed process's)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.bind(path)
+    if listening:
+        s.listen(1)
+    return s
+
+
+def case_ctl_sockets(d):
+    hrtest.need(hrtest.LIBREC, hrtest.TRACE_CTL, hrtest.prog("entry"))
+    ctl = os.path.join(d, "ctl")
+    os.mkdir(ctl, 0o700)
+    env = dict(os.environ, REC_CTL_DIR=ctl, LD_PRELOAD=hrtest.LIBREC,
+               REC_OUT=os.path.join(d, "r%p.trc"))
+    sock = lambda pid: os.path.join(ctl, "%d.sock" % pid)  # noqa: E731
+    # a recorded process killed: its socket stays
+    p = subprocess.Popen(["sleep", "600"], env=env)
+    try:
+        wait_for("control socket of pid %d" % p.pid, lambda: os.path.exists(sock(p.pid)))
+    finally:
+        killed(p)
+    assert os.path.exists(sock(p.pid)), "the killed process's socket vanished"
+    dead = gone_pid()
+    target = precious(d)
+    keep = [bound(sock(os.getpid())), bound(sock(dead + 1), listening=True)]
+    os.symlink(target, sock(dead + 2))
+    with open(sock(dead + 3), "w") as f:
+        f.write("x")
+    planted = [bound(sock(dead))]
+    planted[0].close()
+    kept = sorted(os.listdir(ctl))
+    kept.remove("%d.sock" % p.pid)
+    kept.remove("%d.sock" % dead)
+    r = subprocess.run([hrtest.prog("entry")], env=env, capture_output=True, text=True)
+    assert r.returncode == 0 and not r.stderr, r
+    assert sorted(os.listdir(ctl)) == kept, "after a recorded run: %s, expected %s" % (
+        sorted(os.listdir(ctl)), kept)
+    untouched(target)
+    print("a recorded run removed the sockets of killed pid %d and gone pid %d; kept those of "
+          "a live pid, a listening socket, a symlink, a file: ok" % (p.pid, dead))
+    planted = [bound(sock(dead))]
+    planted[0].close()
+    r = subprocess.run([hrtest.TRACE_CTL, str(dead), "status"], env=dict(os.environ,
+                       REC_CTL_DIR=ctl), capture_output=True, text=True)
+    assert r.returncode == 1 and "no process %d" % dead in r.stderr, r
+    assert sorted(os.listdir(ctl)) == kept, "after trace-ctl: %s" % sorted(os.listdir(ctl))
+    for s in keep:
+        s.close()
+    print("trace-ctl removed the socket of gone pid %d: ok" % dead)
 
 
 def main():
