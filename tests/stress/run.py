@@ -94,18 +94,19 @@ def parse_args():
 
 def select_tests(build, only):
     """The build's tests that FAULT_TESTS names (and --only keeps), in the
-    build's order; exits 2 naming a pattern that matches none."""
+    build's order; exits 2 naming a pattern that matches none of them."""
     p = subprocess.run(["meson", "introspect", build, "--tests"], capture_output=True, text=True)
     if p.returncode:
         sys.exit("heapreel stress: cannot list the tests of %s (built?): %s" % (
             build, p.stderr.strip()))
     names = [t["name"] for t in json.loads(p.stdout)]
-    for pat in FAULT_TESTS + only:
-        if not fnmatch.filter(names, pat):
-            print("heapreel stress: no test in %s matches %r" % (build, pat), file=sys.stderr)
+    faults = [n for n in names if any(fnmatch.fnmatch(n, pat) for pat in FAULT_TESTS)]
+    for pat, among in [(pat, names) for pat in FAULT_TESTS] + [(pat, faults) for pat in only]:
+        if not fnmatch.filter(among, pat):
+            print("heapreel stress: no %stest in %s matches %r" % (
+                "fault " if among is faults else "", build, pat), file=sys.stderr)
             sys.exit(2)
-    return [n for n in names if any(fnmatch.fnmatch(n, p) for p in FAULT_TESTS)
-            and (not only or any(fnmatch.fnmatch(n, p) for p in only))]
+    return [n for n in faults if not only or any(fnmatch.fnmatch(n, pat) for pat in only)]
 
 
 def start_load(busy, alloc):
@@ -147,7 +148,8 @@ def run_once(build, tests, k, mult, out):
 
 
 def tail(text, n):
-    return "\n".join("    " + l for l in text.rstrip("\n").splitlines()[-n:])
+    lines = text.rstrip("\n").splitlines()[-n:] or ["(the test printed nothing)"]
+    return "\n".join("    " + l for l in lines)
 
 
 def main():
