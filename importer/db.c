@@ -106,7 +106,8 @@ static long tmp_owner(const char *name, const char *prefix)
 		return 0;
 	errno = 0;
 	pid = strtol(name + n, &end, 10);
-	if (errno || pid <= 0 || *end != '-' || strspn(end + 1, TMP_CHARS) < TMP_RANDOM)
+	if (errno || pid <= 0 || pid > INT_MAX || *end != '-' ||
+	    strspn(end + 1, TMP_CHARS) < TMP_RANDOM)
 		return 0;
 	end += 1 + TMP_RANDOM;
 	return !*end || !strcmp(end, JOURNAL) ? pid : 0;
