@@ -15,8 +15,8 @@ The last line is "N passed, N failed"; the exit status is 1 if any test
 failed (or did not run), 2 on bad usage.
 
 It must never: be run by .ci/run or ./heapreel test (it takes long), leave
-a load process running (they are killed by pid when it ends, however it
-ends), or rebuild (the build it is given is the one tested).
+a load process running (they are killed by pid when it ends, and die with
+it if it is killed), or rebuild (the build it is given is the one tested).
 """
 import argparse
 import datetime
@@ -53,6 +53,14 @@ TAIL_LINES = 40                # lines of a failed test's log printed
 ALLOC_BYTES = 64 << 20         # what the allocating load process keeps live at most
 FAILED_RESULTS = ("FAIL", "TIMEOUT", "ERROR", "UNEXPECTEDPASS")
 
+# Both die with the runner, even a SIGKILLed one (PR_SET_PDEATHSIG; the
+# parent may already be gone when it is set: then they stop at once).
+DIE_WITH_RUNNER = """
+import ctypes, os, sys
+ctypes.CDLL(None).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+if os.getppid() != %d:
+    sys.exit()
+"""
 BUSY_LOOP = "while True: pass"
 ALLOC_LOOP = """
 import random
@@ -112,7 +120,8 @@ def select_tests(build, only):
 def start_load(busy, alloc):
     """The load processes (their own sessions, so a Ctrl-C goes to us)."""
     code = [BUSY_LOOP] * busy + ([ALLOC_LOOP] if alloc else [])
-    return [subprocess.Popen([sys.executable, "-c", c], start_new_session=True,
+    first = DIE_WITH_RUNNER % os.getpid()
+    return [subprocess.Popen([sys.executable, "-c", first + c], start_new_session=True,
                              stdin=subprocess.DEVNULL) for c in code]
 
 
