@@ -43,6 +43,8 @@ FAULT_TESTS = [
     "rec-fork", "rec-fork_exit", "rec-fork_exec",
     "rec-env-killed",          # SIGKILL: the .ring left behind is readable
     "import-recorded-killed",  # a killed process's trace imported in full
+    "leftovers-import-tmp",    # a SIGKILLed import's temporary file removed, a running one's not
+    "leftovers-ctl-sockets",   # a SIGKILLed process's control socket removed, live ones not
 ]
 QUICK_RUNS = 1                 # --quick: one run...
 QUICK_BUSY = 1                 # ... with one busy loop
