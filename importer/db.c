@@ -1,13 +1,20 @@
 /*
- * db.c - the output database: created as OUT.tmp-XXXXXX beside OUT (0600,
- * O_EXCL, so never through a planted file or symlink), loaded in one large
- * transaction with the journal and syncs off, then made durable, marked
- * complete (meta complete=1, written last) and renamed over OUT.
+ * db.c - the output database: created as OUT.tmp-PID-XXXXXX beside OUT
+ * (0600, O_EXCL, so never through a planted file or symlink; PID is the
+ * importer's, which holds an flock on the file until it is renamed), loaded
+ * in one large transaction with the journal and syncs off, then made
+ * durable, marked complete (meta complete=1, written last) and renamed over
+ * OUT.
  *
  * It must never leave a file named OUT that is not complete: every failure
- * path ends in imp_db_abort, which deletes the temporary file. SQL
- * parameters are always bound, never pasted into SQL text.
+ * path ends in imp_db_abort, which deletes the temporary file. A killed
+ * import cannot; the next import to the same OUT removes what it left (a
+ * regular file whose PID is gone and that no import holds locked), never a
+ * running import's file, never through a symlink. SQL parameters are
+ * always bound, never pasted into SQL text.
  */
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <libgen.h>
@@ -17,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,6 +36,13 @@
  * pages, small enough to keep the importer's RSS modest. */
 #define DB_CACHE_KIB 65536
 #define DB_STMT_CACHE 32              /* distinct statements imp_db_insert keeps */
+/* The temporary file: OUT TMP_TAG PID '-' XXXXXX (mkostemp's TMP_RANDOM
+ * characters from TMP_CHARS); while it is finished, SQLite's rollback
+ * journal is beside it, the same name + JOURNAL. */
+#define TMP_TAG ".tmp-"
+#define TMP_RANDOM 6
+#define TMP_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+#define JOURNAL "-journal"
 
 struct stmt_slot {
 	const char *sql;              /* identity: callers pass string literals */
@@ -37,6 +52,7 @@ struct stmt_slot {
 struct imp_db {
 	sqlite3 *h;
 	char *out, *tmp, *dir;
+	int lock_fd;                  /* the temporary file, flock'ed: "in use" */
 	sqlite3_stmt *meta_st;
 	struct imp_bulk bulk;         /* the source imp_bulk reads */
 	struct stmt_slot cache[DB_STMT_CACHE];
@@ -78,6 +94,76 @@ static int prep(struct imp_db *db, const char *sql, sqlite3_stmt **st,
 	return 0;
 }
 
+/* The pid in a directory entry's name if it is PREFIX PID '-' XXXXXX,
+ * alone or + JOURNAL; else 0. */
+static long tmp_owner(const char *name, const char *prefix)
+{
+	size_t n = strlen(prefix);
+	char *end;
+	long pid;
+
+	if (strncmp(name, prefix, n) || !isdigit((unsigned char)name[n]))
+		return 0;
+	errno = 0;
+	pid = strtol(name + n, &end, 10);
+	if (errno || pid <= 0 || pid > INT_MAX || *end != '-' ||
+	    strspn(end + 1, TMP_CHARS) < TMP_RANDOM)
+		return 0;
+	end += 1 + TMP_RANDOM;
+	return !*end || !strcmp(end, JOURNAL) ? pid : 0;
+}
+
+/* Removes the entry name of dfd, a killed import's temporary file, if it
+ * is stale: its process is gone, it is a regular file of ours (opened
+ * O_NOFOLLOW: a symlink is left alone), no import holds its flock (one in
+ * another pid namespace would), and the name still is that file. */
+static void remove_if_stale(int dfd, const char *name, long pid)
+{
+	struct stat sb, now;
+	int fd;
+
+	if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		return;
+	fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	if (!fstat(fd, &sb) && S_ISREG(sb.st_mode) && sb.st_uid == geteuid() &&
+	    !flock(fd, LOCK_EX | LOCK_NB) &&
+	    !fstatat(dfd, name, &now, AT_SYMLINK_NOFOLLOW) &&
+	    now.st_dev == sb.st_dev && now.st_ino == sb.st_ino)
+		unlinkat(dfd, name, 0);
+	close(fd);
+}
+
+/* What imports to out that were killed left beside it. Best effort: an
+ * unreadable directory leaves them, and then creating ours fails anyway. */
+static void remove_stale(const struct imp_db *db)
+{
+	const char *base = strrchr(db->out, '/');
+	char prefix[NAME_MAX + sizeof TMP_TAG];
+	struct dirent *de;
+	DIR *d;
+	long pid;
+	int dfd;
+
+	base = base ? base + 1 : db->out;
+	if (strlen(base) >= NAME_MAX)
+		return;
+	strcat(strcpy(prefix, base), TMP_TAG);
+	dfd = open(db->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	d = fdopendir(dfd);
+	if (!d) {
+		close(dfd);
+		return;
+	}
+	while ((de = readdir(d)))
+		if ((pid = tmp_owner(de->d_name, prefix)))
+			remove_if_stale(dfd, de->d_name, pid);
+	closedir(d);
+}
+
 int imp_db_create(struct imp_db **dbp, const char *out, bool force,
 		  struct imp_err *e)
 {
@@ -98,8 +184,10 @@ int imp_db_create(struct imp_db **dbp, const char *out, bool force,
 		imp_errf(e, "%s: out of memory", out);
 		return -1;
 	}
+	db->lock_fd = -1;
 	db->out = strdup(out);
-	db->tmp = malloc(strlen(out) + sizeof ".tmp-XXXXXX");
+	/* OUT.tmp-PID-XXXXXX: a pid has at most 10 digits */
+	db->tmp = malloc(strlen(out) + sizeof TMP_TAG "4294967295-XXXXXX");
 	d = strdup(out);
 	if (!db->out || !db->tmp || !d) {
 		free(d);
@@ -122,7 +210,8 @@ int imp_db_create(struct imp_db **dbp, const char *out, bool force,
 			goto err;
 		}
 	}
-	sprintf(db->tmp, "%s.tmp-XXXXXX", out);
+	remove_stale(db);
+	sprintf(db->tmp, "%s" TMP_TAG "%ld-XXXXXX", out, (long)getpid());
 	fd = mkostemp(db->tmp, O_CLOEXEC);   /* 0600, O_EXCL */
 	if (fd < 0) {
 		imp_errf(e, "%s: cannot create %s: %s", out, db->tmp,
@@ -130,7 +219,8 @@ int imp_db_create(struct imp_db **dbp, const char *out, bool force,
 		db->tmp[0] = 0;
 		goto err;
 	}
-	close(fd);
+	db->lock_fd = fd;
+	flock(fd, LOCK_EX);   /* new, so no one else holds it: never waits */
 	if (strlen(db->tmp) < sizeof tmp_for_signal) {
 		strcpy(tmp_for_signal, db->tmp);
 		tmp_armed = 1;
@@ -340,6 +430,8 @@ void imp_db_abort(struct imp_db *db)
 		tmp_armed = 0;
 		unlink(db->tmp);
 	}
+	if (db->lock_fd >= 0)
+		close(db->lock_fd);   /* only now: a close drops SQLite's POSIX locks */
 	free(db->out);
 	free(db->tmp);
 	free(db->dir);

@@ -156,8 +156,9 @@ int imp_ring_recover(struct imp_trace *tr, struct imp_err *e);
 /* ---- the database (db.c) ---------------------------------------------- */
 struct imp_db;
 
-/* Creates OUT.tmp-XXXXXX next to out (0600, O_EXCL) and the schema;
- * refuses an existing out unless force. */
+/* Creates OUT.tmp-PID-XXXXXX next to out (0600, O_EXCL) and the schema,
+ * after removing the temporary files of killed imports to out; refuses an
+ * existing out unless force. */
 int imp_db_create(struct imp_db **db, const char *out, bool force,
 		  struct imp_err *e);
 /* Inserts one row through a cached prepared statement. types: one char per

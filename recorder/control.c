@@ -24,7 +24,9 @@
  * Must never: block the writer for long (a request line must arrive within
  * REQUEST_MS), or leave the socket of a process that is gone behind it:
  * the clean stop unlinks it; a forked child closes its copy of the parent's
- * socket without unlinking it and makes its own.
+ * socket without unlinking it and makes its own; a killed process cannot,
+ * so each session's writer sweeps the directory once (ctl_dir.c) for the
+ * sockets of processes that are gone, off the program's threads.
  */
 #include "rec_internal.h"
 
@@ -48,6 +50,7 @@ static dev_t l_dev, d_dev;
 static ino_t l_ino, d_ino;
 static char name[32];           /* PID.sock */
 static unsigned rounds;
+static int swept;               /* this session swept the directory */
 
 /* The control directory, made and verified; a descriptor or -1 (said why). */
 static int open_dir(void)
@@ -69,6 +72,7 @@ static int open_dir(void)
 void rec_ctl_listen(void)
 {
 	rounds = 0;
+	swept = 0;
 	dfd = open_dir();
 	if (dfd < 0)
 		return;
@@ -108,8 +112,19 @@ void rec_ctl_abandon(void)
 	lfd = dfd = -1;
 }
 
+/* The sockets that killed processes left, once per session: from the
+ * writer's first round, or when the session closes before it had one. */
+static void sweep_once(void)
+{
+	if (swept || dfd < 0 || !rec_fd_ok(dfd, d_dev, d_ino))
+		return;
+	swept = 1;
+	rec_ctl_dir_sweep(dfd, (uint64_t)rec_s.pid);
+}
+
 void rec_ctl_close(void)
 {
+	sweep_once();
 	if (dfd >= 0 && rec_fd_ok(dfd, d_dev, d_ino))
 		unlinkat(dfd, name, 0);
 	rec_ctl_abandon();
@@ -221,6 +236,7 @@ static void accept_requests(void)
 
 void rec_ctl_round(void)
 {
+	sweep_once();
 	if (lfd >= 0 && ++rounds % CHECK_ROUNDS == 0)
 		accept_requests();
 	rec_ctl_drain_marks();

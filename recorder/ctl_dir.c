@@ -3,19 +3,31 @@
  * them private: one definition for the recorder (control.c, which listens)
  * and trace-ctl (which connects), so both trust exactly the same thing.
  *
- * Must never: follow a symlink to the directory, or use one that another
- * user could write to.
+ * The sweep removes the sockets of processes that are gone (a killed
+ * process cannot unlink its own); it is stdio- and allocation-free, as it
+ * also runs inside librec.so (in the writer thread).
+ *
+ * Must never: follow a symlink to the directory, use one that another user
+ * could write to, or remove the socket of a live process.
  */
 #include "rec_common.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define CTL_DIR_PREFIX "/tmp/heapreel-"
 #define CTL_DIR_MODE 0700
+#define SOCK_SUFFIX ".sock"
+#define SWEEP_BUF 4096             /* getdents64 batch, on the stack */
 
 void rec_ctl_dir_path(char *dir, size_t size)
 {
@@ -45,5 +57,56 @@ void rec_ctl_sock_path(char *out, size_t size, int dfd, uint64_t pid)
 {
 	char *e = out + size;
 	char *p = rec_utoa(rec_cat(out, e, "/proc/self/fd/"), e, (uint64_t)dfd);
-	rec_cat(rec_utoa(rec_cat(p, e, "/"), e, pid), e, ".sock");
+	rec_cat(rec_utoa(rec_cat(p, e, "/"), e, pid), e, SOCK_SUFFIX);
+}
+
+/* The pid a directory entry "PID.sock" names, or 0. */
+static uint64_t sock_pid(const char *name)
+{
+	uint64_t v = 0;
+	const char *p = name;
+	for (; *p >= '0' && *p <= '9' && v <= INT_MAX; p++)
+		v = v * 10 + (uint64_t)(*p - '0');
+	return p > name && *name != '0' && v <= INT_MAX && !strcmp(p, SOCK_SUFFIX) ? v : 0;
+}
+
+/* Whether dfd's entry name is the socket of process pid, gone: no process
+ * has that pid, and nothing listens on the socket (a process of another pid
+ * namespace sharing the directory would). A live process between its bind
+ * and its listen is refused a connection too, but its pid is alive. */
+static int stale(int dfd, const char *name, uint64_t pid)
+{
+	struct stat st;
+	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISSOCK(st.st_mode) ||
+	    st.st_uid != geteuid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+		return 0;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	rec_ctl_sock_path(sa.sun_path, sizeof sa.sun_path, dfd, pid);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return 0;
+	int r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+	int err = errno;
+	close(fd);
+	return r < 0 && err == ECONNREFUSED;
+}
+
+void rec_ctl_dir_sweep(int dfd, uint64_t self)
+{
+	/* A descriptor of its own: reading moves the offset of the one given. */
+	int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (rfd < 0)
+		return;
+	char buf[SWEEP_BUF] __attribute__((aligned(8)));
+	ssize_t n;
+	while ((n = getdents64(rfd, buf, sizeof buf)) > 0) {
+		for (ssize_t off = 0; off < n;) {
+			struct dirent64 *de = (struct dirent64 *)(buf + off);
+			off += de->d_reclen;
+			uint64_t pid = sock_pid(de->d_name);
+			if (pid && pid != self && stale(dfd, de->d_name, pid))
+				unlinkat(dfd, de->d_name, 0);
+		}
+	}
+	close(rfd);
 }

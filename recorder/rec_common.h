@@ -41,5 +41,9 @@ int rec_ctl_dir_open(const char *dir);
 /* The socket address of PID through the verified directory's descriptor,
  * /proc/self/fd/DFD/PID.sock, so a path swapped meanwhile cannot redirect it. */
 void rec_ctl_sock_path(char *out, size_t size, int dfd, uint64_t pid);
+/* Removes from the verified directory dfd the sockets of processes that
+ * are gone: PID.sock with no process PID and no listener (a killed process
+ * leaves its socket). self: our own pid, never touched (0: none). */
+void rec_ctl_dir_sweep(int dfd, uint64_t self);
 
 #endif

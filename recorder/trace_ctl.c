@@ -19,6 +19,9 @@
  * Exit status: 0 done; 1 the process is not recorded, refused, or said
  * error; 2 usage. Every failure is one line on stderr.
  *
+ * Before connecting it removes the sockets that killed processes left in
+ * the directory (ctl_dir.c: only those of processes that are gone).
+ *
  * Must never: talk to a socket in a directory that is not private.
  */
 #include <errno.h>
@@ -105,6 +108,7 @@ static int connect_to(long pid)
 		return fail(-1, "%s: %s (not a private control directory; refusing)", dir,
 			    strerror(errno));
 	}
+	rec_ctl_dir_sweep(dfd, 0);   /* what killed processes left */
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	rec_ctl_sock_path(sa.sun_path, sizeof sa.sun_path, dfd, (uint64_t)pid);
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);

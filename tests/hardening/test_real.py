@@ -535,7 +535,6 @@ def main():
     os.chmod(d, 0o755)
     hardtest.need(hrtest.LIBREC, hrtest.TRACE_IMPORT)
     globals()["case_" + sys.argv[1]](d)
-    shutil.rmtree(d)  # kept when a check failed, for a look
 
 
 if __name__ == "__main__":

@@ -371,7 +371,6 @@ def main():
     d = hrtest.tmpdir("hard-sec")
     hardtest.need(hrtest.LIBREC)
     globals()["case_" + sys.argv[1]](d)
-    shutil.rmtree(d)  # kept when a check failed, for a look
 
 
 if __name__ == "__main__":

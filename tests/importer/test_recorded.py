@@ -6,7 +6,6 @@ the peak.
 
 usage: test_recorded.py known|inline"""
 import os
-import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -334,11 +333,7 @@ def case_cxx(d):
 
 def main():
     name = sys.argv[1]
-    d = hrtest.tmpdir("imprec-" + name)
-    try:
-        globals()["case_" + name](d)
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    globals()["case_" + name](hrtest.tmpdir("imprec-" + name))
     print("ok", name)
 
 

@@ -6,8 +6,14 @@ Paths come from the environment set by tests/meson.build:
   HR_REC_BUILD  build holding librec.so and the test programs (same as
                 HR_BUILD except in sanitizer builds)
 A test fails by raising (assert) or exiting non-zero; it skips by exiting 77.
+Its temporary directories (tmpdir) are removed when it ends; a test failed
+by an uncaught exception or stopped by SIGTERM (meson's timeout) keeps them
+and names them on stderr.
 """
+import atexit
 import os
+import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -136,8 +142,62 @@ def pack_frees(rows, per):
     return out
 
 
+_tmpdirs = []                 # made by tmpdir() in this process
+_failed = []                  # what failed the test: its directories are kept
+_excepthook = sys.excepthook
+
+
+def _note_failure(kind, value, tb):
+    _failed.append(kind.__name__)
+    _excepthook(kind, value, tb)
+
+
+def _on_sigterm(sig, frame):
+    _failed.append("SIGTERM")
+    raise SystemExit("hrtest: SIGTERM (meson's timeout?)")
+
+
+def _remove(d):
+    """Removes d; a test may have left a directory in it without read or
+    write permission (os.walk goes top-down: it is opened up before os.walk
+    enters it; symlinks are never followed)."""
+    for root, dirs, _ in os.walk(d):
+        for x in dirs:
+            p = os.path.join(root, x)
+            if not os.path.islink(p):
+                os.chmod(p, 0o700)
+    shutil.rmtree(d)
+
+
+def _clean_up(owner):
+    if os.getpid() != owner:  # a forked child ending does not end the test
+        return
+    for d in _tmpdirs:
+        if _failed:
+            print("hrtest: %s: the files of the failed test are kept in %s" % (
+                _failed[0], d), file=sys.stderr)
+            continue
+        try:
+            if os.path.lexists(d):  # the test may have removed it itself
+                _remove(d)
+        except OSError as e:  # a passing test must leave nothing: it fails
+            print("hrtest: cannot remove %s: %s" % (d, e), file=sys.stderr)
+            sys.stderr.flush()
+            os._exit(1)
+
+
 def tmpdir(tag):
-    return tempfile.mkdtemp(prefix="hr-%s-" % tag)
+    """A new private directory hr-TAG-XXXXXX in /tmp ($TMPDIR if set),
+    removed when the test ends, unless an uncaught exception or SIGTERM
+    failed it: then it is kept and its path printed on stderr."""
+    if not _tmpdirs:
+        sys.excepthook = _note_failure
+        if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        atexit.register(_clean_up, os.getpid())
+    d = tempfile.mkdtemp(prefix="hr-%s-" % tag)
+    _tmpdirs.append(d)
+    return d
 
 
 def record(argv, trace, env=None, check=True, **kw):

@@ -193,7 +193,6 @@ def main():
     rectest.need(hrtest.LIBREC, "librec.so")
     d = hrtest.tmpdir("rec-env")
     globals()["case_" + sys.argv[1]](d)
-    shutil.rmtree(d)  # kept when a check failed, for a look
 
 
 if __name__ == "__main__":

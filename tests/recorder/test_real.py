@@ -99,7 +99,6 @@ def main():
     rectest.need_tools()
     d = hrtest.tmpdir("rec-real")
     globals()["case_" + sys.argv[1]](d)
-    shutil.rmtree(d)  # kept when a check failed, for a look
 
 
 if __name__ == "__main__":
