@@ -40,6 +40,10 @@ FAULT_TESTS = [
     "hard-real-threads",       # threads exiting in waves while others allocate
     "hard-real-signal",        # allocations in signal handlers
     "rec-thread_exit",         # exit() from a thread
+    "hard-exit_thread", "hard-_exit_thread",  # exit(), _exit() while others allocate
+    "rec-crowd",               # 1000 threads alive at once
+    "import-recorded-inherit", # forked children's inherited heaps
+    "import-recorded-forkstorm",  # a fork storm under one REC_OUT
     "rec-fork", "rec-fork_exit", "rec-fork_exec",
     "rec-env-killed",          # SIGKILL: the .ring left behind is readable
     "import-recorded-killed",  # a killed process's trace imported in full
