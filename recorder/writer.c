@@ -440,6 +440,8 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 		/* in chunks, so a thread waiting for room gets some soon */
 		size_t n = head - tail < DRAIN_CHUNK ? head - tail : DRAIN_CHUNK;
 		tail += send(r, cap, tail, n);
+		if (failed)
+			return wrote;   /* the rest stays in the ring */
 		if (mode == NORMAL && key_due())
 			return wrote;   /* time for a keyframe: the rest later */
 	}
@@ -447,6 +449,8 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 		return wrote;
 	if (release || mode == FINAL)
 		settle();       /* the ring's events all in the trace first */
+	if (failed)
+		return wrote;   /* they are not: the ring keeps them (its tail did not move) */
 	if (release) {
 		thread_record(i, r); /* the name the thread had at exit */
 		if (rec_s.max_size)
