@@ -186,7 +186,7 @@ void rec_ring_prepare(void)
 		if (atomic_load(&reserved[i]) != RES_NONE ||
 		    !rec_session_prepare_ring(i, ring_bytes(REC_RING_FIRST_EVENTS)))
 			break;
-		/* the pages in place: the claiming thread's first stores fault not */
+		/* the pages in place: the claiming thread's first stores take no fault */
 		madvise(rec_session_ring(i), ring_bytes(REC_RING_FIRST_EVENTS), MADV_POPULATE_WRITE);
 		atomic_compare_exchange_strong(&reserved[i], &none, RES_FIRST);
 	}
