@@ -27,7 +27,6 @@
 #define CTL_DIR_PREFIX "/tmp/heapreel-"
 #define CTL_DIR_MODE 0700
 #define SOCK_SUFFIX ".sock"
-#define SWEEP_BUF 4096             /* getdents64 batch, on the stack */
 
 void rec_ctl_dir_path(char *dir, size_t size)
 {
@@ -91,22 +90,22 @@ static int stale(int dfd, const char *name, uint64_t pid)
 	return r < 0 && err == ECONNREFUSED;
 }
 
+struct sweep {
+	int dfd;
+	uint64_t self;
+};
+
+static int sweep_one(const char *name, void *ctx)
+{
+	const struct sweep *s = ctx;
+	uint64_t pid = sock_pid(name);
+	if (pid && pid != s->self && stale(s->dfd, name, pid))
+		unlinkat(s->dfd, name, 0);
+	return 0;
+}
+
 void rec_ctl_dir_sweep(int dfd, uint64_t self)
 {
-	/* A descriptor of its own: reading moves the offset of the one given. */
-	int rfd = openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (rfd < 0)
-		return;
-	char buf[SWEEP_BUF] __attribute__((aligned(8)));
-	ssize_t n;
-	while ((n = getdents64(rfd, buf, sizeof buf)) > 0) {
-		for (ssize_t off = 0; off < n;) {
-			struct dirent64 *de = (struct dirent64 *)(buf + off);
-			off += de->d_reclen;
-			uint64_t pid = sock_pid(de->d_name);
-			if (pid && pid != self && stale(dfd, de->d_name, pid))
-				unlinkat(dfd, de->d_name, 0);
-		}
-	}
-	close(rfd);
+	struct sweep s = { dfd, self };
+	rec_dir_each(dfd, ".", sweep_one, &s);
 }

@@ -30,6 +30,12 @@ int rec_parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t *v);
 /* The same with an optional binary suffix K, M or G (KiB, MiB, GiB). */
 int rec_parse_size(const char *s, uint64_t lo, uint64_t hi, uint64_t *v);
 
+/* ---- dir.c ------------------------------------------------------------- */
+/* Calls fn for each name in directory path (relative to dfd, or absolute)
+ * until fn returns nonzero: 1 if fn stopped it, 0 at the end, -1 if the
+ * directory cannot be read. */
+int rec_dir_each(int dfd, const char *path, int (*fn)(const char *name, void *ctx), void *ctx);
+
 /* ---- ctl_dir.c: the control directory -----------------------------------
  * DIR is $REC_CTL_DIR if set, else /tmp/heapreel-EUID; a recorded process
  * listens on DIR/PID.sock. */

@@ -311,8 +311,10 @@ static int map_ring(void)
 	return 0;
 }
 
-/* fallocates [off, off + len) of the ring file; 1, or 0 once one failed. */
-static int reserve(uint64_t off, uint64_t len)
+/* fallocates [off, off + len) of the ring file; 1, or 0 once one failed.
+ * needed: a failure is said and remembered (else the reservation was only
+ * ahead of need, and whoever needs the range meets it again). */
+static int reserve(uint64_t off, uint64_t len, int needed)
 {
 	if (atomic_load(&rec_s.reserve_failed) ||
 	    !rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino))
@@ -320,6 +322,8 @@ static int reserve(uint64_t off, uint64_t len)
 	int err = posix_fallocate(rec_s.ring_fd, (off_t)off, (off_t)len);
 	if (!err)
 		return 1;
+	if (!needed)
+		return 0;
 	atomic_store(&rec_s.reserve_failed, 1);
 	char why[200], *e = why + sizeof why;
 	rec_cat(rec_cat(rec_cat(why, e, ": "), e, strerrordesc_np(err)),
@@ -335,7 +339,7 @@ int rec_session_reserve_nodes(uint64_t id)
 	uint64_t upto = (id + NODE_CHUNK - 1) / NODE_CHUNK * NODE_CHUNK;
 	const struct tf_ring_file *rf = rec_s.rf;
 	if (!reserve(rf->nodes_offset + rec_s.nodes_reserved * sizeof(struct tf_node),
-		     (upto - rec_s.nodes_reserved) * sizeof(struct tf_node)))
+		     (upto - rec_s.nodes_reserved) * sizeof(struct tf_node), 1))
 		return 0;
 	rec_s.nodes_reserved = upto;
 	return 1;
@@ -344,16 +348,13 @@ int rec_session_reserve_nodes(uint64_t id)
 int rec_session_prepare_ring(uint32_t i, uint64_t bytes)
 {
 	const struct tf_ring_file *rf = rec_s.rf;
-	return !atomic_load(&rec_s.reserve_failed) &&
-	       rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino) &&
-	       posix_fallocate(rec_s.ring_fd, (off_t)(rf->rings_offset + i * rf->ring_stride),
-			       (off_t)bytes) == 0;
+	return reserve(rf->rings_offset + i * rf->ring_stride, bytes, 0);
 }
 
 int rec_session_reserve_ring(uint32_t i, uint64_t bytes)
 {
 	const struct tf_ring_file *rf = rec_s.rf;
-	return reserve(rf->rings_offset + i * rf->ring_stride, bytes);
+	return reserve(rf->rings_offset + i * rf->ring_stride, bytes, 1);
 }
 
 struct tf_ring *rec_session_ring(uint32_t i)
@@ -492,37 +493,21 @@ void rec_session_stop(void)
 	rec_guard = g;
 }
 
-#define TASK_DIR_BYTES 4096            /* getdents64 buffer, on the stack */
+/* A thread of /proc/self/task other than the caller and the recorder's own? */
+static int another_thread(const char *name, void *self)
+{
+	uint64_t tid;
+	return rec_parse_u64(name, 1, INT32_MAX, &tid) == 0 && tid != *(uint32_t *)self &&
+	       tid != atomic_load(&rec_s.writer_tid) && tid != atomic_load(&rec_s.enc_tid);
+}
 
 /* Does any thread of this process run besides the caller and the
- * recorder's own? Read from /proc/self/task without opendir (which
- * allocates); 1 when it cannot tell (the cautious answer: the .ring is
- * kept). */
+ * recorder's own? 1 when it cannot tell (the cautious answer: the .ring
+ * is kept). */
 static int others_running(void)
 {
-	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (fd < 0)
-		return 1;
-	uint32_t self = (uint32_t)gettid(), writer = atomic_load(&rec_s.writer_tid),
-		 enc = atomic_load(&rec_s.enc_tid);
-	char buf[TASK_DIR_BYTES] __attribute__((aligned(8)));
-	int others = 0;
-	long n;
-	while (!others && (n = syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
-		for (long at = 0; at < n;) {
-			const char *name = buf + at + 19;  /* d_name in struct linux_dirent64 */
-			uint16_t reclen;
-			memcpy(&reclen, buf + at + 16, sizeof reclen);
-			at += reclen;
-			uint64_t tid;
-			if (name[0] == '.' || rec_parse_u64(name, 1, INT32_MAX, &tid) < 0)
-				continue;
-			if (tid != self && tid != writer && tid != enc)
-				others = 1;
-		}
-	}
-	close(fd);
-	return others || n < 0;
+	uint32_t self = (uint32_t)gettid();
+	return rec_dir_each(AT_FDCWD, "/proc/self/task", another_thread, &self) != 0;
 }
 
 void rec_session_exit(void)
