@@ -10,12 +10,16 @@
  * every change is a CAS on it, so a transition is never half seen. Derived
  * flags tell the hot path what to do:
  *   REC_M_ALLOCS  record allocations (recording is active);
- *   REC_M_FREES   record every free: not sampling, and active or stopped
- *                 after having been active (a free while stopped may end a
- *                 block recorded earlier: recorded without a stack, the
- *                 importer counts the others apart, as unknown_frees); or
- *                 sampling with an overflowed set (sample.c);
- *   REC_M_PROBE   record a free if its block is in the sampled set.
+ *   REC_M_FREES   record every free: not sampling, and active, or stopped
+ *                 after having been active until the writer knows which
+ *                 blocks were recorded (a free then may end a block
+ *                 recorded earlier; the importer counts the others apart,
+ *                 as unknown_frees); or with an overflowed set (sample.c);
+ *   REC_M_PROBE   record a free if its block is in the sampled set: when
+ *                 sampling, or stopped once the writer has put every
+ *                 recorded live block in that set (stopset.c: F_SETREADY);
+ *   REC_M_SETBUILD the writer is filling that set: a hook that publishes an
+ *                 allocation puts its block there too (ring.c).
  * While stopped no allocation is recorded, so a snapshot over a stop is
  * exact for blocks allocated while recording and knows nothing of blocks
  * allocated while stopped.
@@ -48,6 +52,8 @@
 /* Flags of rec_ctl_word besides the REC_M_* the hot path reads. */
 #define F_EVER 8u          /* this trace has recorded allocations */
 #define F_OVERFLOW 16u     /* the sampled set overflowed: record every free */
+#define F_SETREADY 64u     /* stopped: the set holds every recorded live block */
+_Static_assert(REC_M_SETBUILD == 32u, "between F_OVERFLOW and F_SETREADY");
 #define FLAGS_MASK (((uint64_t)1 << REC_M_PERIOD_SHIFT) - 1)  /* below the period */
 
 #define MARK_SLOTS 64      /* marks queued between two writer rounds */
@@ -70,10 +76,11 @@ static _Atomic uint32_t flush_asked, flush_done; /* rec_flush requests, compared
  * after every count is stuck (they stay so until the next trace's reset). */
 static uint64_t derive(uint64_t w)
 {
-	uint64_t flags = w & (REC_M_ALLOCS | F_EVER | F_OVERFLOW);
-	int sampling = (w >> REC_M_PERIOD_SHIFT) != 0;
+	uint64_t flags = w & (REC_M_ALLOCS | F_EVER | F_OVERFLOW | REC_M_SETBUILD | F_SETREADY);
+	int probe = ((w >> REC_M_PERIOD_SHIFT) != 0 || (flags & F_SETREADY)) &&
+		    !(flags & F_OVERFLOW);
 	if (flags & (REC_M_ALLOCS | F_EVER))  /* blocks may have been recorded */
-		flags |= sampling && !(flags & F_OVERFLOW) ? REC_M_PROBE : REC_M_FREES;
+		flags |= probe ? REC_M_PROBE : REC_M_FREES;
 	if (flags & REC_M_FREES)
 		rec_sample_every_free();
 	return (w & ~FLAGS_MASK) | flags;
@@ -149,6 +156,7 @@ void rec_ctl_serve_flush(void)
 	if (asked == atomic_load(&flush_done))
 		return;
 	rec_writer_sync();
+	rec_stopset_settle();   /* stopped: from now on, only recorded blocks' frees */
 	atomic_store(&flush_done, asked);
 	rec_futex_wake(&flush_done, INT32_MAX);
 }
@@ -158,7 +166,7 @@ int rec_ctl_start(int can_wait)
 	if (!rec_session_mine()) /* also: not from a vfork child, which shares our memory */
 		return -1;
 	uint64_t t = rec_now(); /* before: every allocation recorded comes after */
-	uint64_t old = change(REC_M_ALLOCS | F_EVER, 0);
+	uint64_t old = change(REC_M_ALLOCS | F_EVER, REC_M_SETBUILD | F_SETREADY);
 	if (!(old & REC_M_ALLOCS))
 		return queue_mark(t, TF_MARK_RESERVED "start", can_wait);
 	return 0;
@@ -171,6 +179,38 @@ int rec_ctl_stop(int can_wait)
 	uint64_t old = change(0, REC_M_ALLOCS);
 	if (old & REC_M_ALLOCS)
 		return queue_mark(rec_now(), TF_MARK_RESERVED "stop", can_wait);
+	return 0;
+}
+
+/* Stopped, not sampling, blocks recorded, no overflow, set not filled. */
+static int set_wanted(uint64_t w)
+{
+	return !(w & (REC_M_ALLOCS | F_OVERFLOW | F_SETREADY)) && (w & F_EVER) &&
+	       !(w >> REC_M_PERIOD_SHIFT);
+}
+
+int rec_ctl_set_wanted(void)
+{
+	return set_wanted(atomic_load(&rec_ctl_word));
+}
+
+int rec_ctl_set_building(void)
+{
+	uint64_t old = atomic_load(&rec_ctl_word);
+	do {
+		if (!set_wanted(old))
+			return -1;
+	} while (!atomic_compare_exchange_weak(&rec_ctl_word, &old, derive(old | REC_M_SETBUILD)));
+	return 0;
+}
+
+int rec_ctl_set_ready(void)
+{
+	uint64_t old = atomic_load(&rec_ctl_word);
+	do {
+		if (!set_wanted(old) || !(old & REC_M_SETBUILD))
+			return -1;
+	} while (!atomic_compare_exchange_weak(&rec_ctl_word, &old, derive(old | F_SETREADY)));
 	return 0;
 }
 
@@ -229,7 +269,7 @@ void rec_ctl_session_start(void)
 	rec_sample_reset();
 	uint64_t old = atomic_load(&rec_ctl_word), now;
 	do {
-		uint64_t w = old & ~(uint64_t)(F_EVER | F_OVERFLOW);
+		uint64_t w = old & ~(uint64_t)(F_EVER | F_OVERFLOW | REC_M_SETBUILD | F_SETREADY);
 		if (w & REC_M_ALLOCS)
 			w |= F_EVER;
 		now = derive(w);

@@ -1,9 +1,10 @@
 /*
- * keymap.c - bounded recording's picture of the heap: for every address,
- * the latest event the writer has applied (an allocation with its size,
- * stack, thread and function, or a free), kept by the writer thread from
- * the events it drains, so that a keyframe can be written off the
- * program's threads.
+ * keymap.c - the writer's picture of the heap: for every address, the
+ * latest event the writer has applied (an allocation with its size, stack,
+ * thread and function, or a free), kept by the writer thread from the
+ * events it drains, so that a bounded trace's keyframe can be written off
+ * the program's threads, and so that a stopped recording knows which
+ * blocks it recorded (stopset.c).
  *
  * Rings are drained in no particular order across threads, so events of
  * one address arrive out of time order; keeping only the latest by time
@@ -146,9 +147,12 @@ int rec_keymap_init(void)
 
 static void say_broken(const char *why)
 {
-	if (!broken)
+	if (!broken && rec_s.max_size)
 		rec_say("bounded recording: ", why,
 			"; no more keyframes (the trace may not import once it wraps)");
+	else if (!broken)
+		rec_say("recording stopped: ", why,
+			"; every free is written while stopped");
 	broken = 1;
 }
 
@@ -374,6 +378,12 @@ int rec_keymap_next(size_t *i, struct rec_key *k)
 		}
 	}
 	return 0;
+}
+
+int rec_keymap_live(uint64_t addr)
+{
+	const struct slot *e = find(shard_of(addr), addr);
+	return e && sidx_of(e) != 0;
 }
 
 uint64_t rec_keymap_t_max(void)

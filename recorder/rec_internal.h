@@ -90,7 +90,8 @@ size_t rec_boot_size(const void *p);
  * The hot path reads it once per call, relaxed. */
 #define REC_M_ALLOCS 1u               /* record allocations */
 #define REC_M_FREES 2u                /* record every free */
-#define REC_M_PROBE 4u                /* record a free if its block was sampled */
+#define REC_M_PROBE 4u                /* record a free if its block is in the sampled set */
+#define REC_M_SETBUILD 32u            /* stopped: the writer fills that set (stopset.c) */
 #define REC_M_PERIOD_SHIFT 8           /* above api.c's flags too */
 _Static_assert(REC_PERIOD_MAX <= UINT64_MAX >> REC_M_PERIOD_SHIFT,
 	       "REC_PERIOD_MAX fits above the flags");
@@ -105,6 +106,13 @@ void rec_ctl_session_started(void);   /* after: a paused trace says so */
 void rec_ctl_overflow(void);          /* the sampled set is full: every free recorded */
 uint64_t rec_ctl_period(void);
 int rec_ctl_active(void);
+/* The set of recorded live blocks while stopped (stopset.c): is it wanted
+ * now (stopped, not sampling, blocks recorded, not filled yet)? Then
+ * REC_M_SETBUILD on, and once filled REC_M_PROBE instead of REC_M_FREES:
+ * each 0, or -1 if recording started again meanwhile (or overflowed). */
+int rec_ctl_set_wanted(void);
+int rec_ctl_set_building(void);
+int rec_ctl_set_ready(void);
 /* Requests; can_wait: the caller is not the writer. 0, or -1: no trace. */
 int rec_ctl_start(int can_wait);
 int rec_ctl_stop(int can_wait);
@@ -163,6 +171,11 @@ void rec_sampled_add(uint64_t addr);  /* a sampled block is live */
 /* A free whose filters said maybe (rec_sampled_maybe, rec_sampled_likely):
  * was addr sampled? (removes it) */
 int rec_sampled_take(uint64_t addr);
+/* Writer side, for the set of recorded live blocks while stopped
+ * (stopset.c): is addr in the set? Takes out every block keep() says no
+ * to. */
+int rec_sampled_has(uint64_t addr);
+void rec_sampled_sweep(int (*keep)(uint64_t addr));
 /* The first look of every free (sample.c says why): one cache line of
  * counts, by the top REC_SAMPLE_L0_LOG bits of the address's hash. A count
  * of 0 means the free is not recorded, in every mode: whenever every free
@@ -545,7 +558,17 @@ static inline void *rec_map_private(size_t bytes, int populate)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* ---- keymap.c: bounded recording's live set (writer thread only) --------- */
+/* ---- stopset.c: while stopped, only recorded blocks' frees (writer) ----- */
+void rec_stopset_fork_child(int inherited); /* before the child's session: blocks inherited? */
+void rec_stopset_start(void);         /* a session's writer starts */
+void rec_stopset_end(void);           /* and ends */
+int rec_stopset_tracking(void);       /* the keymap takes every chunk written */
+void rec_stopset_round(void);         /* between writer rounds: the next step */
+void rec_stopset_settle(void);        /* rec_flush: every step left */
+/* A hook published ev[0..n) and then saw REC_M_SETBUILD (ring.c). */
+void rec_stopset_published(const struct tf_event *ev, unsigned n);
+
+/* ---- keymap.c: the live set of recorded blocks (writer thread only) ------ */
 struct rec_key {                      /* a live block, as a keyframe lists it */
 	uint64_t addr, t, size;
 	uint32_t stack, stream, tid;
@@ -560,6 +583,7 @@ void rec_keymap_forget_frees(uint64_t upto);
 /* The live blocks: start with *i = 0; 1 and *k the next one, or 0 at the
  * end. */
 int rec_keymap_next(size_t *i, struct rec_key *k);
+int rec_keymap_live(uint64_t addr);   /* its latest event is an allocation */
 uint64_t rec_keymap_t_max(void);      /* latest time applied */
 int rec_keymap_broken(void);          /* ran out of memory (said so) */
 

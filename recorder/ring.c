@@ -369,7 +369,7 @@ static int grow(struct tf_ring *r, uint64_t head)
 	return 1;
 }
 
-void rec_ring_put(const struct tf_event *ev, unsigned n)
+static inline void put(const struct tf_event *ev, unsigned n)
 {
 	uint32_t gen = atomic_load_explicit(&rec_s.gen, memory_order_relaxed);
 	if (REC_UNLIKELY(me.gen != gen)) /* first event, or a new session */
@@ -410,4 +410,14 @@ void rec_ring_put(const struct tf_event *ev, unsigned n)
 	uint64_t used = head + n - tail;
 	if (REC_UNLIKELY(used >= cap / 2 && used - n < cap / 2))
 		rec_writer_kick();
+}
+
+void rec_ring_put(const struct tf_event *ev, unsigned n)
+{
+	put(ev, n);
+	/* after the head's store, the word's load: the writer's membarrier
+	 * orders them (stopset.c says why) */
+	atomic_signal_fence(memory_order_seq_cst);
+	if (REC_UNLIKELY(rec_ctl_now() & REC_M_SETBUILD))
+		rec_stopset_published(ev, n);
 }

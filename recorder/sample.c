@@ -47,7 +47,8 @@
  * inserts; an entry never moves back to empty), so a lookup may stop at the
  * first empty slot. The set is two tables: a near one of 8192 slots (64 KiB,
  * where a few thousand live sampled blocks fit and stay in L2), and a far
- * one of 2^20 slots (8 MiB, touched as used) for a block whose near window
+ * one of 2^22 slots (32 MiB, touched as used: stopset.c may put millions of
+ * blocks there) for a block whose near window
  * of MAX_PROBE slots was all live. A window once full never has an empty
  * slot again, so a lookup goes on to the far table only when the near
  * window had none. (One 8 MiB table put each insert on its own page: 2 000
@@ -66,7 +67,7 @@
 #include <sys/mman.h>
 
 #define NEAR_LOG 13                    /* the near table: 2^13 slots, 64 KiB */
-#define FAR_LOG 20                     /* the far one: 2^20 slots, 8 MiB virtual */
+#define FAR_LOG 22                     /* the far one: 2^22 slots, 32 MiB virtual */
 #define SET_SLOTS (((size_t)1 << NEAR_LOG) + ((size_t)1 << FAR_LOG))
 #define MAX_PROBE 32                   /* 4 cache lines: the longest a lookup reads */
 #define COUNT_STUCK 7u                 /* a count that reached this never changes */
@@ -339,4 +340,40 @@ int rec_sampled_take(uint64_t addr)
 		return 0;
 	filters_update(h, -1);
 	return 1;
+}
+
+/* Is addr in w? ABSENT when an empty slot comes first (as take_from). */
+static enum found find_in(struct window w, uint64_t addr)
+{
+	for (uint64_t k = 0; k < MAX_PROBE; k++) {
+		uint64_t v = atomic_load_explicit(&w.table[(w.home + k) & w.mask],
+						  memory_order_acquire);
+		if (v == 0)
+			return ABSENT;
+		if (v == addr)
+			return FOUND;
+	}
+	return WINDOW_FULL;
+}
+
+int rec_sampled_has(uint64_t addr)
+{
+	uint64_t h = rec_sample_hash(addr);
+	enum found f = find_in(window(h, 0), addr);
+	if (f == WINDOW_FULL && atomic_load(&far_used))
+		f = find_in(window(h, 1), addr);
+	return f == FOUND;
+}
+
+void rec_sampled_sweep(int (*keep)(uint64_t addr))
+{
+	size_t n = atomic_load(&far_used) ? SET_SLOTS : (size_t)1 << NEAR_LOG;
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = atomic_load_explicit(&set[i], memory_order_relaxed);
+		if (v == 0 || v == TOMB || keep(v))
+			continue;
+		if (atomic_compare_exchange_strong_explicit(&set[i], &v, TOMB, memory_order_relaxed,
+							    memory_order_relaxed))
+			filters_update(rec_sample_hash(v), -1);
+	}
 }

@@ -553,6 +553,9 @@ static void fork_child(void)
 		return;
 	int g = rec_guard;
 	rec_guard = 1;
+	/* blocks recorded before the fork are in the parent's trace only */
+	rec_stopset_fork_child((rec_ctl_now() & (REC_M_FREES | REC_M_PROBE)) != 0 &&
+			       !rec_ctl_period());
 	forked.parent_pid = rec_s.pid;  /* still the parent's session */
 	forked.parent_t0 = rec_s.t0;
 	forked.mono = fork_mono;

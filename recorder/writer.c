@@ -27,8 +27,9 @@
  * by rec_mark, trace-ctl, start and stop, and answers rec_flush with a
  * round that drains every ring (control.c, api.c).
  *
- * In a bounded trace (REC_MAX_SIZE) every drained event also goes to the
- * keymap, and a keyframe is written between rounds each time a quarter of
+ * In a bounded trace (REC_MAX_SIZE), and in any trace once recording was
+ * stopped (stopset.c), every drained event also goes to the keymap; in a
+ * bounded one and a keyframe is written between rounds each time a quarter of
  * the ring has been written (keyframe_step, keyframe.c), after a KEY round
  * that drains every ring up to the keyframe's cut.
  *
@@ -328,7 +329,7 @@ static void complete(struct chunk *c)
 		check(tf_writer_put(w, j->se, &j->err), &j->err);
 	if (failed)
 		return;       /* not in the trace: the ring keeps them */
-	if (rec_s.max_size)
+	if (rec_stopset_tracking())
 		rec_keymap_apply(j->stream, j->tid, j->ev, j->n);
 	atomic_store_explicit(&c->ring->tail, j->first_seq + j->n, memory_order_release);
 	rec_ring_progress();
@@ -624,6 +625,7 @@ static void *writer_main(void *arg)
 		uint64_t wrote = round_all(NORMAL);
 		if (rec_s.max_size)
 			keyframe_step();
+		rec_stopset_round();
 		rec_ctl_round();
 		period = wrote ? ROUND_MIN_NS : period * 2 > ROUND_MAX_NS ? ROUND_MAX_NS : period * 2;
 		if (mark_dirty || (meta_dirty && round_no % META_FLUSH_ROUNDS == 0))
@@ -638,6 +640,7 @@ static void *writer_main(void *arg)
 		rec_ring_progress();
 	}
 	rec_enc_stop();
+	rec_stopset_end();
 	rec_ctl_drain_marks();
 	rec_ctl_close();
 	stats();
@@ -668,6 +671,7 @@ int rec_writer_start(struct tf_writer *tw)
 		rec_say("bounded recording: no memory for the live set", "", "; not recording");
 		return -1;
 	}
+	rec_stopset_start();
 	const char *gap = getenv("REC_TEST_KEYFRAME_GAP");
 	key_gap = gap ? strtoull(gap, NULL, 10) : 0;
 	w = tw;

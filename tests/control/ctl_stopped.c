@@ -1,0 +1,118 @@
+/*
+ * ctl_stopped.c - what a stopped recording writes (test_stopped.py): the
+ * frees of blocks it recorded, and nothing else. rec_flush after rec_stop
+ * returns once that holds (stopset.c).
+ *
+ *   recording: 1000 x malloc(100), kept               -> 1000 allocs
+ *              1000 x malloc(200) + free               -> 1000 pairs
+ *   rec_stop, rec_flush
+ *   stopped:   100000 x malloc(64) + free              -> nothing
+ *              1000 x malloc(300), kept
+ *              free the 1000 blocks of 100 bytes       -> 1000 frees
+ *              rec_flush, rec_mark("freed")
+ *              free the 1000 blocks of 300 bytes       -> nothing
+ *   rec_start: 500 x malloc(400) + free                -> 500 pairs
+ *   rec_stop:  the same again (1000 x 100, 100000 x 64), from a second
+ *              stop (the set is filled again)
+ *
+ * Argument "threads": the same from 4 threads at once, each with its own
+ * blocks, while the main thread stops and starts recording 200 times
+ * without waiting: every block is freed by the end, so the import must
+ * show no live block (a recorded block whose free went unwritten would
+ * stay live). Uses rec.h's weak declarations; exits 2 without librec.so.
+ */
+#define REC_WEAK
+#include "rec.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEPT 1000
+#define CHURN 100000
+#define THREADS 4
+#define TOGGLES 200
+#define WINDOW 64                      /* blocks a racing thread holds */
+#define ROUNDS 20000
+#define RACER_SIZE 5000                /* 5000..6008 bytes: none of libc's own */
+
+static void *kept[KEPT], *unknown[KEPT];
+
+static void churn(size_t size, int n)
+{
+	for (int i = 0; i < n; i++) {
+		void *volatile p = malloc(size);
+		free(p);
+	}
+}
+
+static int one_stop(void)
+{
+	for (int i = 0; i < KEPT; i++)
+		kept[i] = malloc(100);
+	churn(200, KEPT);
+	if (rec_stop() != 0 || rec_flush() != 0)
+		return 1;
+	churn(64, CHURN);
+	for (int i = 0; i < KEPT; i++)
+		unknown[i] = malloc(300);
+	for (int i = 0; i < KEPT; i++)
+		free(kept[i]);
+	if (rec_flush() != 0 || rec_mark("freed") != 0)
+		return 1;
+	for (int i = 0; i < KEPT; i++)
+		free(unknown[i]);
+	return 0;
+}
+
+static _Atomic int done;
+
+/* Holds WINDOW blocks, replacing one each step, until told to stop; then
+ * frees them all. Sizes from a private LCG. */
+static void *racer(void *arg)
+{
+	void *held[WINDOW] = { 0 };
+	unsigned x = (unsigned)(uintptr_t)arg * 2654435761u + 1;
+	for (int r = 0; r < ROUNDS || !done; r++) {
+		x = x * 1103515245u + 12345u;
+		unsigned k = (x >> 8) % WINDOW;
+		free(held[k]);
+		held[k] = malloc(RACER_SIZE + (x >> 16) % 1009);
+	}
+	for (int k = 0; k < WINDOW; k++)
+		free(held[k]);
+	return NULL;
+}
+
+static int threads(void)
+{
+	pthread_t t[THREADS];
+	for (int i = 0; i < THREADS; i++)
+		if (pthread_create(&t[i], NULL, racer, (void *)(uintptr_t)(i + 1)) != 0)
+			return 1;
+	for (int c = 0; c < TOGGLES; c++) {
+		rec_stop();
+		churn(64, 500);
+		if (c % 10 == 0)
+			rec_flush();
+		rec_start();
+		churn(64, 500);
+	}
+	done = 1;
+	for (int i = 0; i < THREADS; i++)
+		pthread_join(t[i], NULL);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (!rec_start)
+		return 2;
+	if (argc > 1 && !strcmp(argv[1], "threads"))
+		return threads();
+	if (one_stop() != 0 || rec_start() != 0)
+		return 1;
+	churn(400, KEPT / 2);
+	return one_stop();
+}
