@@ -15,9 +15,10 @@
  *   rec_stop:  the same again (1000 x 100, 100000 x 64), from a second
  *              stop (the set is filled again)
  *
- * Argument "threads": the same from 4 threads at once, each with its own
- * blocks, while the main thread stops and starts recording 200 times
- * without waiting: every block is freed by the end, so the import must
+ * Argument "threads": 4 threads allocate and free blocks of their own
+ * while the main thread stops and starts recording 200 times (each racer
+ * makes calls in every phase; a rec_flush every tenth stop, the others
+ * race the filling of the set): every block is freed by the end, so the import must
  * show no live block (a recorded block whose free went unwritten would
  * stay live). Uses rec.h's weak declarations; exits 2 without librec.so.
  */
@@ -25,6 +26,7 @@
 #include "rec.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +36,7 @@
 #define THREADS 4
 #define TOGGLES 200
 #define WINDOW 64                      /* blocks a racing thread holds */
-#define ROUNDS 20000
+#define STEPS 50                       /* a racer's steps per phase, at least */
 #define RACER_SIZE 5000                /* 5000..6008 bytes: none of libc's own */
 
 static void *kept[KEPT], *unknown[KEPT];
@@ -66,15 +68,27 @@ static int one_stop(void)
 	return 0;
 }
 
-static _Atomic int done;
+static _Atomic int phase;               /* bumped by each stop and start */
+static _Atomic int seen[THREADS];      /* a racer's STEPS steps in that phase done */
 
-/* Holds WINDOW blocks, replacing one each step, until told to stop; then
- * frees them all. Sizes from a private LCG. */
+/* Holds WINDOW blocks, replacing one each step: STEPS steps in each phase
+ * of the main thread's (so every phase, recording or stopped, has each
+ * racer's calls), then frees them all. Sizes from a private LCG. */
 static void *racer(void *arg)
 {
+	int me = (int)(uintptr_t)arg;
 	void *held[WINDOW] = { 0 };
-	unsigned x = (unsigned)(uintptr_t)arg * 2654435761u + 1;
-	for (int r = 0; r < ROUNDS || !done; r++) {
+	unsigned x = (unsigned)me * 2654435761u + 1;
+	for (int ph = 0, n = 0;; n++) {
+		if (n == STEPS) {
+			seen[me] = ph;
+			if (ph == 2 * TOGGLES)
+				break;   /* the main thread's last phase */
+		}
+		if (n >= STEPS && phase != ph) {
+			ph = phase;
+			n = 0;
+		}
 		x = x * 1103515245u + 12345u;
 		unsigned k = (x >> 8) % WINDOW;
 		free(held[k]);
@@ -85,21 +99,33 @@ static void *racer(void *arg)
 	return NULL;
 }
 
+/* The next phase, once every racer did its steps in this one. */
+static void next_phase(void)
+{
+	for (int i = 0; i < THREADS; i++)
+		while (seen[i] != phase)
+			sched_yield();
+	phase++;
+}
+
 static int threads(void)
 {
 	pthread_t t[THREADS];
 	for (int i = 0; i < THREADS; i++)
-		if (pthread_create(&t[i], NULL, racer, (void *)(uintptr_t)(i + 1)) != 0)
+		seen[i] = -1;
+	for (int i = 0; i < THREADS; i++)
+		if (pthread_create(&t[i], NULL, racer, (void *)(uintptr_t)i) != 0)
 			return 1;
 	for (int c = 0; c < TOGGLES; c++) {
 		rec_stop();
+		next_phase();
 		churn(64, 500);
 		if (c % 10 == 0)
 			rec_flush();
 		rec_start();
+		next_phase();
 		churn(64, 500);
 	}
-	done = 1;
 	for (int i = 0; i < THREADS; i++)
 		pthread_join(t[i], NULL);
 	return 0;
