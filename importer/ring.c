@@ -218,8 +218,7 @@ int imp_ring_recover(struct imp_trace *tr, struct imp_err *e)
 	    rf->ring_stride % _Alignof(struct tf_ring) ||
 	    rf->nodes_offset > size ||
 	    (size - rf->nodes_offset) / sizeof(struct tf_node) < rf->max_nodes ||
-	    rf->ring_stride < sizeof(struct tf_ring) +
-			      (uint64_t)rf->ring_events * sizeof(struct tf_event) ||
+	    rf->ring_stride < sizeof(struct tf_ring) ||
 	    rf->rings_offset > size ||
 	    (size - rf->rings_offset) / rf->ring_stride < rf->max_rings) {
 		rc = 0;            /* stale, foreign or torn: ignore it */
@@ -260,10 +259,16 @@ int imp_ring_recover(struct imp_trace *tr, struct imp_err *e)
 			atomic_load_explicit(&rg->events, memory_order_acquire) : 0;
 		if (!cap)
 			cap = rf->ring_events;
-		if (cap > rf->ring_events || (cap & (cap - 1)))
+		/* version 3: the ring's own event area (0: after its header) */
+		uint64_t at = rf->version >= 3 ?
+			atomic_load_explicit(&rg->events_at, memory_order_acquire) : 0;
+		if (!at)
+			at = (uint64_t)(base - map) + sizeof *rg;
+		if (cap > rf->ring_events || (cap & (cap - 1)) ||
+		    at % _Alignof(struct tf_event) || at > size ||
+		    (size - at) / sizeof(struct tf_event) < cap)
 			continue;  /* torn or foreign: nothing to trust in it */
-		if (take_ring(tr, rg, (const struct tf_event *)(base + sizeof *rg),
-			      cap, dec, &lost))
+		if (take_ring(tr, rg, (const struct tf_event *)(map + at), cap, dec, &lost))
 			goto nomem;
 	}
 	/* dropped without a ring, beyond what LOST records in the trace say */

@@ -288,12 +288,16 @@ void rec_session_restart(void);       /* after a failed exec */
 int rec_session_mine(void);           /* recording, and this is the traced process */
 /* Makes node ids below `id` safe to write (fallocated); 0 if the disk is full. */
 int rec_session_reserve_nodes(uint64_t id);
-/* Makes the first `bytes` of ring i's file range safe to write; 0 on failure. */
-int rec_session_reserve_ring(uint32_t i, uint64_t bytes);
-/* The same ahead of need (rec_ring_prepare): a failure is neither said nor
- * remembered, a thread's own reservation meets it if it is real. */
-int rec_session_prepare_ring(uint32_t i, uint64_t bytes);
-struct tf_ring *rec_session_ring(uint32_t i);
+/* The file offset of ring i's first event area, or of its full one (big). */
+uint64_t rec_session_area(uint32_t i, int big);
+/* Makes that area safe to write; 0 on failure. */
+int rec_session_reserve_ring(uint32_t i, int big);
+/* The same for the first area ahead of need (rec_ring_prepare): a failure
+ * is neither said nor remembered, a thread's own reservation meets it if
+ * it is real. */
+int rec_session_prepare_ring(uint32_t i);
+struct tf_ring *rec_session_ring(uint32_t i);       /* its header */
+struct tf_event *rec_session_events(uint64_t area); /* an area, mapped */
 void rec_say(const char *a, const char *b, const char *c); /* one stderr line */
 /* The trace cannot be written in full: one stderr line, the session's first. */
 void rec_say_trouble(const char *a, const char *b, const char *c);
@@ -422,13 +426,13 @@ void rec_nested_drain(uint64_t upto);
 /* ---- ring.c: per-thread staging rings ------------------------------------- */
 /* Rings a thread keeps from its first event to its exit; threads beyond
  * them borrow one of REC_RINGS_LENT rings (after those) for each call.
- * A ring holds REC_RING_FIRST_EVENTS (64 KiB of the file, reserved when a
- * thread first claims it) until its thread fills it; it then grows, once
- * the writer has drained it, to the file's ring_events (4 MiB), as long as
- * fewer than REC_RINGS_GROWN rings have grown. So a thousand threads that
- * allocate a little each have a ring of their own for 64 MiB of disk, and
- * the file's reservation stays under 64 x 4 MiB + 1040 x 64 KiB + the
- * nodes' (at most 64 MiB). */
+ * A ring holds REC_RING_FIRST_EVENTS (its 64 KiB first area of the file,
+ * reserved when a thread first claims it) until its thread fills it; it
+ * then moves, once the writer has drained it, to its full area of the
+ * file's ring_events (4 MiB), as long as fewer than REC_RINGS_GROWN rings
+ * have grown. So a thousand threads that allocate a little each have a
+ * ring of their own for 64 MiB of disk, and the file's reservation stays
+ * under 64 x 4 MiB + 1040 x 64 KiB + the nodes' (at most 64 MiB). */
 #define REC_RINGS_KEPT 1024
 #define REC_RINGS_LENT 16
 #define REC_RING_FIRST_EVENTS (1u << 11)

@@ -10,9 +10,9 @@
  *
  * A ring starts small (REC_RING_FIRST_EVENTS, rec_internal.h says why)
  * and grows once its thread fills it: the thread waits until the writer
- * has drained it empty, reserves the rest of its file range and publishes
- * the new capacity in the ring header before the next event, which the
- * writer reads after the head that covers it.
+ * has drained it empty, reserves its full area of the file and publishes
+ * that area and the new capacity in the ring header before the next
+ * event, which the writer reads after the head that covers it.
  *
  * A thread that gets no disk space for a ring records nothing for the rest
  * of the session; its events are counted as lost.
@@ -147,11 +147,6 @@ void rec_ring_release(uint32_t i)
 	atomic_store_explicit(&claimed[i], 0, memory_order_release);
 }
 
-static uint64_t ring_bytes(uint32_t events)
-{
-	return sizeof(struct tf_ring) + (uint64_t)events * sizeof(struct tf_event);
-}
-
 /* A free ring among [from, to), claimed: its index, -1 if none is free, -2
  * if the file has no room for it (disk full, descriptor gone). */
 static int take(uint32_t from, uint32_t to)
@@ -164,7 +159,7 @@ static int take(uint32_t from, uint32_t to)
 							     memory_order_relaxed))
 			continue;
 		if (atomic_load(&reserved[i]) == RES_NONE) {
-			if (!rec_session_reserve_ring(i, ring_bytes(REC_RING_FIRST_EVENTS))) {
+			if (!rec_session_reserve_ring(i, 0)) {
 				atomic_store(&claimed[i], 0);
 				return -2;
 			}
@@ -183,11 +178,11 @@ void rec_ring_prepare(void)
 	uint32_t upto = used + PREPARE_AHEAD < REC_RINGS_KEPT ? used + PREPARE_AHEAD : REC_RINGS_KEPT;
 	for (uint32_t i = used; i < upto; i++) {
 		uint8_t none = RES_NONE;
-		if (atomic_load(&reserved[i]) != RES_NONE ||
-		    !rec_session_prepare_ring(i, ring_bytes(REC_RING_FIRST_EVENTS)))
+		if (atomic_load(&reserved[i]) != RES_NONE || !rec_session_prepare_ring(i))
 			break;
 		/* the pages in place: the claiming thread's first stores take no fault */
-		madvise(rec_session_ring(i), ring_bytes(REC_RING_FIRST_EVENTS), MADV_POPULATE_WRITE);
+		madvise(rec_session_events(rec_session_area(i, 0)),
+			(size_t)REC_RING_FIRST_EVENTS * sizeof(struct tf_event), MADV_POPULATE_WRITE);
 		atomic_compare_exchange_strong(&reserved[i], &none, RES_FIRST);
 	}
 }
@@ -197,10 +192,12 @@ static struct tf_ring *open_ring(uint32_t i, uint32_t tid, uint32_t stream, uint
 {
 	struct tf_ring_file *rf = rec_s.rf;
 	struct tf_ring *r = rec_session_ring(i);
+	int big = atomic_load(&reserved[i]) == RES_WHOLE;
 	r->tid = tid;
 	r->stream = stream;
-	atomic_store_explicit(&r->events, atomic_load(&reserved[i]) == RES_WHOLE ?
-			      rf->ring_events : REC_RING_FIRST_EVENTS, memory_order_relaxed);
+	atomic_store_explicit(&r->events, big ? rf->ring_events : REC_RING_FIRST_EVENTS,
+			      memory_order_relaxed);
+	atomic_store_explicit(&r->events_at, rec_session_area(i, big), memory_order_relaxed);
 	memset(r->name, 0, sizeof r->name);
 	atomic_store_explicit(&r->head, seq, memory_order_relaxed);
 	atomic_store_explicit(&r->tail, seq, memory_order_relaxed);
@@ -221,7 +218,7 @@ static int claim(void)
 	struct tf_ring *r = open_ring((uint32_t)i, (uint32_t)gettid(),
 				      atomic_fetch_add(&next_stream, 1), 0);
 	me.ring = r;
-	me.slot = (struct tf_event *)(r + 1);
+	me.slot = rec_session_events(atomic_load_explicit(&r->events_at, memory_order_relaxed));
 	me.mask = atomic_load_explicit(&r->events, memory_order_relaxed) - 1;
 	me.index = (uint32_t)i;
 	/* no-op for the main thread, which never runs key destructors; may
@@ -308,7 +305,8 @@ static void lend(const struct tf_event *ev, unsigned n)
 	}
 	atomic_fetch_add_explicit(&rec_s.lent_calls, 1, memory_order_relaxed);
 	struct tf_ring *r = open_ring((uint32_t)i, me.tid, me.stream, me.seq);
-	struct tf_event *slot = (struct tf_event *)(r + 1);
+	struct tf_event *slot = rec_session_events(atomic_load_explicit(&r->events_at,
+									memory_order_relaxed));
 	uint32_t mask = atomic_load_explicit(&r->events, memory_order_relaxed) - 1;
 	for (unsigned k = 0; k < n; k++)
 		slot[(me.seq + k) & mask] = ev[k];
@@ -354,7 +352,7 @@ static int grow(struct tf_ring *r, uint64_t head)
 			if (g >= REC_RINGS_GROWN)
 				return 0;
 		} while (!atomic_compare_exchange_weak(&grown, &g, g + 1));
-		if (!rec_session_reserve_ring(i, rec_s.rf->ring_stride)) {
+		if (!rec_session_reserve_ring(i, 1)) {
 			atomic_fetch_sub(&grown, 1);
 			return 0;
 		}
@@ -362,9 +360,13 @@ static int grow(struct tf_ring *r, uint64_t head)
 	}
 	if (!wait_room(r, head, me.mask + 1))
 		return 0;
-	/* empty: the writer reads the capacity after a head that covers an
-	 * event, and every event from here on is published after this store */
+	/* empty: the writer reads the area and capacity after a head that
+	 * covers an event, and every event from here on is published after
+	 * these stores */
+	uint64_t area = rec_session_area(i, 1);
+	atomic_store_explicit(&r->events_at, area, memory_order_relaxed);
 	atomic_store_explicit(&r->events, rec_s.rf->ring_events, memory_order_relaxed);
+	me.slot = rec_session_events(area);
 	me.mask = rec_s.rf->ring_events - 1;
 	return 1;
 }

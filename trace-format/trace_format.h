@@ -289,13 +289,15 @@ const char *tf_status_name(int status);
 /* ---- the .ring staging file -------------------------------------------------
  * <trace>.ring is a MAP_SHARED file the recorder's threads write into
  * directly, so events survive SIGKILL. Page 0 holds struct tf_ring_file; then
- * max_nodes struct tf_node (the stack trie); then max_rings rings, each a
- * 64-byte struct tf_ring followed by ring_events struct tf_event.
+ * max_nodes struct tf_node (the stack trie); then max_rings 64-byte struct
+ * tf_ring headers, ring_stride apart, each with its events at events_at (or,
+ * when 0, right after it: ring_stride then leaves room for ring_events).
  * A reader recovering a killed process takes, for every ring in use, events
  * [max(tail, last seq already in the trace + 1), head) and every ready node
  * whose id is not yet in the trace. All integers little-endian (host). */
 #define TF_RING_MAGIC 0x31474e4952524845ull /* "EHRRING1" */
-#define TF_RING_VERSION 2    /* 2: each ring has its own capacity (tf_ring.events) */
+#define TF_RING_VERSION 3    /* 2: each ring has its own capacity (tf_ring.events);
+                                3: and its own event area (tf_ring.events_at) */
 
 struct tf_ring_file {
 	uint64_t magic;
@@ -330,7 +332,7 @@ _Static_assert(sizeof(struct tf_node) == 16, "node layout");
 
 enum tf_ring_state { TF_RING_FREE = 0, TF_RING_LIVE = 1, TF_RING_CLOSED = 2 };
 
-struct tf_ring {            /* 64 bytes, then ring_events events */
+struct tf_ring {            /* 64 bytes; its events at events_at */
 	_Atomic uint32_t state; /* enum tf_ring_state */
 	uint32_t tid;
 	uint32_t stream;        /* stream id of the trace (>= 1) */
@@ -343,7 +345,9 @@ struct tf_ring {            /* 64 bytes, then ring_events events */
 	_Atomic uint64_t lost;  /* events of this stream dropped after [tail, head): the
 	                           writer had stopped draining (its writes failed, or
 	                           the process was exiting) and the ring was full */
-	uint64_t reserved3;     /* pads the header to the 64 bytes it promises */
+	_Atomic uint64_t events_at; /* file offset of its events; 0: right after this
+	                           header (always so in versions 1 and 2); changed,
+	                           like `events`, only while the ring is empty */
 };
 _Static_assert(sizeof(struct tf_ring) == 64, "ring header layout");
 

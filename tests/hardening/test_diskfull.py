@@ -73,7 +73,7 @@ WAVES_WORKERS = 3                      # fsize_waves: hr_kill workers
 WAVES_START = 2 << 20                  # trace bytes before the limit is set
 WAVES_AFTER = 0.3                      # seconds recorded after writing failed
 FSIZE_MARGIN = 256 << 10
-TMPFS_START = "4m"                     # < the ~5 MiB reserved at start
+TMPFS_START = "1m"                     # < the ~1.2 MiB reserved at start
 TMPFS_LOST = "6m"                      # start reservation + trace, no 2nd ring
 TMPFS_FULL = "24m"                     # start + 4 rings + ~3 MiB: the trace (~14 MB) fills it
 UNKNOWN_ALLOCS = ("SELECT COUNT(*) FROM allocations a JOIN stacks s ON s.id = a.stack_id "

@@ -126,7 +126,7 @@ def case_killed(d):
         head = f.read(128)
     magic, version, pid = struct.unpack_from("<QII", head, 0)
     finished = struct.unpack_from("<I", head, 72)[0]
-    assert magic == RING_MAGIC and version == 2 and pid == p.pid and finished == 0, (
+    assert magic == RING_MAGIC and version == 3 and pid == p.pid and finished == 0, (
         hex(magic), version, pid, finished)
     nodes_next = struct.unpack_from("<I", head, 64)[0]
     assert nodes_next > 1, "no stack nodes in the ring file"
