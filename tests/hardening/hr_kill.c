@@ -187,6 +187,14 @@ static void grow(void)
 	}
 }
 
+/* A real SIGSEGV: a store through NULL, which an UBSan build would report
+ * and stop at instead. */
+__attribute__((no_sanitize("undefined"))) static void segv(void)
+{
+	volatile int *null = NULL;
+	*null = 1;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 5 && !(argc == 6 && !strcmp(argv[5], "fork"))) {
@@ -241,10 +249,8 @@ int main(int argc, char **argv)
 	pthread_join(sp, NULL);
 	if (!strcmp(end, "abort"))
 		abort();
-	if (!strcmp(end, "segv")) {
-		volatile int *null = NULL;
-		*null = 1;
-	}
+	if (!strcmp(end, "segv"))
+		segv();
 	if (!strcmp(end, "grow"))
 		grow();
 	return 0;
