@@ -71,21 +71,27 @@ static int one_stop(void)
 static _Atomic int phase;               /* bumped by each stop and start */
 static _Atomic int seen[THREADS];      /* a racer's STEPS steps in that phase done */
 
-/* Holds WINDOW blocks, replacing one each step: STEPS steps in each phase
- * of the main thread's (so every phase, recording or stopped, has each
- * racer's calls), then frees them all. Sizes from a private LCG. */
+/* Holds WINDOW blocks, replacing one each step: STEPS steps at the start of
+ * each phase of the main thread's (so every phase, recording or stopped,
+ * has each racer's calls, racing the writer filling the set after a stop),
+ * then it waits for the next phase; at the end it frees them all. Sizes
+ * from a private LCG. */
 static void *racer(void *arg)
 {
 	int me = (int)(uintptr_t)arg;
 	void *held[WINDOW] = { 0 };
 	unsigned x = (unsigned)me * 2654435761u + 1;
-	for (int ph = 0, n = 0;; n++) {
+	for (int ph = 0, n = 0;;) {
 		if (n == STEPS) {
 			seen[me] = ph;
 			if (ph == 2 * TOGGLES)
 				break;   /* the main thread's last phase */
 		}
-		if (n >= STEPS && phase != ph) {
+		if (n >= STEPS) {
+			if (phase == ph) {
+				sched_yield();
+				continue;
+			}
 			ph = phase;
 			n = 0;
 		}
@@ -93,6 +99,7 @@ static void *racer(void *arg)
 		unsigned k = (x >> 8) % WINDOW;
 		free(held[k]);
 		held[k] = malloc(RACER_SIZE + (x >> 16) % 1009);
+		n++;
 	}
 	for (int k = 0; k < WINDOW; k++)
 		free(held[k]);
