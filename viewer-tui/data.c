@@ -1,9 +1,9 @@
 /* data.c - everything trace-tui reads from a database, through queries/q.h.
  *
  * Opens and validates the database before the screen is taken over, loads
- * the timeline and marks once (without the recorder's own marks: labels
- * starting "heapreel." such as heapreel.stats, heapreel.start/stop, which
- * stay reachable as --at mark:LABEL), and turns q's per-stack profiles into the
+ * the timeline and marks once (the recorder's own marks other than
+ * heapreel.start/stop, such as heapreel.stats, left out: they stay reachable
+ * as --at mark:LABEL), and turns q's per-stack profiles into the
  * unbiased rows the model aggregates. Stacks are resolved by q_stack, which
  * caches them for the session, so a cursor step costs one q_snapshot.
  *
@@ -18,6 +18,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* The recorder's marks a person wants to see: where recording stopped and
+ * started again. */
+static const char *const shown_reserved[] = { "heapreel.start", "heapreel.stop" };
+
+static bool mark_shown(const char *label)
+{
+	if (strncmp(label, TF_MARK_RESERVED, sizeof TF_MARK_RESERVED - 1))
+		return true;
+	for (size_t i = 0; i < sizeof shown_reserved / sizeof *shown_reserved; i++)
+		if (!strcmp(label, shown_reserved[i]))
+			return true;
+	return false;
+}
 
 struct tui_data {
 	struct q_db *db;
@@ -99,7 +112,7 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t 
 		goto fail;
 	}
 	for (size_t i = 0; i < nall; i++)
-		if (strncmp(all[i].label, TF_MARK_RESERVED, sizeof TF_MARK_RESERVED - 1))
+		if (mark_shown(all[i].label))
 			d->marks[d->nmarks++] = all[i];
 	int64_t allocs = 0;
 	for (size_t i = 0; i < d->npts; i++)
@@ -248,18 +261,27 @@ const char *tui_data_fn_name(const struct tui_data *d, int fn) { return q_fn_nam
 int tui_data_fn_count(const struct tui_data *d) { return q_fn_count(d->db); }
 
 int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t t2,
-                    const char *path, char *err, size_t errn)
+                    const char *path, bool replace, char *err, size_t errn)
 {
-	struct stat st;
-	/* q_write_file renames over path: never replace a file by surprise. */
-	if (lstat(path, &st) == 0) {
-		snprintf(err, errn, "%s: already exists, not overwritten", path);
+	struct stat st, db;
+	int fmt = q_format_by_path(path);
+	if (fmt < 0) {
+		snprintf(err, errn, "%s: unknown extension (use .heap, .pb.gz, .folded or .txt)", path);
 		return -1;
 	}
+	/* q_write_file renames over path: never replace a file by surprise,
+	 * and never the database, even when asked. */
+	if (stat(path, &st) == 0 && stat(d->path, &db) == 0 && st.st_dev == db.st_dev &&
+	    st.st_ino == db.st_ino) {
+		snprintf(err, errn, "%s: is the database being read, not overwritten", path);
+		return -1;
+	}
+	if (!replace && lstat(path, &st) == 0)
+		return TUI_EXPORT_EXISTS;
 	struct q_profile p = { 0 };
 	int rc = query(d, &p, kind, t1, t2);
 	if (rc == 0)
-		rc = q_write_file(d->db, &p, Q_FMT_HEAP, Q_INUSE_BYTES, false, path);
+		rc = q_write_file(d->db, &p, fmt, Q_INUSE_BYTES, false, path);
 	if (rc < 0)
 		snprintf(err, errn, "%s", q_errmsg(d->db));
 	q_profile_free(&p);

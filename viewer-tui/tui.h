@@ -79,9 +79,12 @@ int tui_data_stack(struct tui_data *d, int64_t stack_id, const struct q_frame **
 const char *tui_data_fn_name(const struct tui_data *d, int fn);
 int tui_data_fn_count(const struct tui_data *d);
 
-/* Writes a view as a gperftools .heap file; refuses an existing path. */
+/* Writes a view to path in the format its extension names (.heap, .pb.gz,
+ * .folded, .txt). Returns 0, -1 with err set, or TUI_EXPORT_EXISTS when path
+ * exists and replace is false. Never writes over the database itself. */
+#define TUI_EXPORT_EXISTS 1
 int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t t2,
-                    const char *path, char *err, size_t errn);
+                    const char *path, bool replace, char *err, size_t errn);
 
 /* Colour pairs, set up by screen.c when colours are used. */
 enum { TUI_PAIR_BAR = 1, TUI_PAIR_CURSOR, TUI_PAIR_PEAK, TUI_PAIR_MARK, TUI_PAIR_STATUS };
@@ -135,9 +138,10 @@ struct tui_model;
 struct tui_model *tui_model_new(void);
 void tui_model_free(struct tui_model *m);
 
-/* Rebuilds rows from a view; frames come from the data cache. */
+/* Rebuilds rows from a view; frames come from the data cache. live_only
+ * (a snapshot) leaves out rows with no live byte and no live object. */
 int tui_model_build(struct tui_model *m, struct tui_data *d, const struct tui_sv *sv,
-                    size_t n, bool tree, enum tui_sort sort);
+                    size_t n, bool tree, enum tui_sort sort, bool live_only);
 const struct tui_row *tui_model_rows(const struct tui_model *m, size_t *n);
 int64_t tui_model_total(const struct tui_model *m);       /* sum of bytes */
 /* Flips a tree node's expansion; rows are rebuilt by the next build. */
@@ -157,7 +161,9 @@ int64_t tui_model_stack_of(const struct tui_model *m, struct tui_data *d, const 
 #define TUI_INPUT_MAX 256
 #define TUI_MSG_MAX   1024     /* room for an error line of q plus our words */
 
-enum tui_prompt { TUI_PROMPT_NONE, TUI_PROMPT_SEARCH, TUI_PROMPT_EXPORT };
+enum tui_prompt {
+	TUI_PROMPT_NONE, TUI_PROMPT_SEARCH, TUI_PROMPT_EXPORT, TUI_PROMPT_REPLACE, TUI_PROMPT_GOTO
+};
 
 struct tui_ui {
 	struct tui_data *d;
@@ -187,10 +193,15 @@ struct tui_ui {
 	size_t sel, top;            /* selected row, first row shown */
 	int sel_fn, sel_node;       /* the selection, kept across rebuilds */
 	bool show_stack, help, utf8, color;
+	int help_top;               /* first help line shown */
+	int hscroll;                /* columns of function names scrolled away */
+	bool mark_list;             /* the list of marks is open */
+	size_t mark_sel;            /* its selected mark */
 
 	enum tui_prompt prompt;     /* what the line being read is for */
 	char input[TUI_INPUT_MAX];
 	char search[TUI_INPUT_MAX];
+	char export_path[TUI_INPUT_MAX];   /* waiting for "replace?" */
 	char msg[TUI_MSG_MAX];
 };
 
@@ -203,5 +214,11 @@ int tui_screen_table_rows(const struct tui_ui *u);
 /* Chart columns at the current size. */
 int tui_screen_chart_cols(void);
 void tui_screen_draw(struct tui_ui *u);
+/* Lines of the help text (for scrolling it). */
+int tui_screen_help_lines(void);
+/* The mark at the cursor or the nearest before it; NULL if none. */
+const struct q_mark *tui_mark_before(const struct tui_ui *u);
+/* The longest function name column of the table rows (for scrolling). */
+int tui_screen_name_width(const struct tui_ui *u);
 
 #endif

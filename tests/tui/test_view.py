@@ -176,8 +176,12 @@ def test_help_resize_small_terminal():
         assert any("\u2588" in l for l in chart_rows(scr)), scr
         tm.keys("?")
         _, scr = tm.wait(r"trace-tui keys")
-        for k in ("p  ", "[ / ]", "g / w", "t  ", "/ , n", "e  ", "q  "):
+        for k in ("p  ", "[ / ]", "g / w", "t  ", "/ , n", "e  "):
             assert k in scr, (k, scr)
+        assert "Up/Down: scroll" in scr.splitlines()[23], scr
+        tm.keys("NPage", "NPage")     # the rest of the help, then its end
+        _, scr = tm.wait(r"^  \?\s+this help\s+q   quit")
+        assert scr.splitlines()[22] == "where it stopped and started again).", scr
         tm.keys("x")
         at(tm, "3", 3 * S)
         tm.resize(100, 30)
