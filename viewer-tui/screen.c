@@ -299,14 +299,16 @@ static void put_cells(int y, const struct cols *c, char cell[NCOLS][32])
 	}
 }
 
-/* The name column from character hscroll on, like less -S: an ellipsis at
- * an edge says that the name goes on past it. */
+/* The name column from character hscroll on, like less -S, but a name
+ * scrolls only as far as its end shows and one that fits never moves. An
+ * ellipsis at an edge says that the name goes on past it. */
 static void put_name(const struct tui_ui *u, int y, int x, const char *text)
 {
 	int room = COLS - x, len = (int)strlen(text);
 	if (room < 1)
 		return;
-	int off = u->hscroll < len ? u->hscroll : len;
+	int max = len > room ? len - room + 1 : 0;
+	int off = u->hscroll < max ? u->hscroll : max;
 	mvaddnstr(y, x, text + off, room);
 	const char *more = u->utf8 ? "\u2026" : "$";
 	if (off > 0)
