@@ -175,6 +175,16 @@ void tui_data_peak(const struct tui_data *d, int64_t *t, int64_t *bytes)
 	*bytes = d->peak_bytes;
 }
 
+int64_t tui_data_next_pid(const struct tui_data *d, int64_t pid)
+{
+	size_t n;
+	const struct q_process *p = q_processes(d->db, &n);
+	for (size_t i = 0; i < n; i++)
+		if (p[i].pid == pid)
+			return p[(i + 1) % n].pid;
+	return n ? p[0].pid : pid;
+}
+
 const struct tui_point *tui_data_timeline(const struct tui_data *d, size_t *n)
 {
 	*n = d->npts;

@@ -286,6 +286,54 @@ static void relayout(struct tui_ui *u)
 		snprintf(u->msg, sizeof u->msg, "error: out of memory");
 }
 
+/* What the state keeps of the process u->d shows; the cursor at its start. */
+static void load_process(struct tui_ui *u)
+{
+	tui_data_process(u->d, &u->pid, &u->exe, &u->nprocs);
+	tui_data_span(u->d, &u->t_start, &u->t_end);
+	tui_data_peak(u->d, &u->peak_t, &u->peak_bytes);
+	u->marks = tui_data_marks(u->d, &u->nmarks);
+	u->proc = tui_data_proc(u->d);
+	u->stopped = tui_data_stopped(u->d, &u->nstopped);
+	u->chart.pts = tui_data_timeline(u->d, &u->chart.npts);
+	u->chart.duration = u->t_end;
+	u->cursor = u->t_start;
+}
+
+/* Shows the next process of the database that allocated (in the order of
+ * q_processes, wrapping round); the window and the selection start afresh. */
+static void switch_process(struct tui_ui *u)
+{
+	char err[512];
+	int64_t pid = u->pid;
+	for (size_t i = 0; i + 1 < u->nprocs; i++) {
+		pid = tui_data_next_pid(u->d, pid);
+		struct tui_data *d = tui_data_open(u->dbname, pid, err, sizeof err);
+		if (!d)
+			continue;           /* nothing allocated there: the next one */
+		struct tui_model *m = tui_model_new();
+		if (!m) {
+			tui_data_close(d);
+			snprintf(u->msg, sizeof u->msg, "error: out of memory");
+			return;
+		}
+		tui_model_free(u->model);
+		tui_data_close(u->d);
+		u->d = d;
+		u->model = m;
+		load_process(u);
+		u->w1_set = u->w2_set = false;
+		u->sel = u->top = 0;
+		u->sel_fn = u->sel_node = -1;
+		relayout(u);
+		refresh_view(u, true);
+		snprintf(u->msg, sizeof u->msg, "process %lld", (long long)u->pid);
+		return;
+	}
+	snprintf(u->msg, sizeof u->msg, u->nprocs > 1 ? "no other process allocated anything"
+	                                              : "the database holds one process");
+}
+
 /* Handles one key; returns false to quit. */
 static bool key(struct tui_ui *u, int ch)
 {
@@ -345,6 +393,7 @@ static bool key(struct tui_ui *u, int ch)
 		break;
 	case 'a':        open_prompt(u, TUI_PROMPT_GOTO); break;
 	case 'l':        open_marks(u); break;
+	case 'P':        switch_process(u); break;
 	case '<':        u->hscroll -= HSCROLL_STEP; break;
 	case '>':        u->hscroll += HSCROLL_STEP; break;
 	case KEY_UP:     if (u->sel) u->sel--; break;
@@ -465,15 +514,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "trace-tui: %s\n", err);
 		return 1;
 	}
-	tui_data_process(u.d, &u.pid, &u.exe, &u.nprocs);
-	tui_data_span(u.d, &u.t_start, &u.t_end);
-	tui_data_peak(u.d, &u.peak_t, &u.peak_bytes);
-	u.marks = tui_data_marks(u.d, &u.nmarks);
-	u.proc = tui_data_proc(u.d);
-	u.stopped = tui_data_stopped(u.d, &u.nstopped);
-	u.chart.pts = tui_data_timeline(u.d, &u.chart.npts);
-	u.chart.duration = u.t_end;
-	u.cursor = u.t_start;
+	load_process(&u);
 	if (at && tui_data_time(u.d, at, &u.cursor, err, sizeof err) < 0) {
 		fprintf(stderr, "trace-tui: --at %s: %s\n", at, err);
 		tui_data_close(u.d);

@@ -435,6 +435,7 @@ static const char *const help_text[] = {
 	"  a                 go to a time (30s, 1.5m, 45%, mark:L)",
 	"  m / M             next / previous mark",
 	"  l                 list the marks; Enter goes to one",
+	"  P                 the next process of the database",
 	"  [ / ]             window start / end at the cursor:",
 	"                    the main pane shows the window",
 	"  g / w             window shows growth (live at end -",

@@ -53,6 +53,9 @@ void tui_data_close(struct tui_data *d);
 /* The process shown (its executable may be "") and how many the database
  * holds. */
 void tui_data_process(const struct tui_data *d, int64_t *pid, const char **exe, size_t *nprocs);
+/* The process after pid in the database's order (q_processes), wrapping
+ * round; pid itself when it is the only one. */
+int64_t tui_data_next_pid(const struct tui_data *d, int64_t pid);
 /* The process's span, its peak, timeline (bucket start, max bytes) and marks. */
 void tui_data_span(const struct tui_data *d, int64_t *t_start, int64_t *t_end);
 void tui_data_peak(const struct tui_data *d, int64_t *t, int64_t *bytes);
