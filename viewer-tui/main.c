@@ -27,7 +27,10 @@
 #define KEY_CTRL_U   21
 #define KEY_DEL      127
 #define KEY_CTRL_H   8
-#define EXIT_USAGE   2
+/* The exit codes every heapreel tool shares (README "Exit codes"). */
+#define EXIT_INPUT     1      /* unusable input */
+#define EXIT_USAGE     2      /* unknown flag, bad value, missing argument */
+#define EXIT_NOT_FOUND 4      /* not in the data: instant, mark, pid */
 #define HSCROLL_STEP 16       /* characters per < / > */
 
 static const char usage[] =
@@ -37,7 +40,9 @@ static const char usage[] =
 	"            the first process ran last, after its execs)\n"
 	"  --bench-steps N  move the cursor N times across the trace, print the time\n"
 	"            per step (query + redraw) on stderr, and exit\n"
-	"Keys: press ? inside.\n";
+	"Keys: press ? inside.\n"
+	"Exit: 0 done, 1 unusable input (or no terminal), 2 usage, 4 the time, mark\n"
+	"or pid is not in the data.\n";
 
 static int64_t clamp(const struct tui_ui *u, int64_t t)
 {
@@ -308,7 +313,8 @@ static void switch_process(struct tui_ui *u)
 	int64_t pid = u->pid;
 	for (size_t i = 0; i + 1 < u->nprocs; i++) {
 		pid = tui_data_next_pid(u->d, pid);
-		struct tui_data *d = tui_data_open(u->dbname, pid, err, sizeof err);
+		bool no_pid;
+		struct tui_data *d = tui_data_open(u->dbname, pid, &no_pid, err, sizeof err);
 		if (!d)
 			continue;           /* nothing allocated there: the next one */
 		struct tui_model *m = tui_model_new();
@@ -509,28 +515,30 @@ int main(int argc, char **argv)
 
 	char err[512];
 	struct tui_ui u = { .dbname = path, .sel_node = -1, .sel_fn = -1, .win_kind = TUI_GROWTH };
-	u.d = tui_data_open(path, pid, err, sizeof err);
+	bool no_pid;
+	u.d = tui_data_open(path, pid, &no_pid, err, sizeof err);
 	if (!u.d) {
 		fprintf(stderr, "trace-tui: %s\n", err);
-		return 1;
+		return no_pid ? EXIT_NOT_FOUND : EXIT_INPUT;
 	}
 	load_process(&u);
-	if (at && tui_data_time(u.d, at, &u.cursor, err, sizeof err) < 0) {
+	int trc = at ? tui_data_time(u.d, at, &u.cursor, err, sizeof err) : 0;
+	if (trc < 0) {
 		fprintf(stderr, "trace-tui: --at %s: %s\n", at, err);
 		tui_data_close(u.d);
-		return EXIT_USAGE;
+		return trc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_USAGE;
 	}
 	u.model = tui_model_new();
 	if (!u.model) {
 		fprintf(stderr, "trace-tui: out of memory\n");
 		tui_data_close(u.d);
-		return 1;
+		return EXIT_INPUT;
 	}
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
 		fprintf(stderr, "trace-tui: needs a terminal on stdin and stdout\n");
 		tui_model_free(u.model);
 		tui_data_close(u.d);
-		return 1;
+		return EXIT_INPUT;
 	}
 
 	setlocale(LC_ALL, "");
@@ -573,5 +581,5 @@ int main(int argc, char **argv)
 	tui_chart_free(&u.chart);
 	tui_model_free(u.model);
 	tui_data_close(u.d);
-	return rc < 0 ? 1 : 0;
+	return rc < 0 ? EXIT_INPUT : 0;
 }
