@@ -299,9 +299,9 @@ static void put_cells(int y, const struct cols *c, char cell[NCOLS][32])
 	}
 }
 
-/* The name column from character hscroll on, like less -S, but a name
- * scrolls only as far as its end shows and one that fits never moves. An
- * ellipsis at an edge says that the name goes on past it. */
+/* The name column (or a stack or mark line) from character hscroll on, like
+ * less -S, but a text scrolls only as far as its end shows and one that fits
+ * never moves. An ellipsis at an edge says that the text goes on past it. */
 static void put_name(const struct tui_ui *u, int y, int x, const char *text)
 {
 	int room = COLS - x, len = (int)strlen(text);
@@ -356,7 +356,9 @@ static void draw_table(struct tui_ui *u, int y, int nrows)
 	for (int k = 0; k < NCOLS; k++)
 		snprintf(cell[k], sizeof cell[k], "%s", head[k]);
 	put_cells(y, &c, cell);
-	mvaddnstr(y, c.name_x, u->tree ? "call tree (Enter expands)" : "function", room);
+	static const char tree_long[] = "call tree (Enter expands)";
+	mvaddnstr(y, c.name_x, !u->tree ? "function" : room >= (int)sizeof tree_long - 1 ? tree_long
+	                                  : "call tree", room);
 	attroff(A_UNDERLINE);
 
 	if (u->sel >= n)
@@ -420,7 +422,7 @@ static void draw_stack(struct tui_ui *u, int y, int nrows)
 			snprintf(line, sizeof line, "  #%-2d %s  0x%" PRIx64, k, f->function, f->ip);
 		if (f->fn == rows[u->sel].fn)
 			attron(A_BOLD);
-		mvaddnstr(y + 1 + k, 0, line, COLS);
+		put_name(u, y + 1 + k, 0, line);
 		attroff(A_BOLD);
 	}
 }
@@ -500,7 +502,7 @@ static void draw_marks(struct tui_ui *u, int y, int nrows)
 		snprintf(line, sizeof line, "%12s  %s", t, u->marks[i].label);
 		if (i == u->mark_sel)
 			attron(A_REVERSE);
-		mvaddnstr(y + 1 + r, 0, line, COLS);
+		put_name(u, y + 1 + r, 0, line);
 		if (i == u->mark_sel)
 			attroff(A_REVERSE);
 	}

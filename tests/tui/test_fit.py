@@ -36,12 +36,14 @@ SIZES = {
         "status": " t=6s live 6291756 B 8 objects 10 allocs mark steady (4.8s) [snap flat bytes]",
         "late": " t=8.5s live 4195604 B 8 objects 13 allocs mark late (8.5s) [snap flat bytes]",
         "hints": "?:help q:quit arrows:step a:go to m:mark l:marks p:peak [ ]:window t:tree",
+        "tree": "allocs  call tree (Enter expands)",
     },
     (60, 20): {
         "title": "trace-tui long.db  duration 10s  peak 6.00 MiB at 6s",
         "status": " t=6s 6291756 B 8 obj 10 allocs @steady [snap flat bytes]",
         "late": " t=8.5s 4195604 B 8 obj 13 allocs @late [snap flat bytes]",
         "hints": "?:help q:quit arrows:step a:go to m:mark l:marks p:peak",
+        "tree": "allocs  call tree",
     },
 }
 
@@ -82,6 +84,15 @@ def check_size(w, h, want, db, cwd):
         # The chart's axis: ( and ) where recording stopped and started, M, cursor.
         axis = lines[tt.STATUS_ROW(scr) - 2]
         assert [ch for ch in axis if ch in "()M^P"] == ["(", ")", "M", "^", "M"], axis
+
+        # The tree's header gives up its hint rather than cut it (grow_phase
+        # opened: its leaves' 7-digit bytes widen the self column).
+        tm.keys("t", "Down", "Down", "Enter")
+        _, scr = tm.wait(r"^4194304 ")
+        head = next(l for l in scr.splitlines() if "allocs  call tree" in l)
+        assert head.endswith(want["tree"]), (head, want["tree"])
+        tm.keys("Enter", "t")
+        _, scr = tm.wait(r"allocs  function")
 
         # Names: the short ones whole; the long ones scroll until their end shows.
         x, rows = name_rows(scr)
