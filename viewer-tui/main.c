@@ -5,6 +5,8 @@
  * changes the state in struct tui_ui, the views that depend on it are
  * re-read through data.c, and screen.c draws. A cursor step reads one
  * snapshot; the chart, the stacks' frames and a window's view are cached.
+ * Prompts (search, go to, export, replace?) and the lists (help, marks)
+ * take the keys while open. `P` reopens the database on another process.
  *
  * Never: print once curses owns the terminal (messages go to the last row);
  * read the database except through data.c.

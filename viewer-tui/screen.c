@@ -1,13 +1,16 @@
 /* screen.c - lays out and draws trace-tui's screen from struct tui_ui.
  *
  * Top to bottom: a title row, the chart (bars, axis, time labels), the
- * status line (the numbers at the cursor and the current view), the table
- * header and rows of the main pane, optionally the selected row's stack, and
- * a last row for prompts, messages and the key hint. `?` draws the help over
- * everything. Any size works; 80x24 shows a six-row chart and twelve rows.
+ * status line (the numbers at the cursor, the mark there and the current
+ * view), the table header and rows of the main pane (or the list of marks),
+ * optionally the selected row's stack, and a last row for prompts, messages
+ * and the key hints. `?` draws the help over everything. Any size from 40x12
+ * works; 80x24 shows a six-row chart and twelve rows. Lines too long for
+ * the width lose words whole (title, status line, hints) or scroll sideways
+ * (names, stacks), never a cut word.
  *
  * Never: query the database (everything drawn is already in tui_ui or the
- * data cache), or change the state it draws except the table scroll offset.
+ * data cache), or change the state it draws except the scroll offsets.
  */
 #include "tui.h"
 

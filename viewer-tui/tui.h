@@ -223,7 +223,5 @@ void tui_screen_draw(struct tui_ui *u);
 int tui_screen_help_lines(void);
 /* The mark at the cursor or the nearest before it; NULL if none. */
 const struct q_mark *tui_mark_before(const struct tui_ui *u);
-/* The longest function name column of the table rows (for scrolling). */
-int tui_screen_name_width(const struct tui_ui *u);
 
 #endif
