@@ -61,14 +61,14 @@ def name_rows(scr):
     return x, rows
 
 
-def shown(name, off, room):
+def shown(name, off, room, more=MORE):
     """What the name column shows of name scrolled by off (screen.c put_name)."""
     off = min(off, max(len(name) - room + 1, 0))
     seg = name[off:off + room]
     if off:
-        seg = MORE + seg[1:]
+        seg = more + seg[1:]
     if len(name) - off > room:
-        seg = seg[:-1] + MORE
+        seg = seg[:-1] + more
     return seg
 
 
@@ -167,3 +167,11 @@ check_size(80, 24, SIZES[(80, 24)], "long.db", D)
 print("80x24 ok")
 check_size(60, 20, SIZES[(60, 20)], DB, None)     # a long path: the title keeps its base name
 print("60x20 ok")
+# Without UTF-8 the ellipsis is '$', as in less.
+with tt.Tmux([TUI, "--at", "6s", DB], width=80, height=24, env={"LANG": "C", "LC_ALL": "C"}) as tm:
+    _, scr = tt.wait_status(tm, lambda st: st[0] == "6")
+    x, rows = name_rows(scr)
+    assert rows[:2] == [shown(VEC, 0, 80 - x, "$"), shown(HASH, 0, 80 - x, "$")], rows
+    tm.keys(">")
+    _, scr = tm.wait(lambda scr: name_rows(scr)[1][0] == shown(VEC, STEP, 80 - x, "$"))
+print("ascii ok")
