@@ -4,12 +4,14 @@
  * out once per terminal width into one value per column, the column's
  * maximum, so that a cursor step redraws from the cached columns and never
  * reads the database. Rows below the bars: an axis carrying the cursor (^),
- * the peak (P), marks (M) and the growth window (=), then time labels.
- * Columns where recording was stopped are shaded above their bars.
+ * the peak (P), marks (M; the recorder's stop and start marks as ( and ))
+ * and the growth window (=), then time labels. Columns where recording was
+ * stopped are shaded above their bars.
  *
  * Never: allocate or query while drawing; draw outside the rows it is given.
  */
 #include "tui.h"
+#include "trace_format.h"   /* TF_MARK_RESERVED only */
 
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +115,16 @@ static const char *const blocks_utf8[EIGHTHS + 1] = {
 	" ", "\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"
 };
 
+/* The recorder's stop and start marks enclose a shaded stopped span: "(░░)". */
+static chtype mark_glyph(const char *label)
+{
+	if (!strcmp(label, TF_MARK_RESERVED "stop"))
+		return '(';
+	if (!strcmp(label, TF_MARK_RESERVED "start"))
+		return ')';
+	return 'M';
+}
+
 /* Whether column k meets a stopped span [t1, t2). */
 static bool col_stopped(const struct tui_chart *c, const struct tui_chart_marks *m, int k)
 {
@@ -212,7 +224,7 @@ void tui_chart_draw(WINDOW *w, const struct tui_chart *c, const struct tui_chart
 	if (color)
 		wattron(w, COLOR_PAIR(TUI_PAIR_MARK));
 	for (size_t i = 0; i < m->nmarks; i++)
-		mvwaddch(w, ay, x0 + tui_chart_col_of(c, m->marks[i].t), 'M');
+		mvwaddch(w, ay, x0 + tui_chart_col_of(c, m->marks[i].t), mark_glyph(m->marks[i].label));
 	if (color)
 		wattroff(w, COLOR_PAIR(TUI_PAIR_MARK));
 	wattron(w, A_BOLD | (color ? COLOR_PAIR(TUI_PAIR_PEAK) : 0));

@@ -1,9 +1,9 @@
 /* data.c - everything trace-tui reads from a database, through queries/q.h.
  *
  * Opens and validates the database before the screen is taken over, loads
- * the timeline and marks once (without the recorder's own marks: labels
- * starting "heapreel." such as heapreel.stats, heapreel.start/stop, which
- * stay reachable as --at mark:LABEL), and turns q's per-stack profiles into the
+ * the timeline and marks once (the recorder's own marks other than
+ * heapreel.start/stop, such as heapreel.stats, left out: they stay reachable
+ * as --at mark:LABEL), and turns q's per-stack profiles into the
  * unbiased rows the model aggregates. Stacks are resolved by q_stack, which
  * caches them for the session, so a cursor step costs one q_snapshot.
  *
@@ -18,6 +18,19 @@
 #include <string.h>
 #include <sys/stat.h>
 
+/* The recorder's marks a person wants to see: where recording stopped and
+ * started again. */
+static const char *const shown_reserved[] = { "heapreel.start", "heapreel.stop" };
+
+static bool mark_shown(const char *label)
+{
+	if (strncmp(label, TF_MARK_RESERVED, sizeof TF_MARK_RESERVED - 1))
+		return true;
+	for (size_t i = 0; i < sizeof shown_reserved / sizeof *shown_reserved; i++)
+		if (!strcmp(label, shown_reserved[i]))
+			return true;
+	return false;
+}
 
 struct tui_data {
 	struct q_db *db;
@@ -52,8 +65,10 @@ static int warm(struct tui_data *d)
 	return 0;
 }
 
-struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t errn)
+struct tui_data *tui_data_open(const char *path, int64_t pid, bool *no_pid, char *err,
+                               size_t errn)
 {
+	*no_pid = false;
 	struct tui_data *d = calloc(1, sizeof *d);
 	if (!d) {
 		snprintf(err, errn, "%s: out of memory", path);
@@ -71,6 +86,7 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t 
 			snprintf(err, errn, "%s: the database holds no process", path);
 		else
 			snprintf(err, errn, "%s: no process with pid %lld", path, (long long)pid);
+		*no_pid = pid >= 0;
 		goto fail;
 	}
 	d->pid = p->pid;
@@ -99,7 +115,7 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t 
 		goto fail;
 	}
 	for (size_t i = 0; i < nall; i++)
-		if (strncmp(all[i].label, TF_MARK_RESERVED, sizeof TF_MARK_RESERVED - 1))
+		if (mark_shown(all[i].label))
 			d->marks[d->nmarks++] = all[i];
 	int64_t allocs = 0;
 	for (size_t i = 0; i < d->npts; i++)
@@ -162,6 +178,16 @@ void tui_data_peak(const struct tui_data *d, int64_t *t, int64_t *bytes)
 	*bytes = d->peak_bytes;
 }
 
+int64_t tui_data_next_pid(const struct tui_data *d, int64_t pid)
+{
+	size_t n;
+	const struct q_process *p = q_processes(d->db, &n);
+	for (size_t i = 0; i < n; i++)
+		if (p[i].pid == pid)
+			return p[(i + 1) % n].pid;
+	return n ? p[0].pid : pid;
+}
+
 const struct tui_point *tui_data_timeline(const struct tui_data *d, size_t *n)
 {
 	*n = d->npts;
@@ -193,11 +219,10 @@ unsigned tui_data_lacks(struct tui_data *d, int64_t t)
 
 int tui_data_time(struct tui_data *d, const char *spec, int64_t *t, char *err, size_t errn)
 {
-	if (q_time(d->db, d->pid, spec, t) < 0) {
+	int rc = q_time(d->db, d->pid, spec, t);
+	if (rc < 0)
 		snprintf(err, errn, "%s", q_errmsg(d->db));
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 static int query(struct tui_data *d, struct q_profile *p, enum tui_kind kind, int64_t t1, int64_t t2)
@@ -248,18 +273,27 @@ const char *tui_data_fn_name(const struct tui_data *d, int fn) { return q_fn_nam
 int tui_data_fn_count(const struct tui_data *d) { return q_fn_count(d->db); }
 
 int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t t2,
-                    const char *path, char *err, size_t errn)
+                    const char *path, bool replace, char *err, size_t errn)
 {
-	struct stat st;
-	/* q_write_file renames over path: never replace a file by surprise. */
-	if (lstat(path, &st) == 0) {
-		snprintf(err, errn, "%s: already exists, not overwritten", path);
+	struct stat st, db;
+	int fmt = q_format_by_path(path);
+	if (fmt < 0) {
+		snprintf(err, errn, "%s: unknown extension (use .heap, .pb.gz, .folded or .txt)", path);
 		return -1;
 	}
+	/* q_write_file renames over path: never replace a file by surprise,
+	 * and never the database, even when asked. */
+	if (stat(path, &st) == 0 && stat(d->path, &db) == 0 && st.st_dev == db.st_dev &&
+	    st.st_ino == db.st_ino) {
+		snprintf(err, errn, "%s: is the database being read, not overwritten", path);
+		return -1;
+	}
+	if (!replace && lstat(path, &st) == 0)
+		return TUI_EXPORT_EXISTS;
 	struct q_profile p = { 0 };
 	int rc = query(d, &p, kind, t1, t2);
 	if (rc == 0)
-		rc = q_write_file(d->db, &p, Q_FMT_HEAP, Q_INUSE_BYTES, false, path);
+		rc = q_write_file(d->db, &p, fmt, Q_INUSE_BYTES, false, path);
 	if (rc < 0)
 		snprintf(err, errn, "%s", q_errmsg(d->db));
 	q_profile_free(&p);

@@ -5,6 +5,8 @@
  * changes the state in struct tui_ui, the views that depend on it are
  * re-read through data.c, and screen.c draws. A cursor step reads one
  * snapshot; the chart, the stacks' frames and a window's view are cached.
+ * Prompts (search, go to, export, replace?) and the lists (help, marks)
+ * take the keys while open. `P` reopens the database on another process.
  *
  * Never: print once curses owns the terminal (messages go to the last row);
  * read the database except through data.c.
@@ -27,7 +29,11 @@
 #define KEY_CTRL_U   21
 #define KEY_DEL      127
 #define KEY_CTRL_H   8
-#define EXIT_USAGE   2
+/* The exit codes every heapreel tool shares (README "Exit codes"). */
+#define EXIT_INPUT     1      /* unusable input */
+#define EXIT_USAGE     2      /* unknown flag, bad value, missing argument */
+#define EXIT_NOT_FOUND 4      /* not in the data: instant, mark, pid */
+#define HSCROLL_STEP 16       /* characters per < / > */
 
 static const char usage[] =
 	"usage: trace-tui [--at T] [--pid N] run.db\n"
@@ -36,7 +42,9 @@ static const char usage[] =
 	"            the first process ran last, after its execs)\n"
 	"  --bench-steps N  move the cursor N times across the trace, print the time\n"
 	"            per step (query + redraw) on stderr, and exit\n"
-	"Keys: press ? inside.\n";
+	"Keys: press ? inside.\n"
+	"Exit: 0 done, 1 unusable input (or no terminal), 2 usage, 4 the time, mark\n"
+	"or pid is not in the data.\n";
 
 static int64_t clamp(const struct tui_ui *u, int64_t t)
 {
@@ -54,7 +62,7 @@ static int refresh_view(struct tui_ui *u, bool rebuild_window)
 	if (tui_window_on(u) && rebuild_window) {
 		int64_t lo = u->w1 < u->w2 ? u->w1 : u->w2, hi = u->w1 < u->w2 ? u->w2 : u->w1;
 		if (tui_data_view(u->d, u->win_kind, lo, hi, &sv, &n, err, sizeof err) < 0 ||
-		    tui_model_build(u->model, u->d, sv, n, u->tree, u->sort) < 0)
+		    tui_model_build(u->model, u->d, sv, n, u->tree, u->sort, false) < 0)
 			goto fail;
 	}
 	if (tui_data_view(u->d, TUI_SNAPSHOT, u->cursor, u->cursor, &sv, &n, err, sizeof err) < 0)
@@ -66,7 +74,7 @@ static int refresh_view(struct tui_ui *u, bool rebuild_window)
 		u->live_objects += sv[i].objects;
 		u->allocs += sv[i].allocs;
 	}
-	if (!tui_window_on(u) && tui_model_build(u->model, u->d, sv, n, u->tree, u->sort) < 0) {
+	if (!tui_window_on(u) && tui_model_build(u->model, u->d, sv, n, u->tree, u->sort, true) < 0) {
 		snprintf(err, sizeof err, "out of memory");
 		goto fail;
 	}
@@ -141,34 +149,87 @@ static void search(struct tui_ui *u)
 	snprintf(u->msg, sizeof u->msg, "found \"%s\" (n: next)", u->search);
 }
 
-static void do_export(struct tui_ui *u, const char *path)
+/* "phases-6s.heap", "phases-growth-1s-3s.heap": the database's name without
+ * its extension, the view and its instants, in the current directory. */
+static void propose_name(const struct tui_ui *u, char *buf, size_t n)
+{
+	const char *base = strrchr(u->dbname, '/');
+	base = base ? base + 1 : u->dbname;
+	const char *dot = strrchr(base, '.');
+	int len = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
+	char a[32], b[32];
+	if (tui_window_on(u)) {
+		tui_fmt_time(a, sizeof a, u->w1 < u->w2 ? u->w1 : u->w2);
+		tui_fmt_time(b, sizeof b, u->w1 < u->w2 ? u->w2 : u->w1);
+		snprintf(buf, n, "%.*s-%s-%s-%s.heap", len, base,
+		         u->win_kind == TUI_STEADY ? "steady" : "growth", a, b);
+	} else {
+		tui_fmt_time(a, sizeof a, u->cursor);
+		snprintf(buf, n, "%.*s-%s.heap", len, base, a);
+	}
+}
+
+static void do_export(struct tui_ui *u, const char *path, bool replace)
 {
 	char err[512];
 	enum tui_kind k = tui_window_on(u) ? u->win_kind : TUI_SNAPSHOT;
 	int64_t lo = u->w1 < u->w2 ? u->w1 : u->w2, hi = u->w1 < u->w2 ? u->w2 : u->w1;
 	if (k == TUI_SNAPSHOT)
 		lo = hi = u->cursor;
-	if (tui_data_export(u->d, k, lo, hi, path, err, sizeof err) < 0)
+	int rc = tui_data_export(u->d, k, lo, hi, path, replace, err, sizeof err);
+	if (rc == TUI_EXPORT_EXISTS) {
+		snprintf(u->export_path, sizeof u->export_path, "%s", path);
+		u->prompt = TUI_PROMPT_REPLACE;
+		u->input[0] = '\0';
+	} else if (rc < 0) {
 		snprintf(u->msg, sizeof u->msg, "export failed: %s", err);
-	else
+	} else {
 		snprintf(u->msg, sizeof u->msg, "wrote %s", path);
+	}
 }
 
-/* A key while a prompt is open: edit the line, Enter runs it, Esc cancels. */
+static void go_to(struct tui_ui *u, const char *spec)
+{
+	char err[512];
+	int64_t t;
+	if (tui_data_time(u->d, spec, &t, err, sizeof err) < 0) {
+		snprintf(u->msg, sizeof u->msg, "go to %s: %s", spec, err);
+		return;
+	}
+	u->cursor = clamp(u, t);
+	refresh_view(u, false);
+}
+
+/* Enter on a prompt: what the line was read for. */
+static void prompt_done(struct tui_ui *u, enum tui_prompt p)
+{
+	switch (p) {
+	case TUI_PROMPT_SEARCH:
+		snprintf(u->search, sizeof u->search, "%s", u->input);
+		search(u);
+		break;
+	case TUI_PROMPT_EXPORT:  do_export(u, u->input, false); break;
+	case TUI_PROMPT_GOTO:    go_to(u, u->input); break;
+	case TUI_PROMPT_REPLACE: case TUI_PROMPT_NONE: break;
+	}
+}
+
+/* A key while a prompt is open: edit the line, Enter runs it, Esc cancels.
+ * "replace?" takes one key: y replaces, any other keeps the file. */
 static void prompt_key(struct tui_ui *u, int ch)
 {
 	size_t len = strlen(u->input);
-	if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+	if (u->prompt == TUI_PROMPT_REPLACE) {
+		u->prompt = TUI_PROMPT_NONE;
+		if (ch == 'y' || ch == 'Y')
+			do_export(u, u->export_path, true);
+		else
+			snprintf(u->msg, sizeof u->msg, "%s kept, nothing written", u->export_path);
+	} else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
 		enum tui_prompt p = u->prompt;
 		u->prompt = TUI_PROMPT_NONE;
-		if (!u->input[0])
-			return;
-		if (p == TUI_PROMPT_SEARCH) {
-			snprintf(u->search, sizeof u->search, "%s", u->input);
-			search(u);
-		} else {
-			do_export(u, u->input);
-		}
+		if (u->input[0])
+			prompt_done(u, p);
 	} else if (ch == KEY_ESC) {
 		u->prompt = TUI_PROMPT_NONE;
 	} else if (ch == KEY_BACKSPACE || ch == KEY_DEL || ch == KEY_CTRL_H) {
@@ -182,6 +243,44 @@ static void prompt_key(struct tui_ui *u, int ch)
 	}
 }
 
+/* A key while the help is shown: Up/Down scroll it, any other closes it. */
+static void help_key(struct tui_ui *u, int ch)
+{
+	if (ch == KEY_DOWN || ch == KEY_NPAGE || ch == ' ')
+		u->help_top += ch == KEY_DOWN ? 1 : tui_screen_table_rows(u);
+	else if (ch == KEY_UP || ch == KEY_PPAGE)
+		u->help_top -= ch == KEY_UP ? 1 : tui_screen_table_rows(u);
+	else
+		u->help = false;
+}
+
+/* A key while the list of marks is open: select, Enter goes there. */
+static void marks_key(struct tui_ui *u, int ch)
+{
+	if (ch == KEY_DOWN && u->mark_sel + 1 < u->nmarks) {
+		u->mark_sel++;
+	} else if (ch == KEY_UP && u->mark_sel > 0) {
+		u->mark_sel--;
+	} else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+		u->mark_list = false;
+		if (u->mark_sel < u->nmarks) {
+			u->cursor = clamp(u, u->marks[u->mark_sel].t);
+			snprintf(u->msg, sizeof u->msg, "mark %s", u->marks[u->mark_sel].label);
+			refresh_view(u, false);
+		}
+	} else if (ch != KEY_DOWN && ch != KEY_UP) {
+		u->mark_list = false;
+	}
+}
+
+/* Opens the list of marks on the one at or before the cursor. */
+static void open_marks(struct tui_ui *u)
+{
+	const struct q_mark *m = tui_mark_before(u);
+	u->mark_list = true;
+	u->mark_sel = m ? (size_t)(m - u->marks) : 0;
+}
+
 static void open_prompt(struct tui_ui *u, enum tui_prompt prompt)
 {
 	u->prompt = prompt;
@@ -192,6 +291,55 @@ static void relayout(struct tui_ui *u)
 {
 	if (tui_chart_layout(&u->chart, tui_screen_chart_cols()) < 0)
 		snprintf(u->msg, sizeof u->msg, "error: out of memory");
+}
+
+/* What the state keeps of the process u->d shows; the cursor at its start. */
+static void load_process(struct tui_ui *u)
+{
+	tui_data_process(u->d, &u->pid, &u->exe, &u->nprocs);
+	tui_data_span(u->d, &u->t_start, &u->t_end);
+	tui_data_peak(u->d, &u->peak_t, &u->peak_bytes);
+	u->marks = tui_data_marks(u->d, &u->nmarks);
+	u->proc = tui_data_proc(u->d);
+	u->stopped = tui_data_stopped(u->d, &u->nstopped);
+	u->chart.pts = tui_data_timeline(u->d, &u->chart.npts);
+	u->chart.duration = u->t_end;
+	u->cursor = u->t_start;
+}
+
+/* Shows the next process of the database that allocated (in the order of
+ * q_processes, wrapping round); the window and the selection start afresh. */
+static void switch_process(struct tui_ui *u)
+{
+	char err[512];
+	int64_t pid = u->pid;
+	for (size_t i = 0; i + 1 < u->nprocs; i++) {
+		pid = tui_data_next_pid(u->d, pid);
+		bool no_pid;
+		struct tui_data *d = tui_data_open(u->dbname, pid, &no_pid, err, sizeof err);
+		if (!d)
+			continue;           /* nothing allocated there: the next one */
+		struct tui_model *m = tui_model_new();
+		if (!m) {
+			tui_data_close(d);
+			snprintf(u->msg, sizeof u->msg, "error: out of memory");
+			return;
+		}
+		tui_model_free(u->model);
+		tui_data_close(u->d);
+		u->d = d;
+		u->model = m;
+		load_process(u);
+		u->w1_set = u->w2_set = false;
+		u->sel = u->top = 0;
+		u->sel_fn = u->sel_node = -1;
+		relayout(u);
+		refresh_view(u, true);
+		snprintf(u->msg, sizeof u->msg, "process %lld", (long long)u->pid);
+		return;
+	}
+	snprintf(u->msg, sizeof u->msg, u->nprocs > 1 ? "no other process allocated anything"
+	                                              : "the database holds one process");
 }
 
 /* Handles one key; returns false to quit. */
@@ -211,7 +359,11 @@ static bool key(struct tui_ui *u, int ch)
 		return true;
 	}
 	if (u->help) {
-		u->help = false;      /* any key closes the help */
+		help_key(u, ch);
+		return true;
+	}
+	if (u->mark_list) {
+		marks_key(u, ch);
 		return true;
 	}
 	u->msg[0] = '\0';
@@ -240,10 +392,18 @@ static bool key(struct tui_ui *u, int ch)
 	case 't':        u->tree = !u->tree; rebuild = true; break;
 	case 's':        u->sort = (u->sort + 1) % (TUI_BY_ALLOCS + 1); rebuild = true; break;
 	case 'f':        u->show_stack = !u->show_stack; break;
-	case '?':        u->help = true; break;
+	case '?':        u->help = true; u->help_top = 0; break;
 	case '/':        open_prompt(u, TUI_PROMPT_SEARCH); break;
 	case 'n':        search(u); break;
-	case 'e':        open_prompt(u, TUI_PROMPT_EXPORT); break;
+	case 'e':
+		open_prompt(u, TUI_PROMPT_EXPORT);
+		propose_name(u, u->input, sizeof u->input);
+		break;
+	case 'a':        open_prompt(u, TUI_PROMPT_GOTO); break;
+	case 'l':        open_marks(u); break;
+	case 'P':        switch_process(u); break;
+	case '<':        u->hscroll -= HSCROLL_STEP; break;
+	case '>':        u->hscroll += HSCROLL_STEP; break;
 	case KEY_UP:     if (u->sel) u->sel--; break;
 	case KEY_DOWN:   if (u->sel + 1 < nrows) u->sel++; break;
 	case 'u':        u->sel = u->sel > (size_t)page ? u->sel - (size_t)page : 0; break;
@@ -357,36 +517,30 @@ int main(int argc, char **argv)
 
 	char err[512];
 	struct tui_ui u = { .dbname = path, .sel_node = -1, .sel_fn = -1, .win_kind = TUI_GROWTH };
-	u.d = tui_data_open(path, pid, err, sizeof err);
+	bool no_pid;
+	u.d = tui_data_open(path, pid, &no_pid, err, sizeof err);
 	if (!u.d) {
 		fprintf(stderr, "trace-tui: %s\n", err);
-		return 1;
+		return no_pid ? EXIT_NOT_FOUND : EXIT_INPUT;
 	}
-	tui_data_process(u.d, &u.pid, &u.exe, &u.nprocs);
-	tui_data_span(u.d, &u.t_start, &u.t_end);
-	tui_data_peak(u.d, &u.peak_t, &u.peak_bytes);
-	u.marks = tui_data_marks(u.d, &u.nmarks);
-	u.proc = tui_data_proc(u.d);
-	u.stopped = tui_data_stopped(u.d, &u.nstopped);
-	u.chart.pts = tui_data_timeline(u.d, &u.chart.npts);
-	u.chart.duration = u.t_end;
-	u.cursor = u.t_start;
-	if (at && tui_data_time(u.d, at, &u.cursor, err, sizeof err) < 0) {
+	load_process(&u);
+	int trc = at ? tui_data_time(u.d, at, &u.cursor, err, sizeof err) : 0;
+	if (trc < 0) {
 		fprintf(stderr, "trace-tui: --at %s: %s\n", at, err);
 		tui_data_close(u.d);
-		return EXIT_USAGE;
+		return trc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_USAGE;
 	}
 	u.model = tui_model_new();
 	if (!u.model) {
 		fprintf(stderr, "trace-tui: out of memory\n");
 		tui_data_close(u.d);
-		return 1;
+		return EXIT_INPUT;
 	}
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
 		fprintf(stderr, "trace-tui: needs a terminal on stdin and stdout\n");
 		tui_model_free(u.model);
 		tui_data_close(u.d);
-		return 1;
+		return EXIT_INPUT;
 	}
 
 	setlocale(LC_ALL, "");
@@ -429,5 +583,5 @@ int main(int argc, char **argv)
 	tui_chart_free(&u.chart);
 	tui_model_free(u.model);
 	tui_data_close(u.d);
-	return rc < 0 ? 1 : 0;
+	return rc < 0 ? EXIT_INPUT : 0;
 }

@@ -6,7 +6,8 @@
  * functions. Tree nodes persist for the whole session so that what the user
  * expanded stays expanded while the cursor moves; a build only resets their
  * values. A node nobody expanded or collapsed is shown open when it is its
- * parent's only child (the _start -> main chain opens by itself).
+ * parent's only child (the _start -> main chain opens by itself). In a
+ * snapshot, rows with nothing live (every block freed) are left out.
  *
  * Never: read the database (frames come from data.c's cache); keep pointers
  * into data.c's view array (it is reused: the model keeps its own copy).
@@ -50,7 +51,7 @@ struct tui_model {
 	struct tui_row *rows;
 	size_t nrows, caprows;
 	unsigned stamp;
-	bool tree;
+	bool tree, live_only;
 	enum tui_sort sort;
 	int64_t total;
 };
@@ -181,10 +182,17 @@ static int push_row(struct tui_model *m, struct tui_row r)
 	return 0;
 }
 
+/* Whether a row's values are worth a line: something live, or (outside a
+ * snapshot) anything at all. */
+static bool shown(const struct tui_model *m, int64_t cum, int64_t objects, int64_t allocs)
+{
+	return cum || objects || (allocs && !m->live_only);
+}
+
 static bool active(const struct tui_model *m, int id)
 {
 	const struct node *n = &m->nodes[id];
-	return n->stamp == m->stamp && (n->cum || n->objects || n->allocs);
+	return n->stamp == m->stamp && shown(m, n->cum, n->objects, n->allocs);
 }
 
 /* The active children of a node (or the roots), heaviest first; caller frees. */
@@ -254,7 +262,7 @@ static int grow_fns(struct tui_model *m, int want)
 }
 
 int tui_model_build(struct tui_model *m, struct tui_data *d, const struct tui_sv *sv,
-                    size_t n, bool tree, enum tui_sort sort)
+                    size_t n, bool tree, enum tui_sort sort, bool live_only)
 {
 	if (n > m->capsv) {
 		int *leaf = realloc(m->sv_leaf, n * sizeof *leaf);
@@ -272,6 +280,7 @@ int tui_model_build(struct tui_model *m, struct tui_data *d, const struct tui_sv
 	m->nsv = n;
 	int *leaf = m->sv_leaf;
 	m->tree = tree;
+	m->live_only = live_only;
 	m->sort = sort;
 	m->nrows = 0;
 	m->ntouched = 0;
@@ -332,7 +341,7 @@ int tui_model_build(struct tui_model *m, struct tui_data *d, const struct tui_sv
 		return tree_rows(m, NO_NODE, 0);
 	for (int i = 0; i < m->ntouched; i++) {
 		const struct fnagg *f = &m->fns[m->touched[i]];
-		if (!f->cum && !f->flat && !f->objects && !f->allocs)
+		if (!f->flat && !shown(m, f->cum, f->objects, f->allocs))
 			continue;
 		if (push_row(m, (struct tui_row){ .fn = m->touched[i], .node = NO_NODE,
 		                                  .flat = f->flat, .cum = f->cum,

@@ -1,13 +1,16 @@
 /* screen.c - lays out and draws trace-tui's screen from struct tui_ui.
  *
  * Top to bottom: a title row, the chart (bars, axis, time labels), the
- * status line (the numbers at the cursor and the current view), the table
- * header and rows of the main pane, optionally the selected row's stack, and
- * a last row for prompts, messages and the key hint. `?` draws the help over
- * everything. Any size works; 80x24 shows a six-row chart and twelve rows.
+ * status line (the numbers at the cursor, the mark there and the current
+ * view), the table header and rows of the main pane (or the list of marks),
+ * optionally the selected row's stack, and a last row for prompts, messages
+ * and the key hints. `?` draws the help over everything. Any size from 40x12
+ * works; 80x24 shows a six-row chart and twelve rows. Lines too long for
+ * the width lose words whole (title, status line, hints) or scroll sideways
+ * (names, stacks), never a cut word.
  *
  * Never: query the database (everything drawn is already in tui_ui or the
- * data cache), or change the state it draws except the table scroll offset.
+ * data cache), or change the state it draws except the scroll offsets.
  */
 #include "tui.h"
 
@@ -23,6 +26,8 @@
 #define LABEL_COLS    10     /* chart.c's y labels and their axis line */
 #define MAX_INDENT    24     /* tree indentation stops growing here */
 #define INDENT_STEP   2
+#define INDENT_ROOM_DIV 3    /* ... or at a third of the name column */
+#define NAME_GAP      2      /* spaces between the numbers and the names */
 
 #define MIN_COLS      40     /* below this, only a "too small" line */
 #define MIN_LINES     12
@@ -75,57 +80,112 @@ static const char *sort_name(enum tui_sort s)
 	return s == TUI_BY_OBJECTS ? "objects" : s == TUI_BY_ALLOCS ? "allocs" : "bytes";
 }
 
-static void view_name(const struct tui_ui *u, char *buf, size_t n)
+/* Forms of the status line and the title, longest first: each level drops
+ * or shortens one more thing, so that a narrow terminal loses words whole. */
+enum { FULL, NO_MIB, SHORT_VIEW, SHORT_WORDS, NO_LIVE, NLEVELS };
+
+/* "snapshot, flat, by bytes", or terse "snap flat bytes". */
+static void view_name(const struct tui_ui *u, bool terse, char *buf, size_t n)
 {
 	char a[32], b[32];
+	const char *kind = terse ? "snap" : "snapshot";
 	if (tui_window_on(u)) {
 		int64_t lo = u->w1 < u->w2 ? u->w1 : u->w2, hi = u->w1 < u->w2 ? u->w2 : u->w1;
 		tui_fmt_time(a, sizeof a, lo);
 		tui_fmt_time(b, sizeof b, hi);
-		snprintf(buf, n, "%s %s..%s", u->win_kind == TUI_STEADY ? "steady" : "growth", a, b);
+		snprintf(buf, n, "%s %s..%s", u->win_kind == TUI_STEADY ? "steady"
+		         : terse ? "grow" : "growth", a, b);
 	} else {
-		snprintf(buf, n, "snapshot");
+		snprintf(buf, n, "%s", kind);
 	}
 	size_t len = strlen(buf);
-	snprintf(buf + len, n - len, ", %s, by %s", u->tree ? "tree" : "flat", sort_name(u->sort));
+	snprintf(buf + len, n - len, terse ? " %s %s" : ", %s, by %s", u->tree ? "tree" : "flat",
+	         sort_name(u->sort));
 }
 
-/* " ! after loss, stopped": what the snapshot at the cursor lacks, before
- * the view so that a narrow terminal cuts the view first. */
-static void lack_note(unsigned lacks, char *buf, size_t n)
+/* " ! after loss, stopped" (terse " ! loss, stopped"): what the snapshot at
+ * the cursor lacks. */
+static void lack_note(unsigned lacks, bool terse, char *buf, size_t n)
 {
 	static const struct { unsigned bit; const char *word; } words[] = {
 		{ Q_LACK_LOSS, "after loss" }, { Q_LACK_DAMAGE, "after damage" },
 		{ Q_LACK_STOPPED, "stopped" },
 	};
+	static const char after[] = "after ";
 	buf[0] = '\0';
 	for (size_t i = 0; i < sizeof words / sizeof *words; i++) {
 		if (!(lacks & words[i].bit))
 			continue;
+		const char *w = words[i].word;
+		if (terse && !strncmp(w, after, sizeof after - 1))
+			w += sizeof after - 1;
 		size_t len = strlen(buf);
-		snprintf(buf + len, n - len, "%s%s", len ? ", " : " ! ", words[i].word);
+		snprintf(buf + len, n - len, "%s%s", len ? ", " : " ! ", w);
 	}
+}
+
+const struct q_mark *tui_mark_before(const struct tui_ui *u)
+{
+	const struct q_mark *best = NULL;
+	for (size_t i = 0; i < u->nmarks; i++)
+		if (u->marks[i].t <= u->cursor && (!best || u->marks[i].t >= best->t))
+			best = &u->marks[i];
+	return best;
+}
+
+/* " mark steady (4.8s)", terse " @steady", with the label cut to at most
+ * label_max characters (a '~' says so). */
+static void mark_note(const struct tui_ui *u, bool terse, size_t label_max, char *buf, size_t n)
+{
+	const struct q_mark *m = tui_mark_before(u);
+	char t[32], label[TUI_INPUT_MAX];
+	buf[0] = '\0';
+	if (!m)
+		return;
+	snprintf(label, sizeof label, "%s", m->label);
+	if (strlen(label) > label_max && label_max > 0 && label_max < sizeof label) {
+		label[label_max - 1] = '~';
+		label[label_max] = '\0';
+	}
+	tui_fmt_time(t, sizeof t, m->t);
+	if (terse)
+		snprintf(buf, n, " @%s", label);
+	else
+		snprintf(buf, n, " mark %s (%s)", label, t);
+}
+
+static void status_line(struct tui_ui *u, int level, size_t label_max, char *line, size_t n)
+{
+	char t[32], hb[40] = "", view[96], note[64], mark[TUI_INPUT_MAX + 48];
+	tui_fmt_time(t, sizeof t, u->cursor);
+	view_name(u, level >= SHORT_VIEW, view, sizeof view);
+	lack_note(u->lacks, level >= SHORT_WORDS, note, sizeof note);
+	mark_note(u, level >= SHORT_WORDS, label_max, mark, sizeof mark);
+	if (level < NO_MIB) {
+		strcpy(hb, " (");
+		tui_fmt_bytes(hb + 2, sizeof hb - 3, u->live_bytes);
+		strcat(hb, ")");
+	}
+	snprintf(line, n, " t=%s %s%" PRId64 " B%s %" PRId64 " %s %" PRId64 " allocs%s%s [%s]", t,
+	         level >= NO_LIVE ? "" : "live ", u->live_bytes, hb, u->live_objects,
+	         level >= SHORT_WORDS ? "obj" : "objects", u->allocs, note, mark, view);
 }
 
 static void draw_status(struct tui_ui *u, int y)
 {
-	char t[32], hb[40], view[96], note[64], line[512];
-	tui_fmt_time(t, sizeof t, u->cursor);
-	view_name(u, view, sizeof view);
-	lack_note(u->lacks, note, sizeof note);
-	/* The size in binary units goes first when the line does not fit. */
-	for (int terse = 0; terse < 2; terse++) {
-		hb[0] = '\0';
-		if (!terse) {
-			strcpy(hb, " (");
-			tui_fmt_bytes(hb + 2, sizeof hb - 3, u->live_bytes);
-			strcat(hb, ")");
-		}
-		snprintf(line, sizeof line, " t=%s live %" PRId64 " B%s %" PRId64 " objects %" PRId64
-		         " allocs%s [%s]", t, u->live_bytes, hb, u->live_objects, u->allocs, note,
-		         view);
+	char line[1024];
+	int level = FULL;
+	for (; level < NLEVELS; level++) {
+		status_line(u, level, TUI_INPUT_MAX, line, sizeof line);
 		if ((int)strlen(line) <= COLS)
 			break;
+	}
+	if (level == NLEVELS) {     /* still too long: the mark's label gives way */
+		level = NLEVELS - 1;
+		size_t over = strlen(line) - (size_t)COLS;
+		const struct q_mark *m = tui_mark_before(u);
+		size_t len = m ? strlen(m->label) : 0;
+		status_line(u, level, len > over + 1 ? len - over : 1, line, sizeof line);
 	}
 	attr_t a = u->color ? COLOR_PAIR(TUI_PAIR_STATUS) : A_REVERSE;
 	wattron(stdscr, a);
@@ -134,38 +194,56 @@ static void draw_status(struct tui_ui *u, int y)
 	wattroff(stdscr, a);
 }
 
-/* The flags of the whole process: "  DAMAGED (read to 8s)" ... */
-static void process_flags(const struct q_process *p, char *buf, size_t n)
+/* The flags of the whole process: "  DAMAGED (read to 8s)" ..., terse
+ * "  DAMAGED@8s". */
+static void process_flags(const struct q_process *p, bool terse, char *buf, size_t n)
 {
 	char t[32];
 	size_t len = 0;
 	buf[0] = '\0';
 	if (p->damaged) {
 		tui_fmt_time(t, sizeof t, p->t_damaged);
-		len += (size_t)snprintf(buf + len, n - len, "  DAMAGED (read to %s)", t);
+		len += (size_t)snprintf(buf + len, n - len, terse ? "  DAMAGED@%s"
+		                        : "  DAMAGED (read to %s)", t);
 	}
 	if (p->t_loss != Q_NEVER && len < n) {
 		tui_fmt_time(t, sizeof t, p->t_loss);
-		len += (size_t)snprintf(buf + len, n - len, "  EVENTS LOST (from %s)", t);
+		len += (size_t)snprintf(buf + len, n - len, terse ? "  LOST@%s"
+		                        : "  EVENTS LOST (from %s)", t);
 	}
 	if (p->inherited == Q_INHERITED_UNKNOWN && len < n)
-		snprintf(buf + len, n - len, "  INHERITED BLOCKS UNKNOWN");
+		snprintf(buf + len, n - len, terse ? "  INHERITED?" : "  INHERITED BLOCKS UNKNOWN");
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+	return b && b[1] ? b + 1 : path;
+}
+
+static void title_line(const struct tui_ui *u, int level, char *line, size_t n)
+{
+	char dur[32], pb[32], pt[32], proc[128] = "", flags[128];
+	tui_fmt_time(dur, sizeof dur, u->t_end - u->t_start);
+	tui_fmt_bytes(pb, sizeof pb, u->peak_bytes);
+	tui_fmt_time(pt, sizeof pt, u->peak_t);
+	if (u->nprocs > 1)            /* which one of the run's processes */
+		snprintf(proc, sizeof proc, "  %s [pid %lld]", base_name(u->exe), (long long)u->pid);
+	process_flags(u->proc, level >= SHORT_WORDS, flags, sizeof flags);
+	snprintf(line, n, "%s%s%s%s  %s%s  peak %s%s%s%s", level >= SHORT_VIEW ? "" : "trace-tui ",
+	         level >= NO_MIB ? base_name(u->dbname) : u->dbname, proc, flags,
+	         level >= SHORT_WORDS ? "" : "duration ", dur, pb, level >= SHORT_WORDS ? "@" : " at ",
+	         pt, level == FULL ? "  (? for help)" : "");
 }
 
 static void draw_title(const struct tui_ui *u)
 {
-	char dur[32], pb[32], pt[32], proc[128] = "", flags[128], line[512];
-	tui_fmt_time(dur, sizeof dur, u->t_end - u->t_start);
-	tui_fmt_bytes(pb, sizeof pb, u->peak_bytes);
-	tui_fmt_time(pt, sizeof pt, u->peak_t);
-	if (u->nprocs > 1) {          /* which one of the run's processes */
-		const char *base = strrchr(u->exe, '/');
-		snprintf(proc, sizeof proc, "  %s [pid %lld]", base ? base + 1 : u->exe,
-		         (long long)u->pid);
+	char line[1024];
+	for (int level = FULL; level < NLEVELS; level++) {
+		title_line(u, level, line, sizeof line);
+		if ((int)strlen(line) <= COLS)
+			break;
 	}
-	process_flags(u->proc, flags, sizeof flags);
-	snprintf(line, sizeof line, "trace-tui %s%s%s  duration %s  peak %s at %s  (? for help)",
-	         u->dbname, proc, flags, dur, pb, pt);
 	mvhline(0, 0, ' ', COLS);
 	attron(A_BOLD);
 	mvaddnstr(0, 0, line, COLS);
@@ -177,21 +255,113 @@ static void pct(char *buf, size_t n, int64_t v, int64_t total)
 	if (total == 0)
 		snprintf(buf, n, "%s", "");
 	else
-		snprintf(buf, n, "%5.1f%%", 100.0 * (double)v / (double)total);
+		snprintf(buf, n, "%.1f%%", 100.0 * (double)v / (double)total);
+}
+
+/* The table's number columns, each as wide as its widest value or header,
+ * so that the names get what is left. */
+enum { C_FLAT, C_PCT, C_CUM, C_OBJECTS, C_ALLOCS, NCOLS };
+
+struct cols { int w[NCOLS]; int name_x; };
+
+static void row_cells(const struct tui_row *r, int64_t total, char cell[NCOLS][32])
+{
+	snprintf(cell[C_FLAT], 32, "%" PRId64, r->flat);
+	pct(cell[C_PCT], 32, r->flat, total);
+	snprintf(cell[C_CUM], 32, "%" PRId64, r->cum);
+	snprintf(cell[C_OBJECTS], 32, "%" PRId64, r->objects);
+	snprintf(cell[C_ALLOCS], 32, "%" PRId64, r->allocs);
+}
+
+static void table_cols(const struct tui_ui *u, const char *const head[NCOLS], struct cols *c)
+{
+	size_t n;
+	const struct tui_row *rows = tui_model_rows(u->model, &n);
+	int64_t total = tui_model_total(u->model);
+	char cell[NCOLS][32];
+	for (int k = 0; k < NCOLS; k++)
+		c->w[k] = (int)strlen(head[k]);
+	for (size_t i = 0; i < n; i++) {
+		row_cells(&rows[i], total, cell);
+		for (int k = 0; k < NCOLS; k++)
+			if ((int)strlen(cell[k]) > c->w[k])
+				c->w[k] = (int)strlen(cell[k]);
+	}
+	c->name_x = NAME_GAP - 1;
+	for (int k = 0; k < NCOLS; k++)
+		c->name_x += c->w[k] + 1;
+}
+
+/* A row's number cells, right-aligned in their columns. */
+static void put_cells(int y, const struct cols *c, char cell[NCOLS][32])
+{
+	int x = 0;
+	for (int k = 0; k < NCOLS; k++) {
+		mvprintw(y, x, "%*s", c->w[k], cell[k]);
+		x += c->w[k] + 1;
+	}
+}
+
+/* The name column (or a stack or mark line) from character hscroll on, like
+ * less -S, but a text scrolls only as far as its end shows and one that fits
+ * never moves. An ellipsis at an edge says that the text goes on past it. */
+static void put_name(const struct tui_ui *u, int y, int x, const char *text)
+{
+	int room = COLS - x, len = (int)strlen(text);
+	if (room < 1)
+		return;
+	int max = len > room ? len - room + 1 : 0;
+	int off = u->hscroll < max ? u->hscroll : max;
+	mvaddnstr(y, x, text + off, room);
+	const char *more = u->utf8 ? "\u2026" : "$";
+	if (off > 0)
+		mvaddstr(y, x, more);
+	if (len - off > room)
+		mvaddstr(y, COLS - 1, more);
+}
+
+/* Indentation, expansion sign and name of a row. */
+static void name_text(const struct tui_ui *u, const struct tui_row *row, int room,
+                      char *buf, size_t n)
+{
+	int ind = row->depth * INDENT_STEP, max = room / INDENT_ROOM_DIV;
+	ind = ind > MAX_INDENT ? MAX_INDENT : ind;
+	ind = ind > max ? max : ind;
+	const char *mark = !u->tree ? "" : !row->has_children ? "  " : row->expanded ? "- " : "+ ";
+	snprintf(buf, n, "%*s%s%s", ind, "", mark, tui_data_fn_name(u->d, row->fn));
 }
 
 static void draw_table(struct tui_ui *u, int y, int nrows)
 {
 	size_t n;
 	const struct tui_row *rows = tui_model_rows(u->model, &n);
-	char line[1024], fp[16];
+	char text[1024], cell[NCOLS][32];
+	const char *const head[NCOLS] = { u->tree ? "self" : "flat", u->tree ? "self%" : "flat%",
+	                                   "cum", "objects", "allocs" };
+	struct cols c;
+	table_cols(u, head, &c);
+	int room = COLS - c.name_x;
+
+	/* No scrolling past the end of the longest name. */
+	int longest = 0;
+	for (size_t i = 0; i < n; i++) {
+		name_text(u, &rows[i], room, text, sizeof text);
+		if ((int)strlen(text) > longest)
+			longest = (int)strlen(text);
+	}
+	if (u->hscroll > longest - room + 1)
+		u->hscroll = longest - room + 1;
+	if (u->hscroll < 0)
+		u->hscroll = 0;
 
 	attron(A_UNDERLINE);
-	snprintf(line, sizeof line, "%12s %6s %12s %9s %10s  %s", u->tree ? "self" : "flat",
-	         u->tree ? "self%" : "flat%", "cum", "objects", "allocs",
-	         u->tree ? "call tree (Enter expands)" : "function");
 	mvhline(y, 0, ' ', COLS);
-	mvaddnstr(y, 0, line, COLS);
+	for (int k = 0; k < NCOLS; k++)
+		snprintf(cell[k], sizeof cell[k], "%s", head[k]);
+	put_cells(y, &c, cell);
+	static const char tree_long[] = "call tree (Enter expands)";
+	mvaddnstr(y, c.name_x, !u->tree ? "function" : room >= (int)sizeof tree_long - 1 ? tree_long
+	                                  : "call tree", room);
 	attroff(A_UNDERLINE);
 
 	if (u->sel >= n)
@@ -211,24 +381,16 @@ static void draw_table(struct tui_ui *u, int y, int nrows)
 				mvaddnstr(y + 1, 0, "  (nothing live in this view)", COLS);
 			continue;
 		}
-		const struct tui_row *row = &rows[i];
-		pct(fp, sizeof fp, row->flat, total);
-		int ind = row->depth * INDENT_STEP;
-		ind = ind > MAX_INDENT ? MAX_INDENT : ind;
-		const char *mark = !u->tree ? "" : !row->has_children ? "  "
-		                   : row->expanded ? "- " : "+ ";
-		snprintf(line, sizeof line, "%12" PRId64 " %6s %12" PRId64 " %9" PRId64 " %10" PRId64
-		         "  %*s%s%s", row->flat, fp, row->cum, row->objects, row->allocs,
-		         ind, "", mark, tui_data_fn_name(u->d, row->fn));
-		if (i == u->sel)
-			attron(A_REVERSE);
-		mvaddnstr(y + 1 + r, 0, line, COLS);
 		if (i == u->sel) {
-			int len = (int)strlen(line);
-			if (len < COLS)
-				mvhline(y + 1 + r, len, ' ', COLS - len);
-			attroff(A_REVERSE);
+			attron(A_REVERSE);
+			mvhline(y + 1 + r, 0, ' ', COLS);
 		}
+		row_cells(&rows[i], total, cell);
+		put_cells(y + 1 + r, &c, cell);
+		name_text(u, &rows[i], room, text, sizeof text);
+		put_name(u, y + 1 + r, c.name_x, text);
+		if (i == u->sel)
+			attroff(A_REVERSE);
 	}
 }
 
@@ -263,46 +425,136 @@ static void draw_stack(struct tui_ui *u, int y, int nrows)
 			snprintf(line, sizeof line, "  #%-2d %s  0x%" PRIx64, k, f->function, f->ip);
 		if (f->fn == rows[u->sel].fn)
 			attron(A_BOLD);
-		mvaddnstr(y + 1 + k, 0, line, COLS);
+		put_name(u, y + 1 + k, 0, line);
 		attroff(A_BOLD);
 	}
 }
 
+/* At most HELP_COLS wide: it is read whole in a 60-column terminal. */
 static const char *const help_text[] = {
 	"trace-tui keys",
-	"  Left / Right       move the cursor one chart column",
-	"  Shift+Left/Right   ten columns (also PgUp / PgDn)",
-	"  Home / End         start / end of the trace",
-	"  p                  jump to the peak",
-	"  m / M              next / previous mark",
-	"  [ / ]              window start / end at the cursor; the main pane shows it",
-	"  g / w              window shows growth (live at end - live at start) / steady",
-	"                     (allocated inside the window and still live at its end)",
-	"  c                  clear the window: back to the snapshot at the cursor",
-	"  Up / Down, u / d   select a row, a page of rows up / down",
-	"  Enter / Space      expand or collapse a tree node",
-	"  t                  tree (top-down) or flat (bottom-up by function)",
-	"  s                  sort by bytes, objects, allocations",
-	"  f                  show or hide the selected row's stack with file:line",
-	"  / , n              search a function, next match",
-	"  e                  export the current view to a .heap file",
-	"  ?                  this help           q   quit",
-	"flat: the function's own bytes; cum: with its callees; objects and allocs",
-	"(allocations so far) are the function's own.",
-	"Status \"! after loss / after damage / stopped\": the live set at the cursor may",
-	"lack blocks (events lost, trace cut, recording stopped: shaded on the chart).",
-	"Press any key.",
+	"  Left / Right      move the cursor one chart column",
+	"  Shift+Left/Right  ten columns (also PgUp / PgDn)",
+	"  Home / End        start / end of the trace",
+	"  p                 jump to the peak",
+	"  a                 go to a time (30s, 1.5m, 45%, mark:L)",
+	"  m / M             next / previous mark",
+	"  l                 list the marks; Enter goes to one",
+	"  P                 the next process of the database",
+	"  [ / ]             window start / end at the cursor:",
+	"                    the main pane shows the window",
+	"  g / w             window shows growth (live at end -",
+	"                    live at start) / steady (allocated",
+	"                    inside, still live at its end)",
+	"  c                 clear the window: back to the snapshot",
+	"  Up / Down, u / d  select a row, a page up / down",
+	"  < / >             scroll the function names sideways",
+	"  Enter / Space     expand or collapse a tree node",
+	"  t                 tree (top-down) or flat (by function)",
+	"  s                 sort by bytes, objects, allocations",
+	"  f                 the selected row's stack, file:line",
+	"  / , n             search a function, next match",
+	"  e                 export the view (.heap .pb.gz",
+	"                    .folded .txt: the name's extension)",
+	"  ?                 this help         q   quit",
+	"flat: the function's own bytes; cum: with its callees;",
+	"objects and allocs (allocations so far): its own.",
+	"A snapshot lists only what has something live.",
+	"Status: the mark at or before the cursor (@label when",
+	"short); \"! after loss / after damage / stopped\": the",
+	"live set may lack blocks (events lost, trace cut,",
+	"recording stopped: shaded on the chart, ( and ) mark",
+	"where it stopped and started again).",
 };
 
-static void draw_help(void)
+int tui_screen_help_lines(void)
 {
-	int n = (int)(sizeof help_text / sizeof help_text[0]);
-	for (int r = 0; r < LINES; r++) {
-		move(r, 0);
+	return (int)(sizeof help_text / sizeof help_text[0]);
+}
+
+static void draw_help(struct tui_ui *u)
+{
+	int n = tui_screen_help_lines(), rows = LINES - 1;
+	if (u->help_top > n - rows)
+		u->help_top = n - rows;
+	if (u->help_top < 0)
+		u->help_top = 0;
+	for (int r = 0; r < rows && u->help_top + r < n; r++)
+		mvaddnstr(r, 0, help_text[u->help_top + r], COLS);
+	mvaddnstr(LINES - 1, 0, n > rows ? "Up/Down: scroll, any other key: close"
+	                                  : "Press any key.", COLS);
+}
+
+/* The marks with their times, over the main pane; the selected one is
+ * where Enter goes. */
+static void draw_marks(struct tui_ui *u, int y, int nrows)
+{
+	char t[32], line[TUI_INPUT_MAX + 64];
+	for (int r = 0; r <= nrows; r++) {
+		move(y + r, 0);
 		clrtoeol();
-		if (r < n)
-			mvaddnstr(r, 0, help_text[r], COLS);
 	}
+	attron(A_UNDERLINE);
+	mvhline(y, 0, ' ', COLS);
+	mvaddnstr(y, 0, u->nmarks ? "marks (Enter: go, Esc: close)" : "no marks", COLS);
+	attroff(A_UNDERLINE);
+	size_t top = u->mark_sel >= (size_t)nrows ? u->mark_sel - (size_t)nrows + 1 : 0;
+	for (int r = 0; r < nrows && top + (size_t)r < u->nmarks; r++) {
+		size_t i = top + (size_t)r;
+		tui_fmt_time(t, sizeof t, u->marks[i].t);
+		snprintf(line, sizeof line, "%12s  %s", t, u->marks[i].label);
+		if (i == u->mark_sel)
+			attron(A_REVERSE);
+		put_name(u, y + 1 + r, 0, line);
+		if (i == u->mark_sel)
+			attroff(A_REVERSE);
+	}
+}
+
+/* The key hints that fit on the last row, most useful first. */
+static void draw_hints(void)
+{
+	static const char *const hint[] = {
+		"?:help", "q:quit", "arrows:step", "a:go to", "m:mark", "l:marks", "p:peak",
+		"[ ]:window", "t:tree", "<>:scroll", "s:sort", "/:find", "e:export",
+	};
+	int x = 0;
+	for (size_t i = 0; i < sizeof hint / sizeof *hint; i++) {
+		int len = (int)strlen(hint[i]);
+		if (x + len > COLS)
+			break;
+		mvaddstr(LINES - 1, x, hint[i]);
+		x += len + 1;
+	}
+}
+
+static const char *prompt_text(const struct tui_ui *u, char *buf, size_t n)
+{
+	switch (u->prompt) {
+	case TUI_PROMPT_SEARCH:  return "/";
+	case TUI_PROMPT_EXPORT:  return "export (.heap .pb.gz .folded .txt): ";
+	case TUI_PROMPT_GOTO:    return "go to (30s, 45%, mark:L, end): ";
+	case TUI_PROMPT_REPLACE:
+		snprintf(buf, n, "%s exists: replace it? (y/N) ", u->export_path);
+		return buf;
+	case TUI_PROMPT_NONE:    break;
+	}
+	return "";
+}
+
+/* The prompt and what is typed; when too long, the end of the input shows. */
+static void draw_prompt(const struct tui_ui *u)
+{
+	char buf[TUI_INPUT_MAX + 64];
+	const char *p = prompt_text(u, buf, sizeof buf);
+	int plen = (int)strlen(p), ilen = (int)strlen(u->input);
+	int room = COLS - 1 - plen;          /* the terminal's cursor takes the last cell */
+	if (room < 1) {
+		mvaddnstr(LINES - 1, 0, p + (plen - (COLS - 1)), COLS - 1);
+		return;
+	}
+	mvaddstr(LINES - 1, 0, p);
+	addstr(u->input + (ilen > room ? ilen - room : 0));
 }
 
 void tui_screen_draw(struct tui_ui *u)
@@ -314,7 +566,7 @@ void tui_screen_draw(struct tui_ui *u)
 		return;
 	}
 	if (u->help) {
-		draw_help();
+		draw_help(u);
 		refresh();
 		return;
 	}
@@ -336,21 +588,22 @@ void tui_screen_draw(struct tui_ui *u)
 
 	int ty = table_y() - 1;
 	int nrows = tui_screen_table_rows(u);
-	draw_table(u, ty, nrows);
-	if (u->show_stack)
-		draw_stack(u, ty + 1 + nrows, LINES - 1 - (ty + 1 + nrows));
+	if (u->mark_list) {
+		draw_marks(u, ty, LINES - 2 - ty);
+	} else {
+		draw_table(u, ty, nrows);
+		if (u->show_stack)
+			draw_stack(u, ty + 1 + nrows, LINES - 1 - (ty + 1 + nrows));
+	}
 
 	move(LINES - 1, 0);
 	clrtoeol();
-	if (u->prompt) {
-		mvprintw(LINES - 1, 0, "%s%s", u->prompt == TUI_PROMPT_SEARCH ? "/" : "export .heap to: ",
-		         u->input);
-		curs_set(1);
-	} else {
-		curs_set(0);
-		mvaddnstr(LINES - 1, 0, u->msg[0] ? u->msg
-		          : "?:help q:quit arrows:step p:peak m:mark [ ]:window t:tree s:sort /:find e:export",
-		          COLS);
-	}
+	curs_set(u->prompt ? 1 : 0);
+	if (u->prompt)
+		draw_prompt(u);
+	else if (u->msg[0])
+		mvaddnstr(LINES - 1, 0, u->msg, COLS);
+	else
+		draw_hints();
 	refresh();
 }

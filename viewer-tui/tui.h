@@ -45,14 +45,18 @@ struct tui_data;                                   /* opaque, see data.c */
 
 /* Opens path, checks it is a complete heapreel database whose process (pid,
  * or the run's program if pid < 0: q_default_process) made at least one
- * allocation; on failure
- * returns NULL and writes one line naming the file into err. */
-struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t errn);
+ * allocation; on failure returns NULL, writes one line naming the file into
+ * err and sets *no_pid when the database has no process pid. */
+struct tui_data *tui_data_open(const char *path, int64_t pid, bool *no_pid, char *err,
+                               size_t errn);
 void tui_data_close(struct tui_data *d);
 
 /* The process shown (its executable may be "") and how many the database
  * holds. */
 void tui_data_process(const struct tui_data *d, int64_t *pid, const char **exe, size_t *nprocs);
+/* The process after pid in the database's order (q_processes), wrapping
+ * round; pid itself when it is the only one. */
+int64_t tui_data_next_pid(const struct tui_data *d, int64_t pid);
 /* The process's span, its peak, timeline (bucket start, max bytes) and marks. */
 void tui_data_span(const struct tui_data *d, int64_t *t_start, int64_t *t_end);
 void tui_data_peak(const struct tui_data *d, int64_t *t, int64_t *bytes);
@@ -66,7 +70,8 @@ const struct q_span *tui_data_stopped(const struct tui_data *d, size_t *n);
 /* What the snapshot at t lacks: Q_LACK_* bits (q_lacks). */
 unsigned tui_data_lacks(struct tui_data *d, int64_t t);
 
-/* Parses a time spec as trace-snap does ("30s", "45%", "mark:L", "end"). */
+/* Parses a time spec as trace-snap does ("30s", "45%", "mark:L", "end"):
+ * 0, or q_time's failure (Q_NOT_FOUND: well formed, but not in the data). */
 int tui_data_time(struct tui_data *d, const char *spec, int64_t *t, char *err, size_t errn);
 
 /* A view: TUI_SNAPSHOT reads t2 only, the others the window (t1, t2].
@@ -79,9 +84,12 @@ int tui_data_stack(struct tui_data *d, int64_t stack_id, const struct q_frame **
 const char *tui_data_fn_name(const struct tui_data *d, int fn);
 int tui_data_fn_count(const struct tui_data *d);
 
-/* Writes a view as a gperftools .heap file; refuses an existing path. */
+/* Writes a view to path in the format its extension names (.heap, .pb.gz,
+ * .folded, .txt). Returns 0, -1 with err set, or TUI_EXPORT_EXISTS when path
+ * exists and replace is false. Never writes over the database itself. */
+#define TUI_EXPORT_EXISTS 1
 int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t t2,
-                    const char *path, char *err, size_t errn);
+                    const char *path, bool replace, char *err, size_t errn);
 
 /* Colour pairs, set up by screen.c when colours are used. */
 enum { TUI_PAIR_BAR = 1, TUI_PAIR_CURSOR, TUI_PAIR_PEAK, TUI_PAIR_MARK, TUI_PAIR_STATUS };
@@ -135,9 +143,10 @@ struct tui_model;
 struct tui_model *tui_model_new(void);
 void tui_model_free(struct tui_model *m);
 
-/* Rebuilds rows from a view; frames come from the data cache. */
+/* Rebuilds rows from a view; frames come from the data cache. live_only
+ * (a snapshot) leaves out rows with no live byte and no live object. */
 int tui_model_build(struct tui_model *m, struct tui_data *d, const struct tui_sv *sv,
-                    size_t n, bool tree, enum tui_sort sort);
+                    size_t n, bool tree, enum tui_sort sort, bool live_only);
 const struct tui_row *tui_model_rows(const struct tui_model *m, size_t *n);
 int64_t tui_model_total(const struct tui_model *m);       /* sum of bytes */
 /* Flips a tree node's expansion; rows are rebuilt by the next build. */
@@ -157,7 +166,9 @@ int64_t tui_model_stack_of(const struct tui_model *m, struct tui_data *d, const 
 #define TUI_INPUT_MAX 256
 #define TUI_MSG_MAX   1024     /* room for an error line of q plus our words */
 
-enum tui_prompt { TUI_PROMPT_NONE, TUI_PROMPT_SEARCH, TUI_PROMPT_EXPORT };
+enum tui_prompt {
+	TUI_PROMPT_NONE, TUI_PROMPT_SEARCH, TUI_PROMPT_EXPORT, TUI_PROMPT_REPLACE, TUI_PROMPT_GOTO
+};
 
 struct tui_ui {
 	struct tui_data *d;
@@ -187,10 +198,15 @@ struct tui_ui {
 	size_t sel, top;            /* selected row, first row shown */
 	int sel_fn, sel_node;       /* the selection, kept across rebuilds */
 	bool show_stack, help, utf8, color;
+	int help_top;               /* first help line shown */
+	int hscroll;                /* columns of function names scrolled away */
+	bool mark_list;             /* the list of marks is open */
+	size_t mark_sel;            /* its selected mark */
 
 	enum tui_prompt prompt;     /* what the line being read is for */
 	char input[TUI_INPUT_MAX];
 	char search[TUI_INPUT_MAX];
+	char export_path[TUI_INPUT_MAX];   /* waiting for "replace?" */
 	char msg[TUI_MSG_MAX];
 };
 
@@ -203,5 +219,9 @@ int tui_screen_table_rows(const struct tui_ui *u);
 /* Chart columns at the current size. */
 int tui_screen_chart_cols(void);
 void tui_screen_draw(struct tui_ui *u);
+/* Lines of the help text (for scrolling it). */
+int tui_screen_help_lines(void);
+/* The mark at the cursor or the nearest before it; NULL if none. */
+const struct q_mark *tui_mark_before(const struct tui_ui *u);
 
 #endif

@@ -48,27 +48,80 @@ with tt.Tmux([TUI, DB]) as tm:
     tt.wait_status(tm)
     tm.keys("p")
     tt.wait_status(tm, lambda st: st[0] == "6")
-    tm.keys("e")
-    tm.wait(r"export \.heap to:")
+    tm.keys("e", "C-u")
+    tm.wait(r"^export \(\.heap \.pb\.gz \.folded \.txt\):\s*$")
     tm.text(peak)
     tm.keys("Enter")
     tm.wait(r"wrote " + re.escape(peak))
     assert heap_totals(peak)[:3] == (tt.PEAK_OBJECTS, tt.PEAK_BYTES, 10), heap_totals(peak)
     assert os.stat(peak).st_mode & 0o077 == 0, oct(os.stat(peak).st_mode)
-    # An existing file is never replaced.
-    tm.keys("e")
+    # An existing file is replaced only when the user says so.
+    before = open(peak).read()
+    tm.keys("e", "C-u")
     tm.text(peak)
     tm.keys("Enter")
-    tm.wait(r"already exists")
+    tm.wait(re.escape(peak) + r" exists: replace it\? \(y/N\)")
+    tm.keys("n")
+    tm.wait(re.escape(peak) + r" kept, nothing written")
+    assert open(peak).read() == before
     tm.keys("Home", "[", "m", "]")
     tt.wait_status(tm, lambda st: st[4].startswith("growth 0s..4.8s"))
-    tm.keys("e")
+    tm.keys("e", "C-u")
     tm.text(growth)
     tm.keys("Enter")
     tm.wait(r"wrote " + re.escape(growth))
 g = heap_totals(growth)
 assert g[:2] == (7, 4 * MIB + 300), g
 print("exported", peak, heap_totals(peak), growth, g)
+
+# The prompt proposes a name from the database and the instant (in the
+# directory trace-tui runs in); the extension typed chooses the format; the
+# database itself is never written over, even when the user says yes.
+OUT = hrtest.tmpdir("tui-export-out")
+with tt.Tmux([TUI, "--at", "6s", DB], cwd=OUT) as tm:
+    tt.wait_status(tm, lambda st: st[0] == "6")
+    tm.keys("e")
+    tm.wait(r"^export \(\.heap \.pb\.gz \.folded \.txt\): phases-6s\.heap\s*$")
+    tm.keys("Enter")
+    tm.wait(r"^wrote phases-6s\.heap\s*$")
+    assert heap_totals(os.path.join(OUT, "phases-6s.heap"))[:2] == (tt.PEAK_OBJECTS, tt.PEAK_BYTES)
+    tm.keys("Home", "[", "m", "]")
+    tt.wait_status(tm, lambda st: st[4].startswith("growth 0s..4.8s"))
+    tm.keys("e")
+    tm.wait(r"phases-growth-0s-4\.8s\.heap\s*$")
+    for ext in ("folded", "txt", "pb.gz"):
+        tm.keys("BSpace", "BSpace", "BSpace", "BSpace")
+        tm.text(ext)
+        tm.keys("Enter")
+        tm.wait(r"^wrote phases-growth-0s-4\.8s\.%s\s*$" % re.escape(ext))
+        tm.keys("e")
+        tm.wait(r"phases-growth-0s-4\.8s\.heap\s*$")
+    tm.keys("C-u")
+    tm.text("view.xyz")
+    tm.keys("Enter")
+    tm.wait(r"export failed: view\.xyz: unknown extension \(use \.heap, \.pb\.gz, \.folded or \.txt\)")
+    link = os.path.join(OUT, "db.heap")
+    os.symlink(DB, link)
+    size = os.path.getsize(DB)
+    tm.keys("e", "C-u")
+    tm.text(link)
+    tm.keys("Enter")
+    tm.wait(r"export failed: .*db\.heap: is the database being read, not overwritten")
+    assert os.path.getsize(DB) == size and os.path.islink(link)
+base = os.path.join(OUT, "phases-growth-0s-4.8s.")
+with open(base + "folded") as f:
+    folded = f.read()
+# Growth 0..4.8 s: alloc_big 4 MiB and alloc_small 300 B, whole stacks root first.
+assert folded == ("_start;main;grow_phase;alloc_big %d\n_start;main;grow_phase;alloc_small 300\n"
+                  % (4 * MIB)), folded
+with open(base + "txt") as f:
+    text = f.read()
+assert re.search(r"\b%d\b.*alloc_big" % (4 * MIB), text), text
+with open(base + "pb.gz", "rb") as f:
+    assert f.read(2) == b"\x1f\x8b"
+for ext in ("folded", "txt", "pb.gz"):
+    assert os.stat(base + ext).st_mode & 0o077 == 0, ext
+print("proposed name, formats by extension, database refused:", sorted(os.listdir(OUT)))
 
 pprof = shutil.which("google-pprof")
 if not pprof:

@@ -52,10 +52,18 @@ with tt.Tmux([TUI, "--at", "9s", DB], width=WIDTH, height=HEIGHT) as tm:
     row = top_row(scr)
     shade = [i - X0 for i, ch in enumerate(row) if ch == "\u2591"]
     assert shade == shaded_cols(STOP, START) and len(shade) == 12, (shade, row)
+    # On the axis "(" and ")" enclose the stopped span (NCOL columns: 1 s is 11).
+    axis = scr.splitlines()[tt.STATUS_ROW(scr) - 2]
+    assert axis.index("(") - X0 == STOP * NCOL // tt.T_END, axis
+    assert axis.index(")") - X0 == START * NCOL // tt.T_END, axis
     checks += 2
     tm.keys("Home")
     at(tm, "0", "")
-    tm.keys("m")                     # the user's mark at 4.8 s; the recorder's are not shown
+    tm.keys("m")                     # the recorder's stop and start marks, then the user's
+    at(tm, "2.2", "stopped")
+    tm.keys("m")
+    at(tm, "3.2", "")
+    tm.keys("m")
     at(tm, "4.8", "")
     tm.keys("End")
     at(tm, "10", "after loss, after damage")

@@ -6,7 +6,7 @@ and the stack pane name the known functions with file:line, `[`/`]` show the
 growth and the steady window, `s` sorts, `/` finds, `?` helps, a resize and
 an 80x24 terminal work, colours follow NO_COLOR, a terminal without UTF-8
 gets ASCII bars, --bench-steps reports its figures, and the title names
-the process shown when the database holds several.
+the process shown when the database holds several, which P cycles through.
 """
 import os
 import re
@@ -176,8 +176,12 @@ def test_help_resize_small_terminal():
         assert any("\u2588" in l for l in chart_rows(scr)), scr
         tm.keys("?")
         _, scr = tm.wait(r"trace-tui keys")
-        for k in ("p  ", "[ / ]", "g / w", "t  ", "/ , n", "e  ", "q  "):
+        for k in ("p  ", "[ / ]", "g / w", "t  ", "/ , n", "e  "):
             assert k in scr, (k, scr)
+        assert "Up/Down: scroll" in scr.splitlines()[23], scr
+        tm.keys("NPage", "NPage")     # the rest of the help, then its end
+        _, scr = tm.wait(r"^  \?\s+this help\s+q   quit")
+        assert scr.splitlines()[22] == "where it stopped and started again).", scr
         tm.keys("x")
         at(tm, "3", 3 * S)
         tm.resize(100, 30)
@@ -241,6 +245,32 @@ def test_process_in_title():
     c.close()
     with tt.Tmux([TUI, two]) as tm:
         _, scr = tt.wait_status(tm)
+        assert scr.splitlines()[0].startswith(
+            "trace-tui %s  phases [pid %d]  duration " % (two, tt.PID)), scr
+        tm.keys("P")                  # the helper allocated nothing: no switch
+        tm.wait(r"^no other process allocated anything")
+    # A second process that allocated: P shows it, and P again the first.
+    c = sqlite3.connect(two)
+    c.execute("INSERT INTO threads(pid, tid, name, t_first, t_last) VALUES(?,?,'helper',1,2)",
+              (tt.PID + 1, tt.PID + 1))
+    c.execute("INSERT INTO allocations VALUES(100, 1, NULL, 777, ?, ?, ?, 0x90000, 0, 0)",
+              (tt.BIG, tt.PID + 1, tt.PID + 1))
+    c.execute("INSERT INTO timeline VALUES(?, 0, 777, 1, 777, 1, 0)", (tt.PID + 1,))
+    c.commit()
+    c.close()
+    with tt.Tmux([TUI, "--at", "6s", two]) as tm:
+        tt.wait_status(tm, lambda st: st[0] == "6")
+        tm.keys("P")                  # its span is 1..2 ns: the cursor at its start
+        _, scr = tm.wait(r"^process %d" % (tt.PID + 1))
+        st = tt.status(scr)
+        assert st[0] == "0" and st[1:4] == (777, 1, 1), st
+        assert scr.splitlines()[0].startswith(
+            "trace-tui %s  helper [pid %d]  duration " % (two, tt.PID + 1)), scr
+        assert tt.row(scr, "alloc_big") == (777, 777, 1, 1), scr
+        tm.keys("P")
+        _, scr = tm.wait(r"^process %d" % tt.PID)
+        st = tt.status(scr)
+        assert st[0] == "0" and st[1:4] == (0, 0, 0), st
         assert scr.splitlines()[0].startswith(
             "trace-tui %s  phases [pid %d]  duration " % (two, tt.PID)), scr
 

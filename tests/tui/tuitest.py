@@ -151,7 +151,7 @@ class Tmux:
     server being killed must not meet the next one on its socket)."""
     count = 0
 
-    def __init__(self, argv, width=120, height=40, env=None):
+    def __init__(self, argv, width=120, height=40, env=None, cwd=None):
         if not shutil.which("tmux"):
             hrtest.skip("tmux is not installed")
         Tmux.count += 1
@@ -177,7 +177,7 @@ class Tmux:
         cmd = " ".join(shlex.quote(a) for a in ["env"] + envargs + argv)
         subprocess.run(self.base + ["start-server", ";", "set-option", "-g", "remain-on-exit", "on",
                                     ";", "new-session", "-d", "-x", str(width), "-y", str(height),
-                                    cmd], env=e, check=True)
+                                    "-c", cwd or os.getcwd(), cmd], env=e, check=True)
 
     def __enter__(self):
         return self
@@ -239,20 +239,29 @@ class Tmux:
         return out.strip() == "1"
 
 
-# The size in binary units is left out, then the view cut, when the
-# terminal is narrow. "! after loss, stopped": what the snapshot lacks.
-STATUS = re.compile(r"t=(\S+)s\s+live (-?\d+) B(?: \([^)]*\))?\s+(-?\d+) objects\s+(-?\d+) allocs"
-                    r"(?: ! ([^[]*[^[ ]))?(?:\s+\[([^\]]*)\]?)?")
+# A narrow terminal shortens the status line word by word (screen.c): the
+# size in binary units goes, then the view, "objects" and the mark's words,
+# then "live". "! after loss, stopped": what the snapshot lacks; "mark L (T)"
+# or "@L": the mark at or before the cursor.
+LACK = r"(?:(?:after )?(?:loss|damage)|stopped)"
+STATUS = re.compile(r"t=(\S+)s\s+(?:live )?(-?\d+) B(?: \([^)]*\))?\s+(-?\d+) obj(?:ects)?"
+                    r"\s+(-?\d+) allocs(?: ! (%s(?:, %s)*))?(?: (?:mark (.+?) \(([^)]*)\)|@(\S+)))?"
+                    r"(?: \[([^\]]*)\]?)?" % (LACK, LACK))
 
 
 def status(screen):
-    """(time string, live bytes, objects, allocations, view, what it lacks)
-    of the status line."""
+    """(time string, live bytes, objects, allocations, view, what it lacks,
+    the mark named) of the status line."""
     m = STATUS.search(screen)
     if not m:
         return None
-    return (m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(6) or "",
-            m.group(5) or "")
+    return (m.group(1), int(m.group(2)), int(m.group(3)), int(m.group(4)), m.group(9) or "",
+            m.group(5) or "", m.group(6) or m.group(8) or "")
+
+
+def STATUS_ROW(screen):
+    """The index of the status line among the screen's lines."""
+    return next(i for i, l in enumerate(screen.splitlines()) if STATUS.search(l))
 
 
 def wait_status(tm, pred=lambda st: True, timeout=30.0):
