@@ -707,7 +707,7 @@ def find_tools(build):
         p = os.path.join(build, *parts)
         return p if os.access(p, os.X_OK) else None
     tools = {
-        "librec": os.path.join(build, "recorder", "librec.so"),
+        "librec": os.path.join(build, "recorder", "libheapreel.so"),
         "dump": exe("trace-format", "trace-dump"),
         "import": exe("importer", "trace-import"),
         "snap": exe("queries", "trace-snap"),

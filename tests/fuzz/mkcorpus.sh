@@ -19,7 +19,7 @@ mkdir -p "$rdr" "$imp"
 rec() {   # NAME PROG ARGS...: records PROG into $tmp/NAME.trc
 	name=$1
 	shift
-	LD_PRELOAD=$b/recorder/librec.so REC_OUT=$tmp/$name.trc "$@" \
+	LD_PRELOAD=$b/recorder/libheapreel.so REC_OUT=$tmp/$name.trc "$@" \
 		>/dev/null 2>&1 || true
 }
 rec threads $b/tests/programs/threads 2 40
