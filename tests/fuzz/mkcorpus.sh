@@ -1,6 +1,6 @@
 #!/bin/sh
 # mkcorpus.sh - regenerates tests/fuzz/corpus/{reader,importer}/ from real
-# recordings of our test programs (librec.so preloaded) and crafted traces:
+# recordings of our test programs (libheapreel.so preloaded) and crafted traces:
 #   tests/fuzz/mkcorpus.sh BUILD FUZZBUILD
 # BUILD: a normal build with the recorder and the test programs;
 # FUZZBUILD: where build-fuzzers.sh put fz_pack. Each trace goes in twice:

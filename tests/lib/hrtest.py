@@ -201,7 +201,7 @@ def tmpdir(tag):
 
 
 def record(argv, trace, env=None, check=True, **kw):
-    """Run argv under librec.so writing `trace`; return CompletedProcess."""
+    """Run argv under libheapreel.so writing `trace`; return CompletedProcess."""
     e = dict(os.environ)
     e.update(env or {})
     e["LD_PRELOAD"] = LIBREC
