@@ -4,7 +4,8 @@ libheapreel.so, include/heapreel/rec.h, the demo program and the man pages
 under D/PREFIX, nothing with a generic name and nothing outside the
 prefix. From there, with the build tree out of reach of their lookups:
 - the installed trace-record preloads D's libheapreel.so (found relative to
-  itself), by an absolute path: `env` under it prints that LD_PRELOAD;
+  itself), by an absolute path: `env` under it prints that LD_PRELOAD (and
+  the build tree's, run as ./trace-record, the build's library);
 - forker recorded by it, imported by the installed trace-import and asked
   for its peak by the installed trace-snap gives the build tree's answer on
   the same traces: the parent's 5 blocks of 3001 bytes, Total 15005 B;
@@ -78,6 +79,13 @@ def installed(cmd, *args, ok=(0,), cwd=d):
 p = installed("trace-record", "-o", os.path.join(d, "env.trc"), "--", "env")
 preload = [line for line in p.stdout.splitlines() if line.startswith("LD_PRELOAD=")]
 assert preload == ["LD_PRELOAD=" + os.path.realpath(lib)], (preload, lib)
+
+# So does the build tree's, run by a relative path.
+rec_dir = os.path.dirname(hrtest.TRACE_RECORD)
+p = hrtest.run(["./trace-record", "-o", os.path.join(d, "env2.trc"), "--", "env"], cwd=rec_dir,
+               env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+preload = [line for line in p.stdout.splitlines() if line.startswith("LD_PRELOAD=")]
+assert preload == ["LD_PRELOAD=" + os.path.realpath(hrtest.LIBREC)], (preload, hrtest.LIBREC)
 
 # The installed pipeline gives the build tree's answer on the same traces.
 run = os.path.join(d, "run")
