@@ -3,7 +3,7 @@
 
 Builds the shared workloads of ../shared/bench (churn ~2.2 M and ~10 M
 allocation calls, the sqlite3 CLI on 150 k rows) and runs each one
-alternately without profiler, under librec.so, under heaptrack and under
+alternately without profiler, under libheapreel.so, under heaptrack and under
 `heaptrack -r` (record only), at least --runs times each. It prints, per
 workload: the median wall-time ratio vs the baseline with its min-max, trace
 bytes per event, the recorder's extra peak RSS and the issue-2 overhead
@@ -73,7 +73,7 @@ HEAPTRACK_FAILURE_SIGNS = ("bad_alloc", "terminate called", "Killed",
                            "Aborted", "Segmentation fault", "Broken pipe")
 
 VARIANTS = ("base", "rec", "ht", "htr")
-LABELS = {"base": "base", "rec": "librec.so", "ht": "heaptrack",
+LABELS = {"base": "base", "rec": "libheapreel.so", "ht": "heaptrack",
           "htr": "heaptrack -r"}
 
 
@@ -400,7 +400,7 @@ def bench_bounded(name, argv, tools, work, runs):
 
 def bench_bounded_memory(tools, work, runs, quick):
     """Bounded recording's cost in the program's memory: bounded_live run
-    alternately without profiler, under librec.so and under librec.so with
+    alternately without profiler, under libheapreel.so and under libheapreel.so with
     REC_MAX_SIZE=LIVE_MAX_SIZE; the medians of peak RSS and wall time, and
     the extra peak RSS per live block of the bounded recording over the
     unbounded one (the keymap) and over no profiler."""
@@ -513,7 +513,7 @@ def check_target(stats, t_base):
     return "%s (vs %s/%d)" % (verdict, what, div)
 
 
-TABLE = (("workload", "workload"), ("rec", "librec.so"), ("ht", "heaptrack"),
+TABLE = (("workload", "workload"), ("rec", "libheapreel.so"), ("ht", "heaptrack"),
          ("htr", "heaptrack -r"), ("bpe", "trace B/event"), ("rss", "extra RSS"),
          ("target", "overhead target"))
 
@@ -707,7 +707,7 @@ def find_tools(build):
         p = os.path.join(build, *parts)
         return p if os.access(p, os.X_OK) else None
     tools = {
-        "librec": os.path.join(build, "recorder", "librec.so"),
+        "librec": os.path.join(build, "recorder", "libheapreel.so"),
         "dump": exe("trace-format", "trace-dump"),
         "import": exe("importer", "trace-import"),
         "snap": exe("queries", "trace-snap"),

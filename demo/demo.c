@@ -51,7 +51,7 @@ struct entry {
 static struct entry *cache[CACHE_ENTRIES];
 static unsigned checksum; /* keeps the compiler from eliding malloc/free pairs */
 
-/* Resolved by the dynamic linker from the preloaded librec.so, else NULL. */
+/* Resolved by the dynamic linker from the preloaded libheapreel.so, else NULL. */
 extern void rec_mark(const char *label) __attribute__((weak));
 
 static void mark(const char *label)

@@ -5,7 +5,7 @@
  *
  * The sweep removes the sockets of processes that are gone (a killed
  * process cannot unlink its own); it is stdio- and allocation-free, as it
- * also runs inside librec.so (in the writer thread).
+ * also runs inside libheapreel.so (in the writer thread).
  *
  * Must never: follow a symlink to the directory, use one that another user
  * could write to, or remove the socket of a live process.

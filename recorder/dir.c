@@ -1,6 +1,6 @@
 /*
  * dir.c - the names in a directory, without opendir (which allocates):
- * getdents64 into a buffer on the stack. Shared by librec.so, which reads
+ * getdents64 into a buffer on the stack. Shared by libheapreel.so, which reads
  * directories inside a program (its own threads in /proc/self/task, the
  * control directory's stale sockets), and trace-ctl.
  *

@@ -1,5 +1,5 @@
 /*
- * interpose.c - the allocator entry points librec.so exports: malloc, free,
+ * interpose.c - the allocator entry points libheapreel.so exports: malloc, free,
  * calloc, realloc, reallocarray, posix_memalign, aligned_alloc, memalign,
  * valloc, pvalloc, and malloc_usable_size (passed through).
  *

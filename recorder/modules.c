@@ -16,7 +16,7 @@
  * lives less than one writer round is still recorded. dlopen is not
  * interposed: glibc's dlopen uses its caller's address to pick the
  * DT_RUNPATH and the namespace, and a wrapper would make that caller
- * librec.so, so a program's dlopen("libx.so") that relies on its RUNPATH
+ * libheapreel.so, so a program's dlopen("libx.so") that relies on its RUNPATH
  * would fail.
  *
  * Unloads matter to cfi.c's unwind rule cache: our dlclose brackets the

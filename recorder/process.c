@@ -1,5 +1,5 @@
 /*
- * process.c - the process-lifetime calls librec.so interposes so a trace is
+ * process.c - the process-lifetime calls libheapreel.so interposes so a trace is
  * closed cleanly when its process leaves without running destructors:
  * _exit and _Exit, and the exec family (execve, execv, execvp, execvpe,
  * execl, execle, execlp, fexecve).
@@ -9,7 +9,7 @@
  * session's O_EXCL naming picks <name>.1, ...). If exec fails the process
  * goes on and a new trace is started for it.
  *
- * exit() and a return from main need nothing here: librec.so's destructor
+ * exit() and a return from main need nothing here: libheapreel.so's destructor
  * (session.c) runs after the program's own destructors and atexit handlers.
  * Either way the threads still running go on being recorded until the
  * process really ends (rec_session_exit).

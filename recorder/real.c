@@ -1,5 +1,5 @@
 /*
- * real.c - finding the real allocator under librec.so, and the bootstrap
+ * real.c - finding the real allocator under libheapreel.so, and the bootstrap
  * arena that serves allocations while it is not found yet.
  *
  * dlsym(RTLD_NEXT) itself may call calloc/malloc (its error buffer) before

@@ -1,14 +1,14 @@
 /*
- * rec.h - control heapreel's recorder (librec.so) from inside the program
+ * rec.h - control heapreel's recorder (libheapreel.so) from inside the program
  * it records: start and stop recording, put a labelled mark on the
  * timeline, flush what is recorded so far to the trace file.
  *
- * The functions live in librec.so, which is preloaded (LD_PRELOAD,
+ * The functions live in libheapreel.so, which is preloaded (LD_PRELOAD,
  * trace-record), not linked. Two ways to call them without linking, so the
  * program runs unchanged when it is not being recorded:
  *
  *   #define REC_WEAK              // before the include: weak declarations
- *   #include <rec.h>
+ *   #include <heapreel/rec.h>   // installed there; "rec.h" in the source
  *   if (rec_mark) rec_mark("warm");
  *
  *   int (*mark)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "rec_mark");

@@ -1,10 +1,10 @@
 /*
- * rec_common.h - what librec.so shares with trace-record and trace-ctl:
+ * rec_common.h - what libheapreel.so shares with trace-record and trace-ctl:
  * the bounds of the recorder's options, stdio-free string helpers, and
  * where the control sockets live.
  *
  * Everything here is safe inside an allocation hook (no stdio, no
- * allocation, no locks), since librec.so uses it there too.
+ * allocation, no locks), since libheapreel.so uses it there too.
  */
 #ifndef HEAPREEL_REC_COMMON_H
 #define HEAPREEL_REC_COMMON_H

@@ -1,7 +1,7 @@
 /*
- * rec_internal.h - what the files of librec.so share with each other.
+ * rec_internal.h - what the files of libheapreel.so share with each other.
  *
- * librec.so is built with -fvisibility=hidden and a version script that
+ * libheapreel.so is built with -fvisibility=hidden and a version script that
  * exports only the interposed functions (librec.map), so nothing declared
  * here is visible to the traced program. Everything here runs inside an
  * arbitrary program's allocator calls: it must never call stdio, never
@@ -31,7 +31,7 @@
 /* initial-exec: a TLS access is one %fs-relative load, no __tls_get_addr
  * (which may allocate and take loader locks). */
 #define REC_TLS __thread __attribute__((tls_model("initial-exec")))
-/* The few symbols librec.so exports (librec.map lists them). */
+/* The few symbols libheapreel.so exports (librec.map lists them). */
 #define REC_EXPORT __attribute__((visibility("default")))
 /* Our descriptors live at or above this number, away from the low numbers
  * programs and shells pick for themselves (`exec 3>log`). */
@@ -326,7 +326,7 @@ unsigned rec_stack_capture_nested(void **buf, unsigned max);
  * `caller` the interposed function's return address: does it come from the
  * recorder's side, i.e. the real allocator the hook called calling another
  * entry point (glibc's reallocarray tail-calls realloc), or code the hook
- * runs? 1 if caller or the walk from it reaches librec.so; 0 if the walk
+ * runs? 1 if caller or the walk from it reaches libheapreel.so; 0 if the walk
  * stops first, as a signal handler's does at the signal frame. Same walk as
  * rec_stack_capture_nested. */
 int rec_stack_from_recorder(uintptr_t caller);

@@ -53,7 +53,7 @@
  * slot again, so a lookup goes on to the far table only when the near
  * window had none. (One 8 MiB table put each insert on its own page: 2 000
  * page faults and a cache miss per insert and per take in a sampled churn,
- * a third of librec's profile.) If an insert finds no room in either window
+ * a third of the recorder's profile.) If an insert finds no room in either window
  * the set has overflowed: from then on every free is recorded (correct,
  * only bigger: frees of unsampled blocks are unmatched frees for the
  * importer) and the heapreel.stats mark says so.

@@ -4,7 +4,7 @@
  * Fast path: a walk driven by the DWARF CFI rules cfi.c caches per return
  * address: per frame one probe of a per-thread cache (none when the frame is
  * where it was in this thread's previous walk) and two loads from the stack. The
- * recorder's own frames are left through their frame pointers (librec.so is
+ * recorder's own frames are left through their frame pointers (libheapreel.so is
  * built with -fno-omit-frame-pointer), which gives the call site's return
  * address, stack pointer and frame pointer without unw_getcontext.
  * If any frame's rule is not expressible (cfi.c says when), or a step does
@@ -16,20 +16,20 @@
  * truncate stacks) and caches what it learnt per return address.
  *
  * Debian's libunwind.a is not PIC (R_X86_64_32 and local-exec TLS relocations
- * in its text), so it cannot be linked into librec.so. Linking libunwind.so
+ * in its text), so it cannot be linked into libheapreel.so. Linking libunwind.so
  * normally would put its _Unwind_* into the program's global symbol scope and
- * the program's C++ exceptions would bind to them (5x slower). So librec.so
+ * the program's C++ exceptions would bind to them (5x slower). So libheapreel.so
  * loads libunwind.so with dlopen(RTLD_LOCAL) in its constructor: its symbols
  * stay out of the global scope and only we call it, through a pointer.
  *
  * The recorder's own frames (the interposed function and what it calls) are
- * skipped by address: every leading frame inside librec.so's text.
+ * skipped by address: every leading frame inside libheapreel.so's text.
  *
  * A call made while this thread's hook records is walked without the memo
  * and the rule cache (the interrupted walk may be using them, or be half
  * way through writing an entry), without waiting for cfi.c's
  * insert lock (the interrupted code may hold it) and without libunwind. The
- * walk tells where the call comes from: it reaches a frame of librec.so if
+ * walk tells where the call comes from: it reaches a frame of libheapreel.so if
  * the real allocator the hook called made it, and stops first at the
  * kernel's signal frame (which the rules cannot step out of) if a signal
  * handler did. A handler's stack, recorded through nested.c, so holds the
@@ -93,7 +93,7 @@ static inline uint64_t rule_of(uintptr_t ip, uint64_t epoch)
 }
 
 static __typeof__(unw_backtrace) *unw_bt;
-static uintptr_t self_lo, self_hi;    /* librec.so's executable segments */
+static uintptr_t self_lo, self_hi;    /* libheapreel.so's executable segments */
 
 static int find_self(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -130,14 +130,14 @@ int rec_stack_init(void)
 }
 
 /* Leaves the recorder's own frames through their frame pointers, from fp
- * (a frame of librec.so): the return address into the interposed
+ * (a frame of libheapreel.so): the return address into the interposed
  * function's caller (its frame's, or that of the out-of-line half it
  * tail-called), the caller's stack pointer and frame pointer. 0 if not
  * found. */
 static inline int call_site(const uintptr_t *fp, uintptr_t *ip, uintptr_t *sp, uintptr_t *bp)
 {
 	for (unsigned k = 0; k < OWN_FRAMES_MAX; k++) {
-		if (fp[1] < self_lo || fp[1] >= self_hi) { /* the outermost frame of librec.so */
+		if (fp[1] < self_lo || fp[1] >= self_hi) { /* the outermost frame of libheapreel.so */
 			*ip = fp[1];
 			*sp = (uintptr_t)(fp + 2);
 			*bp = fp[0];
@@ -208,13 +208,13 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 }
 
 /* Frames a call from the recorder's side climbs before a frame of
- * librec.so (the real allocator's few); past them it is not one. */
+ * libheapreel.so (the real allocator's few); past them it is not one. */
 #define FROM_RECORDER_FRAMES 32
 
 int rec_stack_from_recorder(uintptr_t caller)
 {
 	if (caller >= self_lo && caller < self_hi)
-		return 1;  /* called from librec.so, or tail-called through the allocator */
+		return 1;  /* called from libheapreel.so, or tail-called through the allocator */
 	uint64_t epoch = rec_cfi_epoch();
 	uintptr_t ip, sp, bp;
 	/* no rules while a dlclose runs: count it as ours (passed through) */

@@ -1,16 +1,17 @@
 /*
- * trace_record.c - trace-record: runs a program with librec.so preloaded
+ * trace_record.c - trace-record: runs a program with libheapreel.so preloaded
  * and the recorder's options set, waits for it, says where the trace went
  * (and how many more the programs it exec'd and the processes it forked
  * wrote beside it) and exits with the program's status.
  *
  *   trace-record [-o PATH] [--sample BYTES] [--paused] [--depth N] -- PROGRAM ARGS...
  *
- * librec.so is looked for next to this executable (a build directory),
- * then in the libdir it was installed to (REC_LIBDIR). LD_PRELOAD keeps
- * what the caller had, with librec.so appended. The trace path is made
- * absolute (%p = the program's pid); the default is PROGRAM.%p.trc in the
- * working directory. An existing file is never overwritten: the program is
+ * libheapreel.so is looked for relative to this executable (the libdir of
+ * its own install, or beside it in the build tree), then in the libdir it
+ * was configured for (REC_LIBDIR); the path preloaded is always absolute.
+ * LD_PRELOAD keeps what the caller had, with the library appended. The
+ * trace path is made absolute (%p = the program's pid); the default is
+ * PROGRAM.%p.trc in the working directory. An existing file is never overwritten: the program is
  * not started.
  *
  * Exit status: the program's; 128 + N if signal N killed it; 2 for a usage
@@ -40,10 +41,13 @@
 #include "rec_common.h"
 
 #ifndef REC_LIBDIR
-#define REC_LIBDIR "/usr/local/lib"
+#define REC_LIBDIR "/usr/local/lib"       /* meson passes prefix/libdir */
+#endif
+#ifndef REC_LIBDIR_FROM_BIN
+#define REC_LIBDIR_FROM_BIN "../lib"      /* meson passes libdir seen from bindir */
 #endif
 
-#define LIBREC "librec.so"
+#define LIBREC "libheapreel.so"
 #define EXIT_USAGE 2
 #define EXIT_NOEXEC 127
 #define SIGNAL_BASE 128            /* shells' convention: killed by N -> 128 + N */
@@ -93,23 +97,33 @@ static int number(const char *opt, const char *s, uint64_t lo, uint64_t hi)
 	return fail(-1, "%s %s: expected a number from %" PRIu64 " to %" PRIu64, opt, s, lo, hi);
 }
 
-/* librec.so next to /proc/self/exe, else in REC_LIBDIR; 0 or -1. */
-static int find_librec(char *out, size_t size)
+/* Is dir/LIBREC readable? Then out holds its absolute, resolved path. */
+static int lib_in(const char *dir, char *out)
 {
-	char self[PATH_MAX];
+	char path[PATH_MAX];
+	int n = snprintf(path, sizeof path, "%s/%s", dir, LIBREC);
+	return n > 0 && (size_t)n < sizeof path && access(path, R_OK) == 0 &&
+	       realpath(path, out) ? 0 : -1;
+}
+
+/* The library of this trace-record's own install or build tree, found from
+ * /proc/self/exe: REC_LIBDIR_FROM_BIN relative to it (an install, also one
+ * staged under DESTDIR or moved), then beside it (the build tree); else the
+ * configured REC_LIBDIR. out (PATH_MAX bytes) gets an absolute path, since
+ * the program may change directory before it execs another; 0 or -1. */
+static int find_librec(char *out)
+{
+	char self[PATH_MAX], dir[PATH_MAX];
 	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-	if (n > 0) {
-		self[n] = 0;
-		char *slash = strrchr(self, '/');
-		if (slash && (size_t)(slash - self) + sizeof "/" LIBREC <= size) {
-			memcpy(out, self, (size_t)(slash - self));
-			memcpy(out + (slash - self), "/" LIBREC, sizeof "/" LIBREC);
-			if (access(out, R_OK) == 0)
-				return 0;
-		}
+	char *slash = n > 0 ? memrchr(self, '/', (size_t)n) : NULL;
+	if (slash) {
+		*slash = 0;
+		int m = snprintf(dir, sizeof dir, "%s/%s", self, REC_LIBDIR_FROM_BIN);
+		if ((*REC_LIBDIR_FROM_BIN && m > 0 && (size_t)m < sizeof dir && lib_in(dir, out) == 0) ||
+		    lib_in(self, out) == 0)
+			return 0;
 	}
-	snprintf(out, size, "%s/%s", REC_LIBDIR, LIBREC);
-	return access(out, R_OK) == 0 ? 0 : -1;
+	return lib_in(REC_LIBDIR, out);
 }
 
 /* LD_PRELOAD with lib appended (once). */
@@ -315,8 +329,8 @@ int main(int argc, char **argv)
 	char **prog = argv + optind;
 
 	char lib[PATH_MAX], tmpl[PATH_MAX];
-	if (find_librec(lib, sizeof lib) < 0)
-		return fail(1, "cannot find %s next to trace-record or in %s", LIBREC, REC_LIBDIR);
+	if (find_librec(lib) < 0)
+		return fail(1, "cannot find %s in trace-record's own install or build tree, nor in %s", LIBREC, REC_LIBDIR);
 	if (absolute(out, prog[0], tmpl, sizeof tmpl) < 0)
 		return fail(1, "cannot make the trace path absolute: %s", strerror(errno));
 	char *preload = preload_with(lib);

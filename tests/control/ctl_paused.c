@@ -2,7 +2,7 @@
  * ctl_paused.c - run with REC_PAUSED=1 (test_paused.py): what is recorded
  * is exactly what happens between rec_start and rec_stop, plus the frees of
  * recorded blocks after the stop. Uses rec.h's weak declarations, so it
- * also runs without librec.so (then it exits 2).
+ * also runs without libheapreel.so (then it exits 2).
  *
  *   paused:  1000 x malloc(100); free 500 of them        -> nothing recorded
  *   rec_start

@@ -5,7 +5,7 @@
  * site_b 10 000 blocks of 4096 bytes (by reallocarray, which glibc makes
  * call realloc: sampled once, not twice), site_c 100 blocks of 100 000 bytes;
  * then it puts the mark "full" (rec_mark found through dlsym, so the
- * program needs no link to librec.so), frees everything and exits 0.
+ * program needs no link to libheapreel.so), frees everything and exits 0.
  * Live at "full": a 100 000 x 256, b 10 000 x 4096, c 100 x 100 000.
  * Prints nothing.
  */

@@ -20,7 +20,7 @@
  * makes calls in every phase; a rec_flush every tenth stop, the others
  * race the filling of the set): every block is freed by the end, so the import must
  * show no live block (a recorded block whose free went unwritten would
- * stay live). Uses rec.h's weak declarations; exits 2 without librec.so.
+ * stay live). Uses rec.h's weak declarations; exits 2 without libheapreel.so.
  */
 #define REC_WEAK
 #include "rec.h"

@@ -11,7 +11,7 @@
  *
  * so about 0.2 probes in all are sampled; a sample point that fell while
  * stopped and carried over to the start would sample nearly every probe.
- * Uses rec.h's weak declarations; exits 2 without librec.so. Prints
+ * Uses rec.h's weak declarations; exits 2 without libheapreel.so. Prints
  * nothing.
  */
 #define REC_WEAK

@@ -1,6 +1,6 @@
 #!/bin/sh
 # mkcorpus.sh - regenerates tests/fuzz/corpus/{reader,importer}/ from real
-# recordings of our test programs (librec.so preloaded) and crafted traces:
+# recordings of our test programs (libheapreel.so preloaded) and crafted traces:
 #   tests/fuzz/mkcorpus.sh BUILD FUZZBUILD
 # BUILD: a normal build with the recorder and the test programs;
 # FUZZBUILD: where build-fuzzers.sh put fz_pack. Each trace goes in twice:
@@ -19,7 +19,7 @@ mkdir -p "$rdr" "$imp"
 rec() {   # NAME PROG ARGS...: records PROG into $tmp/NAME.trc
 	name=$1
 	shift
-	LD_PRELOAD=$b/recorder/librec.so REC_OUT=$tmp/$name.trc "$@" \
+	LD_PRELOAD=$b/recorder/libheapreel.so REC_OUT=$tmp/$name.trc "$@" \
 		>/dev/null 2>&1 || true
 }
 rec threads $b/tests/programs/threads 2 40

@@ -1,5 +1,5 @@
 """test_real CASE - real programs, unchanged, under the recorder (issue 7
-point 5). Each program runs once without and once with librec.so: exit
+point 5). Each program runs once without and once with libheapreel.so: exit
 code, stdout and stderr must be identical. Every trace the recorded runs
 left (one per process: forks and execs included) is imported (all traces
 of one exec generation into one database: see Session.check and case

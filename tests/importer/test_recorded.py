@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Importer tests on real recordings (librec.so preloaded into our programs
+"""Importer tests on real recordings (libheapreel.so preloaded into our programs
 imp_known and imp_inline): exact counts and byte sums per function, a call
 site's file:line, an inlined frame, realloc chains, pairing across threads,
 the peak.

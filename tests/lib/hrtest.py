@@ -3,7 +3,7 @@
 Paths come from the environment set by tests/meson.build:
   HR_SRC        source tree
   HR_BUILD      build whose importer/queries/tui/trace-dump are under test
-  HR_REC_BUILD  build holding librec.so and the test programs (same as
+  HR_REC_BUILD  build holding libheapreel.so and the test programs (same as
                 HR_BUILD except in sanitizer builds)
 A test fails by raising (assert) or exiting non-zero; it skips by exiting 77.
 Its temporary directories (tmpdir) are removed when it ends; a test failed
@@ -23,7 +23,7 @@ SRC = os.environ.get("HR_SRC", os.path.abspath(os.path.join(os.path.dirname(__fi
 BUILD = os.environ.get("HR_BUILD", os.path.join(SRC, "build"))
 REC_BUILD = os.environ.get("HR_REC_BUILD", BUILD)
 
-LIBREC = os.path.join(REC_BUILD, "recorder", "librec.so")
+LIBREC = os.path.join(REC_BUILD, "recorder", "libheapreel.so")
 TRACE_DUMP = os.path.join(BUILD, "trace-format", "trace-dump")
 TRACE_IMPORT = os.path.join(BUILD, "importer", "trace-import")
 TRACE_SNAP = os.path.join(BUILD, "queries", "trace-snap")
@@ -201,7 +201,7 @@ def tmpdir(tag):
 
 
 def record(argv, trace, env=None, check=True, **kw):
-    """Run argv under librec.so writing `trace`; return CompletedProcess."""
+    """Run argv under libheapreel.so writing `trace`; return CompletedProcess."""
     e = dict(os.environ)
     e.update(env or {})
     e["LD_PRELOAD"] = LIBREC

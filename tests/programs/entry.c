@@ -1,5 +1,5 @@
 /*
- * entry - calls every allocator entry point librec.so interposes, each from
+ * entry - calls every allocator entry point libheapreel.so interposes, each from
  * its own call site (one function per entry point) with a size no other site
  * uses, REPEAT times in a loop, checks the alignment each one promises, then
  * frees everything with free() and prints one line per entry point:

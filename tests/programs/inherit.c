@@ -54,7 +54,7 @@ static void *noise(void *arg)
 	return NULL;
 }
 
-/* rec_mark when recorded (librec.so exports it), else nothing. */
+/* rec_mark when recorded (libheapreel.so exports it), else nothing. */
 static void mark(const char *label)
 {
 	void (*m)(const char *) = (void (*)(const char *))dlsym(RTLD_DEFAULT, "rec_mark");

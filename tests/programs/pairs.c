@@ -1,7 +1,7 @@
 /*
  * pairs - N threads (argv[1], 2..8, default 4) each allocate K blocks
  * (argv[2], default 1000) of 3000 + i bytes from one call site, then wait
- * while the main thread calls rec_flush (librec.so's rec.h API, found with
+ * while the main thread calls rec_flush (libheapreel.so's rec.h API, found with
  * dlsym so the program runs without it too): that flush's writer round
  * finds N rings holding events, so it writes them in pairs of chunks, one
  * encoded by the writer's encoder thread (recorder/encoder.c). Then each

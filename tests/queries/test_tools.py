@@ -1,5 +1,5 @@
 """test_tools - the real pipeline and the real readers: q_known runs under
-librec.so, trace-import loads it, trace-snap writes .heap files at several
+libheapreel.so, trace-import loads it, trace-snap writes .heap files at several
 instants (found in the database by the phases' unique sizes), and
 google-pprof, jeprof and go tool pprof each name our functions with the
 exact bytes and objects; --growth matches google-pprof --base; the .pb.gz is

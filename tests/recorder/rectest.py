@@ -1,5 +1,5 @@
 """rectest - shared helpers of the recorder tests: run a program under
-librec.so, decode its trace with trace-dump, and answer questions about it
+libheapreel.so, decode its trace with trace-dump, and answer questions about it
 (events per kind / fn / size, stacks, modules, threads, symbolized call
 sites). Every helper fails by raising AssertionError with what was wrong."""
 import os
@@ -18,7 +18,7 @@ def need(path, what):
 
 
 def need_tools():
-    need(hrtest.LIBREC, "librec.so")
+    need(hrtest.LIBREC, "libheapreel.so")
     need(hrtest.TRACE_DUMP, "trace-dump")
 
 

@@ -1,5 +1,5 @@
 """test_env CASE - the recorder's environment and file handling, and what
-librec.so shows the program it is preloaded into.
+libheapreel.so shows the program it is preloaded into.
 
 CASE:
   bad_out     REC_OUT in a missing directory: one stderr line, program
@@ -12,7 +12,7 @@ CASE:
   killed      SIGKILL leaves <trace>.ring (magic, not finished) beside the trace
   closefds    a program that closes every descriptor and reuses our numbers
               for its own file: that file is never written, one stderr line
-  exports     librec.so exports only the interposed functions
+  exports     libheapreel.so exports only the interposed functions
   unwind      a throwing C++ program's _Unwind_* still bind to libgcc_s,
               not to the recorder's libunwind
 """
@@ -171,7 +171,7 @@ def case_exports(d):
     syms = {l.split()[-1] for l in out.splitlines() if l.strip()}
     assert syms == EXPORTS, "extra %s, missing %s" % (sorted(syms - EXPORTS), sorted(EXPORTS - syms))
     needed = hrtest.run(["readelf", "-d", hrtest.LIBREC]).stdout if shutil.which("readelf") else ""
-    assert "libunwind" not in needed, "librec.so must not link libunwind (it is dlopen'ed RTLD_LOCAL)"
+    assert "libunwind" not in needed, "libheapreel.so must not link libunwind (it is dlopen'ed RTLD_LOCAL)"
     print("exports: exactly the %d interposed functions and rec.h: ok" % len(EXPORTS))
 
 
@@ -190,7 +190,7 @@ def case_unwind(d):
 
 
 def main():
-    rectest.need(hrtest.LIBREC, "librec.so")
+    rectest.need(hrtest.LIBREC, "libheapreel.so")
     d = hrtest.tmpdir("rec-env")
     globals()["case_" + sys.argv[1]](d)
 

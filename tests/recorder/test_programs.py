@@ -1,4 +1,4 @@
-"""test_programs CASE - runs one of tests/programs under librec.so and checks
+"""test_programs CASE - runs one of tests/programs under libheapreel.so and checks
 its trace exactly: events per kind and fn, sizes, one stack id per call site
 (and, where addr2line exists, that the innermost frame is that call site),
 threads, fork and exec traces, MODULE records for a dlopen'ed library.

@@ -1,5 +1,5 @@
 """test_real CASE - real programs nobody here wrote, run with and without
-librec.so: the exit code and the output must be identical, and every trace
+libheapreel.so: the exit code and the output must be identical, and every trace
 they leave must decode completely (END present, events recorded, no .ring
 file left behind).
 

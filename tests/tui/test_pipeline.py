@@ -1,5 +1,5 @@
 """trace-tui on a database from the real pipeline: tests/programs/entry
-recorded with librec.so and imported by trace-import. entry allocates 3
+recorded with libheapreel.so and imported by trace-import. entry allocates 3
 blocks from each of nine call sites (call_malloc: 1001 B, call_calloc: 2 x 501 B,
 ...) and then frees them all, so at the peak every block is live: `p` must
 show call_malloc with 3003 bytes in 3 objects, the numbers at the cursor must be
