@@ -159,32 +159,31 @@ static void op(struct worker *w)
 /* A chain of depth calls down to op(): at each level shape's bit picks
  * left or right, so (depth, shape) is one call path. The returned count
  * keeps each level's frame (no tail call). */
-__attribute__((noipa)) static int right(struct worker *w, int depth, unsigned shape);
+static int down(struct worker *w, int depth, unsigned shape);
 
 __attribute__((noipa)) static int left(struct worker *w, int depth, unsigned shape)
 {
-	int r;
+	int r = down(w, depth, shape);
 
-	if (!depth) {
-		op(w);
-		return 0;
-	}
-	r = (shape >> (depth % 4)) & 1 ? left(w, depth - 1, shape) : right(w, depth - 1, shape);
 	__asm__ volatile("" : "+r"(r));
 	return r + 1;
 }
 
 __attribute__((noipa)) static int right(struct worker *w, int depth, unsigned shape)
 {
-	int r;
+	int r = down(w, depth, shape);
 
+	__asm__ volatile("" : "+r"(r));
+	return r + 3;
+}
+
+static int down(struct worker *w, int depth, unsigned shape)
+{
 	if (!depth) {
 		op(w);
 		return 0;
 	}
-	r = (shape >> (depth % 4)) & 1 ? left(w, depth - 1, shape) : right(w, depth - 1, shape);
-	__asm__ volatile("" : "+r"(r));
-	return r + 3;
+	return (shape >> (depth % 4)) & 1 ? left(w, depth - 1, shape) : right(w, depth - 1, shape);
 }
 
 __attribute__((noipa)) static void run_op(struct worker *w)
