@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """run.py - heapreel's benchmark harness, started by `./heapreel bench`.
 
-Builds the shared workloads of ../shared/bench (churn ~2.2 M and ~10 M
-allocation calls, the sqlite3 CLI on 150 k rows) and runs each one
+Builds the workloads of bench/workloads/ (ours: churn.c, ~2.2 M and ~10 M
+allocation calls; the sqlite3 CLI on the 150 k rows of gen_sql.py's script)
+and runs each one
 alternately without profiler, under libheapreel.so, under heaptrack and under
 `heaptrack -r` (record only), at least --runs times each. It prints, per
 workload: the median wall-time ratio vs the baseline with its min-max, trace
@@ -36,6 +37,7 @@ import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WORKLOADS = os.path.join(REPO, "bench", "workloads")
 HEAPTRACK_AS_LIMIT = 4 << 30   # heaptrack's analysis can grow to 18 GiB: cap it
 GNU_TIME = "/usr/bin/time"     # Debian package "time"
 RUN_TIMEOUT_S = 900            # a run that hangs is killed and counted failed
@@ -134,17 +136,14 @@ def last_line(text):
 
 # ---- workloads ----------------------------------------------------------------
 
-def prepare_workloads(shared, work, quick):
+def prepare_workloads(work, quick):
     """Builds churn and the SQL script; returns [(name, argv)]."""
     churn = os.path.join(work, "churn")
-    src = os.path.join(shared, "churn.c")
-    if not os.path.exists(src):
-        sys.exit("bench: %s not found (--shared DIR names the shared bench folder)" % src)
-    subprocess.run(["cc", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread",
-                    src, "-o", churn], check=True)
+    subprocess.run(["cc", "-std=c17", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread",
+                    os.path.join(WORKLOADS, "churn.c"), "-o", churn], check=True)
     rows = QUICK_SQLITE_ROWS if quick else SQLITE_ROWS
     sql = os.path.join(work, "w.sql")
-    subprocess.run([sys.executable, os.path.join(shared, "gen_sqlite_sql.py"),
+    subprocess.run([sys.executable, os.path.join(WORKLOADS, "gen_sql.py"),
                     sql, str(rows)], check=True, stdout=subprocess.DEVNULL)
     sqlite_bin = shutil.which("sqlite3")
     if not sqlite_bin:
@@ -727,15 +726,14 @@ def find_tools(build):
 
 def main():
     ap = argparse.ArgumentParser(prog="heapreel bench",
-                                 description="heapreel's benchmarks on the shared workloads")
+                                 description="heapreel's benchmarks on the workloads of "
+                                 "bench/workloads/")
     ap.add_argument("--runs", type=int, default=5, help="runs of each variant (default 5)")
     ap.add_argument("--quick", action="store_true",
                     help="1 run of smaller workloads, to check the harness")
     ap.add_argument("--only", metavar="WORD",
                     help="only the workloads whose name contains WORD (churn, sqlite3, crowd, bounded)")
     ap.add_argument("--build", default=os.path.join(REPO, "build"), help="build directory")
-    ap.add_argument("--shared", default=os.path.join(os.path.dirname(REPO), "shared", "bench"),
-                    help="the shared workloads folder (default ../shared/bench)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--no-sampling", action="store_true",
                     help="skip the byte-sampling runs (REC_SAMPLE=%s)" %
@@ -747,9 +745,8 @@ def main():
     tools = find_tools(os.path.abspath(a.build))
     work = tempfile.mkdtemp(prefix="heapreel-bench-")
     try:
-        # bounded_live and crowd are ours: they need no shared folder
-        workloads = [] if a.only in ("bounded", "crowd") else prepare_workloads(
-            os.path.abspath(a.shared), work, a.quick)
+        # bounded_live and crowd are built by meson
+        workloads = [] if a.only in ("bounded", "crowd") else prepare_workloads(work, a.quick)
         if a.only:
             workloads = [w for w in workloads if a.only in w[0]]
         print("heapreel bench: %s, %d run(s) of each variant, work dir %s" % (

@@ -5,18 +5,27 @@
  *   trace-import [--force] [-q] TRACE... OUT.db
  *   trace-import [--force] [-q] DIR OUT.db   (every DIR/ *.trc, *.trc.N)
  *
- * Exit codes: 0 imported; 1 unusable input or output, nothing written;
- * 2 imported, but a trace had a damaged or truncated tail (everything
- * before the damage is in the database, meta.damaged=1); 64 usage error.
+ * Exit codes (README "Exit codes", the same for every tool): 0 imported;
+ * 1 unusable input, nothing written; 2 usage error; 3 output not writable
+ * (it exists and --force was not given, it is one of the inputs, it is not
+ * a heapreel database, its directory is not writable); 5 imported, but a
+ * trace had a damaged or truncated tail (everything before the damage is in
+ * the database, meta.damaged=1).
  *
- * This is the only file that prints; the import itself is imp_run (run.c).
+ * Must never: replace anything but a heapreel database, nor one of its own
+ * inputs, even with --force (a forgotten OUT.db makes the last trace the
+ * output). This is the only file that prints; the import itself is imp_run
+ * (run.c).
  */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <libgen.h>
 #include <limits.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -24,8 +33,9 @@
 #include "imp.h"
 
 #define EXIT_UNUSABLE 1
-#define EXIT_DAMAGED 2
-#define EXIT_USAGE 64
+#define EXIT_USAGE 2
+#define EXIT_UNWRITABLE 3
+#define EXIT_DAMAGED 5
 #define CKPT_INTERVAL_DEFAULT 50000   /* allocations between checkpoints, at least */
 #define PROGRESS_MIN_NS 100000000ull  /* redraw the progress bar at most 10/s */
 #define PROGRESS_WIDTH 30             /* characters of the bar */
@@ -37,15 +47,18 @@ static const char usage_text[] =
 	"one SQLite database: allocations paired with their frees, symbols,\n"
 	"a timeline and checkpoints. DIR: every *.trc (and *.trc.N) in it.\n"
 	"\n"
-	"  -f, --force                   overwrite OUT.db if it exists\n"
+	"  -f, --force                   replace OUT.db if it is a heapreel database\n"
+	"                                (never a trace, another file or an input)\n"
 	"  -q, --quiet                   no progress bar, no summary\n"
 	"  -c, --checkpoint-interval=N   allocations between checkpoints\n"
 	"                                (at least; default 50000)\n"
 	"  -h, --help                    this text\n"
 	"\n"
-	"Exit status: 0 imported; 1 unusable input or output (nothing written);\n"
-	"2 imported, but a trace was damaged or truncated (what precedes the\n"
-	"damage is imported, meta.damaged=1); 64 usage error.\n";
+	"Exit status: 0 imported; 1 unusable input (nothing written); 2 usage\n"
+	"error; 3 output not writable (exists without --force, one of the inputs,\n"
+	"not a heapreel database, directory not writable); 5 imported, but a\n"
+	"trace was damaged or truncated (what precedes the damage is imported,\n"
+	"meta.damaged=1).\n";
 
 struct progress {
 	bool on;
@@ -67,6 +80,64 @@ static void hint_siblings(char *const *inputs, size_t n)
 	fprintf(stderr, "trace-import: %s is beside %s: likely the trace of a program it "
 		"exec'd or a process it forked (trace-import %s* DB imports them together)\n",
 		sib, inputs[0], inputs[0]);
+}
+
+/* Is path a database trace-import wrote (meta.format 'heapreel')? SQLite is
+ * shut down again after: db.c configures it, which only works before it
+ * initializes. */
+static bool is_heapreel_db(const char *path)
+{
+	sqlite3 *h = NULL;
+	sqlite3_stmt *st = NULL;
+	bool yes = false;
+
+	if (sqlite3_open_v2(path, &h, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW,
+			    NULL) == SQLITE_OK &&
+	    sqlite3_prepare_v2(h, "SELECT 1 FROM meta WHERE key = 'format' AND "
+			       "value = 'heapreel'", -1, &st, NULL) == SQLITE_OK)
+		yes = sqlite3_step(st) == SQLITE_ROW;
+	sqlite3_finalize(st);
+	sqlite3_close(h);
+	sqlite3_shutdown();
+	return yes;
+}
+
+/* The output imp_run may create or replace: 0, or EXIT_UNWRITABLE after one
+ * line saying why not. An existing one is replaced only with --force and
+ * only if it is a heapreel database that is not one of the inputs (the
+ * forgotten-OUT.db mistake makes the last trace the output). */
+static int check_output(const struct imp_run *r)
+{
+	struct stat out, in;
+	char dir[PATH_MAX];
+
+	if (lstat(r->out, &out) == 0) {
+		for (size_t i = 0; i < r->ninputs; i++)
+			if (stat(r->inputs[i], &in) == 0 && in.st_dev == out.st_dev &&
+			    in.st_ino == out.st_ino) {
+				fprintf(stderr, "trace-import: %s: is one of the inputs; not "
+					"replacing it (the database comes last: trace-import "
+					"TRACE... OUT.db)\n", r->out);
+				return EXIT_UNWRITABLE;
+			}
+		if (!r->force) {
+			fprintf(stderr, "trace-import: %s: exists (--force replaces a "
+				"heapreel database)\n", r->out);
+			return EXIT_UNWRITABLE;
+		}
+		if (!S_ISREG(out.st_mode) || !is_heapreel_db(r->out)) {
+			fprintf(stderr, "trace-import: %s: exists and is not a heapreel "
+				"database; not replacing it, even with --force\n", r->out);
+			return EXIT_UNWRITABLE;
+		}
+	}
+	snprintf(dir, sizeof dir, "%s", r->out);
+	if (access(dirname(dir), W_OK | X_OK) != 0) {
+		fprintf(stderr, "trace-import: %s: cannot create it in %s: %s\n",
+			r->out, dir, strerror(errno));
+		return EXIT_UNWRITABLE;
+	}
+	return 0;
 }
 
 static uint64_t now_ns(void)
@@ -171,11 +242,8 @@ int main(int argc, char **argv)
 	r.inputs = &argv[optind];
 	r.ninputs = (size_t)(argc - 1 - optind);
 
-	if (!r.force && access(r.out, F_OK) == 0) {
-		fprintf(stderr, "trace-import: %s: exists (use --force to overwrite)\n",
-			r.out);
-		return EXIT_UNUSABLE;
-	}
+	if ((rc = check_output(&r)))
+		return rc;
 	pg.on = !quiet && isatty(2);
 	r.o.progress = progress;
 	r.o.progress_ctx = &pg;

@@ -4,23 +4,32 @@
  * (and how many more the programs it exec'd and the processes it forked
  * wrote beside it) and exits with the program's status.
  *
- *   trace-record [-o PATH] [--sample BYTES] [--paused] [--depth N] -- PROGRAM ARGS...
+ *   trace-record [-o PATH|DIR/] [--force] [--sample BYTES] [--paused] [--depth N]
+ *                -- PROGRAM ARGS...
  *
  * libheapreel.so is looked for relative to this executable (the libdir of
  * its own install, or beside it in the build tree), then in the libdir it
- * was configured for (REC_LIBDIR); the path preloaded is always absolute.
- * LD_PRELOAD keeps what the caller had, with the library appended. The
- * trace path is made absolute (%p = the program's pid); the default is
- * PROGRAM.%p.trc in the working directory. An existing file is never overwritten: the program is
- * not started.
+ * was configured for (REC_LIBDIR), and preloaded by its absolute path (a
+ * relative one fails in every child that changes directory). LD_PRELOAD
+ * keeps what the caller had, with the library appended. A run's traces
+ * (its forks and execs write run.trc.1, ...) go to a directory of its own:
+ * DIR/ (-o ending in '/' or naming a directory: made if missing, else it
+ * must be empty), by default heapreel-out/PROGRAM.YYYYmmdd-HHMMSS/ as
+ * ./heapreel profile names them. -o PATH names one trace file instead
+ * (%p = the pid). It says the exact command that imports the run.
  *
- * Exit status: the program's; 128 + N if signal N killed it; 2 for a usage
- * error, 127 if the program could not be run, 1 for any other failure of
- * trace-record itself. While waiting it ignores SIGINT and SIGQUIT (the
- * terminal sends them to the program too) and passes SIGTERM and SIGHUP on.
+ * Exit status: the program's; 128 + N if signal N killed it; 127 if the
+ * program could not be run; before running anything, 2 for a usage error,
+ * 3 if the trace exists (without --force; --force replaces only a trace)
+ * or the run directory is not empty, 1 if it cannot record (directory
+ * missing or not writable, the library not found). While waiting it ignores
+ * SIGINT and SIGQUIT (the terminal sends them to the program too) and
+ * passes SIGTERM and SIGHUP on.
  *
- * Must never: print more than one line of its own on success, or replace
- * the caller's LD_PRELOAD.
+ * Must never: run the program when it cannot record it, print more than
+ * one line of its own on success (a .ring left beside the trace adds one),
+ * leave a run directory it made when the program could not be run, or
+ * replace the caller's LD_PRELOAD.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -48,23 +57,42 @@
 #endif
 
 #define LIBREC "libheapreel.so"
+#define EXIT_CANNOT 1              /* exit codes: README "Exit codes" */
 #define EXIT_USAGE 2
+#define EXIT_EXISTS 3
 #define EXIT_NOEXEC 127
 #define SIGNAL_BASE 128            /* shells' convention: killed by N -> 128 + N */
+#define RUN_PARENT "heapreel-out"  /* default run directories go here, as ./heapreel profile's */
+#define RUN_TRACE "run.trc"        /* a run directory's first trace (then run.trc.1, ...) */
+#define RUN_DB "run.db"            /* the database the printed import command writes */
+#define RUN_STAMP "%Y%m%d-%H%M%S"  /* PROGRAM.STAMP: a default run directory's name */
+#define RUN_DIR_MODE 0700          /* private, like the traces in it */
+#define TRACE_MAGIC "HEAPRTRC"     /* a trace's first bytes (FORMAT.md): --force replaces only those */
+#define TRACE_MAGIC_LEN 8
 
 static const char usage_text[] =
 	"usage: trace-record [options] -- PROGRAM [ARGS...]\n"
-	"  -o, --output PATH   trace file (%p = pid; default PROGRAM.%p.trc here)\n"
+	"  -o, --output DIR/   the run's directory: made if missing, else empty;\n"
+	"                      traces DIR/run.trc, and run.trc.N for its forks and\n"
+	"                      execs (default heapreel-out/PROGRAM.YYYYmmdd-HHMMSS/)\n"
+	"  -o, --output PATH   one trace file instead (%p = pid)\n"
+	"  -f, --force         replace an existing trace file\n"
 	"  --sample BYTES      record a Poisson sample, one every BYTES allocated on average\n"
 	"  --paused            start with recording stopped (trace-ctl PID start, rec_start)\n"
 	"  --depth N           stack frames kept, 1 to 256 (default 64)\n"
 	"  --max-size SIZE     bounded recording: the trace is a ring of SIZE bytes\n"
-	"                      (K, M, G suffixes; at least 4M) keeping the latest window\n";
+	"                      (K, M, G suffixes; at least 4M) keeping the latest window\n"
+	"\n"
+	"Exit status: the program's; 128+N if signal N killed it; 127 the program\n"
+	"could not be run; before running it: 1 cannot record (directory missing\n"
+	"or not writable), 2 usage error, 3 the trace exists (no --force) or the\n"
+	"run directory is not empty.\n";
 
 enum { OPT_SAMPLE = 256, OPT_PAUSED, OPT_DEPTH, OPT_MAX_SIZE, OPT_HELP };
 
 static const struct option options[] = {
 	{ "output", required_argument, NULL, 'o' },
+	{ "force", no_argument, NULL, 'f' },
 	{ "sample", required_argument, NULL, OPT_SAMPLE },
 	{ "paused", no_argument, NULL, OPT_PAUSED },
 	{ "depth", required_argument, NULL, OPT_DEPTH },
@@ -155,24 +183,168 @@ static char *preload_with(const char *lib)
 	return v;
 }
 
-/* The trace path template made absolute: out must hold PATH_MAX. */
-static int absolute(const char *tmpl, const char *program, char *out, size_t size)
+/* path made absolute (relative to the working directory) in out. */
+static int absolute(const char *path, char *out, size_t size)
 {
-	char def[PATH_MAX];
-	if (!tmpl) {
-		const char *base = strrchr(program, '/');
-		snprintf(def, sizeof def, "%s.%%p.trc", base ? base + 1 : program);
-		tmpl = def;
-	}
-	if (tmpl[0] == '/') {
-		snprintf(out, size, "%s", tmpl);
+	char cwd[PATH_MAX];
+	int n;
+	if (path[0] == '/')
+		n = snprintf(out, size, "%s", path);
+	else if (getcwd(cwd, sizeof cwd))
+		n = snprintf(out, size, "%s/%s", cwd, path);
+	else
+		return -1;
+	return n < 0 || (size_t)n >= size ? -1 : 0;
+}
+
+/* Where a run's traces go: tmpl, the trace path template (absolute); dir,
+ * the run's own directory ("" for -o PATH); and which directories this
+ * made, so that a program that could not be run leaves nothing behind. */
+struct dest {
+	char tmpl[PATH_MAX], dir[PATH_MAX], parent[PATH_MAX];
+	int made_dir, made_parent;
+};
+
+/* Does -o name a run directory (ends in '/' or is one)? */
+static int names_dir(const char *o)
+{
+	struct stat st;
+	size_t n = strlen(o);
+	return (n && o[n - 1] == '/') || (stat(o, &st) == 0 && S_ISDIR(st.st_mode));
+}
+
+/* Makes the run directory dir or takes an existing empty one: 0, or an
+ * exit code after one line. */
+static int take_run_dir(struct dest *d)
+{
+	if (mkdir(d->dir, RUN_DIR_MODE) == 0) {
+		d->made_dir = 1;
 		return 0;
 	}
-	char cwd[PATH_MAX];
-	if (!getcwd(cwd, sizeof cwd))
-		return -1;
-	int n = snprintf(out, size, "%s/%s", cwd, tmpl);
-	return n < 0 || (size_t)n >= size ? -1 : 0;
+	if (errno != EEXIST)
+		return fail(EXIT_CANNOT, "cannot make the run directory %s: %s", d->dir,
+			    strerror(errno));
+	DIR *dir = opendir(d->dir);
+	if (!dir)
+		return fail(EXIT_CANNOT, "%s: %s", d->dir, strerror(errno));
+	struct dirent *de;
+	int entries = 0;
+	while ((de = readdir(dir)))
+		entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(dir);
+	if (entries)
+		return fail(EXIT_EXISTS, "%s is not empty: a run's traces go to a directory of "
+			    "their own (choose another -o)", d->dir);
+	return 0;
+}
+
+/* The default run directory, RUN_PARENT/PROGRAM.STAMP[.N] in the working
+ * directory (N when another run of the same second took the name): 0, or
+ * an exit code after one line. */
+static int default_run_dir(struct dest *d, const char *program)
+{
+	const char *base = strrchr(program, '/');
+	char stamp[32];
+	time_t now = time(NULL);
+	strftime(stamp, sizeof stamp, RUN_STAMP, localtime(&now));
+	if (absolute(RUN_PARENT, d->parent, sizeof d->parent) < 0)
+		return fail(EXIT_CANNOT, "cannot make " RUN_PARENT " absolute: %s", strerror(errno));
+	if (mkdir(d->parent, RUN_DIR_MODE) == 0)
+		d->made_parent = 1;
+	else if (errno != EEXIST)
+		return fail(EXIT_CANNOT, "cannot make %s: %s", d->parent, strerror(errno));
+	for (unsigned k = 0;; k++) {
+		int n = k ? snprintf(d->dir, sizeof d->dir, "%s/%s.%s.%u", d->parent,
+				     base ? base + 1 : program, stamp, k)
+			  : snprintf(d->dir, sizeof d->dir, "%s/%s.%s", d->parent,
+				     base ? base + 1 : program, stamp);
+		if (n < 0 || (size_t)n >= sizeof d->dir)
+			return fail(EXIT_CANNOT, "%s: name too long", d->parent);
+		if (mkdir(d->dir, RUN_DIR_MODE) == 0) {
+			d->made_dir = 1;
+			return 0;
+		}
+		if (errno != EEXIST)
+			return fail(EXIT_CANNOT, "cannot make %s: %s", d->dir, strerror(errno));
+	}
+}
+
+/* Can a trace be created in the directory of the file template tmpl? 0, or
+ * EXIT_CANNOT after one line: the program must not run unrecorded. */
+static int writable_dir(const char *tmpl)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(tmpl, '/') - tmpl), tmpl);
+	if (access(dir[0] ? dir : "/", W_OK | X_OK) != 0)
+		return fail(EXIT_CANNOT, "cannot record into %s: %s", dir[0] ? dir : "/",
+			    strerror(errno));
+	return 0;
+}
+
+/* Chooses where the traces go (-o, else REC_OUT, else a default run
+ * directory) and prepares it: 0, or an exit code after one line. */
+static int choose_dest(struct dest *d, const char *o, const char *program)
+{
+	int rc;
+	if (o && !names_dir(o)) {
+		if (absolute(o, d->tmpl, sizeof d->tmpl) < 0)
+			return fail(EXIT_CANNOT, "cannot make the trace path absolute: %s",
+				    strerror(errno));
+		return writable_dir(d->tmpl);
+	}
+	if (o && absolute(o, d->dir, sizeof d->dir) < 0)
+		return fail(EXIT_CANNOT, "cannot make the run directory absolute: %s",
+			    strerror(errno));
+	if ((rc = o ? take_run_dir(d) : default_run_dir(d, program)))
+		return rc;
+	size_t n = strlen(d->dir);
+	while (n > 1 && d->dir[n - 1] == '/')
+		d->dir[--n] = 0;
+	if (snprintf(d->tmpl, sizeof d->tmpl, "%s/" RUN_TRACE, d->dir) >= (int)sizeof d->tmpl)
+		return fail(EXIT_CANNOT, "%s: name too long", d->dir);
+	return 0;
+}
+
+/* Removes the directories d made: the program never ran, nothing is in them. */
+static void unmake(const struct dest *d)
+{
+	if (d->made_dir)
+		rmdir(d->dir);
+	if (d->made_parent)
+		rmdir(d->parent);
+}
+
+/* Does path hold a trace (its magic)? */
+static int is_trace(const char *path)
+{
+	char head[TRACE_MAGIC_LEN];
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, head, sizeof head);
+	close(fd);
+	return n == TRACE_MAGIC_LEN && !memcmp(head, TRACE_MAGIC, TRACE_MAGIC_LEN);
+}
+
+/* May the trace path be written? 0, or an exit code after one line. With
+ * force an existing trace and its leftover .ring are removed (the recorder
+ * never writes over a file); nothing but a trace is ever replaced. */
+static int claim_trace(const char *path, int force)
+{
+	struct stat st;
+	char ring[PATH_MAX];
+	if (lstat(path, &st) != 0)
+		return 0;
+	if (!force)
+		return fail(EXIT_EXISTS, "%s already exists; not replacing it (--force replaces "
+			    "a trace)", path);
+	if (!S_ISREG(st.st_mode) || !is_trace(path))
+		return fail(EXIT_EXISTS, "%s exists and is not a trace; not replacing it, even "
+			    "with --force", path);
+	snprintf(ring, sizeof ring, "%s.ring", path);
+	if (unlink(path) != 0 || (lstat(ring, &st) == 0 && S_ISREG(st.st_mode) && unlink(ring)))
+		return fail(EXIT_CANNOT, "cannot replace %s: %s", path, strerror(errno));
+	return 0;
 }
 
 /* tmpl with every %p replaced by pid. */
@@ -225,11 +397,57 @@ static int before(const struct timespec *a, const struct timespec *b)
 	return a->tv_sec != b->tv_sec ? a->tv_sec < b->tv_sec : a->tv_nsec < b->tv_nsec;
 }
 
+/* Prints s as one shell word, quoted if it holds anything but plain
+ * characters; with glob, each %p becomes an unquoted '*'. */
+static void put_word(const char *s, int glob)
+{
+	static const char plain[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				    "0123456789_./:%+=@,-";
+	int quote = s[strspn(s, plain)] != 0;
+	if (quote)
+		fputc('\'', stderr);
+	for (; *s; s++) {
+		if (glob && s[0] == '%' && s[1] == 'p') {
+			fputs(quote ? "'*'" : "*", stderr);
+			s++;
+		} else if (*s == '\'') {
+			fputs("'\\''", stderr);
+		} else {
+			fputc(*s, stderr);
+		}
+	}
+	if (quote)
+		fputc('\'', stderr);
+}
+
+/* Ends a line with the command that imports the run: its directory, else
+ * the trace (with more: every trace of its template) into PATH.db. */
+static void put_import(const char *tmpl, const char *path, const char *dir, int more)
+{
+	char db[PATH_MAX];
+	fputs("trace-import ", stderr);
+	if (*dir) {
+		put_word(dir, 0);
+		fputc(' ', stderr);
+		snprintf(db, sizeof db, "%s/" RUN_DB, dir);
+	} else {
+		size_t n = strlen(path), ext = strlen(".trc");
+		if (n > ext && !strcmp(path + n - ext, ".trc"))
+			n -= ext;
+		snprintf(db, sizeof db, "%.*s.db", (int)n, path);
+		put_word(more && strstr(tmpl, "%p") ? tmpl : path, 1);
+		fputs(more ? "* " : " ", stderr);
+	}
+	put_word(db, 0);
+	fputc('\n', stderr);
+}
+
 /* Says where the run's traces went: the first process's, and those of the
  * programs it exec'd and the processes it forked, when they went to the
  * same directory (files of the template written since the run started). */
-static void say_traces(const char *tmpl, const char *path, const struct timespec *start)
+static void say_traces(const struct dest *dst, const char *path, const struct timespec *start)
 {
+	const char *tmpl = dst->tmpl;
 	struct stat st;
 	if (stat(path, &st) != 0) {
 		fprintf(stderr, "trace-record: no trace was written to %s\n", path);
@@ -256,17 +474,16 @@ static void say_traces(const char *tmpl, const char *path, const struct timespec
 	}
 	if (d)
 		closedir(d);
-	/* without %p they are all PATH.N: a glob names them (the importer reads
-	 * a .ring the glob also lists with its trace) */
-	int fixed = !strstr(slash + 1, "%p");
+	/* a glob names them all (the importer reads a .ring the glob also
+	 * lists with its trace) */
 	if (!more)
-		fprintf(stderr, "trace-record: trace written to %s\n", path);
+		fprintf(stderr, "trace-record: trace written to %s; import it: ", path);
 	else
 		fprintf(stderr, "trace-record: %zu traces written: %s, and beside it %zu of the "
 			"programs it exec'd and the processes it forked (%s%s%s%s); import them "
-			"together: trace-import %s%s DB\n", more + 1, path, more, first,
-			more > 1 ? ", " : "", more > 1 ? second : "", more > 2 ? ", ..." : "",
-			fixed ? path : "TRACE...", fixed ? "*" : "");
+			"together: ", more + 1, path, more, first,
+			more > 1 ? ", " : "", more > 1 ? second : "", more > 2 ? ", ..." : "");
+	put_import(tmpl, path, dst->dir, more > 0);
 	char ring[PATH_MAX];
 	if ((size_t)snprintf(ring, sizeof ring, "%s.ring", path) < sizeof ring &&
 	    lstat(ring, &st) == 0)
@@ -283,13 +500,16 @@ static void pass_on(int sig)
 
 int main(int argc, char **argv)
 {
-	const char *out = getenv("REC_OUT"), *sample = NULL, *depth = NULL, *max_size = NULL;
-	int paused = 0, c;
+	const char *out = NULL, *sample = NULL, *depth = NULL, *max_size = NULL;
+	int paused = 0, force = 0, c, rc;
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:o:h", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:o:fh", options, NULL)) != -1) {
 		switch (c) {
 		case 'o':
 			out = optarg;
+			break;
+		case 'f':
+			force = 1;
 			break;
 		case OPT_SAMPLE:
 			if (number("--sample", optarg, 0, REC_PERIOD_MAX) < 0)
@@ -328,17 +548,21 @@ int main(int argc, char **argv)
 	}
 	char **prog = argv + optind;
 
-	char lib[PATH_MAX], tmpl[PATH_MAX];
+	char lib[PATH_MAX];
+	static struct dest dst;
 	if (find_librec(lib) < 0)
-		return fail(1, "cannot find %s in trace-record's own install or build tree, nor in %s", LIBREC, REC_LIBDIR);
-	if (absolute(out, prog[0], tmpl, sizeof tmpl) < 0)
-		return fail(1, "cannot make the trace path absolute: %s", strerror(errno));
+		return fail(EXIT_CANNOT, "cannot find %s in trace-record's own install or build tree, nor in %s",
+			    LIBREC, REC_LIBDIR);
+	if (!out && getenv("REC_OUT") && *getenv("REC_OUT"))
+		out = getenv("REC_OUT");
+	if ((rc = choose_dest(&dst, out, prog[0])))
+		return rc;
 	char *preload = preload_with(lib);
-	if (!preload || setenv("LD_PRELOAD", preload, 1) || setenv("REC_OUT", tmpl, 1) ||
+	if (!preload || setenv("LD_PRELOAD", preload, 1) || setenv("REC_OUT", dst.tmpl, 1) ||
 	    (sample && setenv("REC_SAMPLE", sample, 1)) ||
 	    (paused && setenv("REC_PAUSED", "1", 1)) || (depth && setenv("REC_DEPTH", depth, 1)) ||
 	    (max_size && setenv("REC_MAX_SIZE", max_size, 1)))
-		return fail(1, "out of memory");
+		return fail(EXIT_CANNOT, "out of memory");
 	free(preload);
 
 	signal(SIGINT, SIG_IGN);
@@ -352,31 +576,28 @@ int main(int argc, char **argv)
 	 * a successful exec closes it (O_CLOEXEC) unwritten. */
 	int report[2];
 	if (pipe2(report, O_CLOEXEC) < 0)
-		return fail(1, "cannot make a pipe: %s", strerror(errno));
+		return fail(EXIT_CANNOT, "cannot make a pipe: %s", strerror(errno));
 	char path[PATH_MAX];
 	struct timespec start;
 	/* file times come from the coarse clock, which may lag the fine one */
 	clock_gettime(CLOCK_REALTIME_COARSE, &start);
 	child = fork();
 	if (child < 0)
-		return fail(1, "cannot start %s: %s", prog[0], strerror(errno));
+		return fail(EXIT_CANNOT, "cannot start %s: %s", prog[0], strerror(errno));
 	if (child == 0) {
 		close(report[0]);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGQUIT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
-		expand(tmpl, getpid(), path, sizeof path);
-		struct stat st;
-		if (lstat(path, &st) == 0) {
-			fail(0, "%s already exists; not overwriting it (choose another -o)", path);
-		} else {
+		expand(dst.tmpl, getpid(), path, sizeof path);
+		if (!(rc = claim_trace(path, force))) {
 			execvp(prog[0], prog);
-			fail(0, "cannot run %s: %s", prog[0], strerror(errno));
+			rc = fail(EXIT_NOEXEC, "cannot run %s: %s", prog[0], strerror(errno));
 		}
 		ssize_t w = write(report[1], "x", 1);
 		(void)w;
-		_exit(EXIT_NOEXEC);
+		_exit(rc);
 	}
 	close(report[1]);
 	char byte;
@@ -387,11 +608,13 @@ int main(int argc, char **argv)
 	int status;
 	while (waitpid(child, &status, 0) < 0)
 		if (errno != EINTR)
-			return fail(1, "waiting for %s: %s", prog[0], strerror(errno));
+			return fail(EXIT_CANNOT, "waiting for %s: %s", prog[0], strerror(errno));
 	int code = WIFSIGNALED(status) ? SIGNAL_BASE + WTERMSIG(status) : WEXITSTATUS(status);
-	if (failed > 0)
+	if (failed > 0) {
+		unmake(&dst);
 		return code; /* the program never ran: the child said why */
-	expand(tmpl, child, path, sizeof path);
-	say_traces(tmpl, path, &start);
+	}
+	expand(dst.tmpl, child, path, sizeof path);
+	say_traces(&dst, path, &start);
 	return code;
 }

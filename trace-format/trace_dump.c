@@ -3,9 +3,11 @@
  * file order (first word the record kind), or with --summary a few
  * "key value" lines. It exists for tests and for people debugging a trace.
  *
- * Exit codes: 0 ok, 1 unusable file, 2 damaged tail (everything before it
- * printed), 64 usage error. Errors are one line on stderr naming the file
- * and the byte offset; this is the only place of the library that prints.
+ * Exit codes (README "Exit codes", the same for every tool): 0 ok,
+ * 1 unusable file, 2 usage error, 3 output not writable (stdout: disk full,
+ * closed pipe), 5 damaged tail (everything before it printed). Errors are
+ * one line on stderr naming the file and the byte offset; this is the only
+ * place of the library that prints.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,16 +17,18 @@
 #include "trace_format.h"
 
 #define EXIT_UNUSABLE 1
-#define EXIT_DAMAGED 2
-#define EXIT_USAGE 64   /* EX_USAGE of sysexits.h */
+#define EXIT_USAGE 2
+#define EXIT_UNWRITABLE 3
+#define EXIT_DAMAGED 5
 
 static const char usage[] =
 	"usage: trace-dump [--summary] TRACE\n"
 	"Print a heapreel trace as text, one line per record in file order\n"
 	"(a bounded trace: from its oldest surviving segment on),\n"
 	"or with --summary one \"key value\" line per figure.\n"
-	"Exit: 0 ok, 1 unusable file, 2 damaged tail (records before it\n"
-	"printed), 64 usage error.\n";
+	"\n"
+	"Exit status: 0 ok; 1 unusable file; 2 usage error; 3 output not\n"
+	"writable; 5 damaged or truncated tail (the records before it printed).\n";
 
 struct summary {
 	uint64_t n[TF_FORK + 2];     /* records per kind; last slot: unknown */
@@ -243,7 +247,7 @@ int main(int argc, char **argv)
 	tf_reader_close(rd);
 	if (fflush(stdout) != 0 && !code) {
 		fprintf(stderr, "trace-dump: writing output: %s\n", strerror(errno));
-		code = EXIT_UNUSABLE;
+		code = EXIT_UNWRITABLE;
 	}
 	return code;
 }

@@ -5,7 +5,8 @@ peak shown is the parent's five blocks of 3001 bytes (parent_site), and
 peak.heap holds the same total. The
 program's exit status passes through (3; 137 for SIGKILL, whose events the
 .ring gives back); a directory that is not empty and a missing -- are
-refused before anything runs."""
+refused before anything runs; a program that cannot be run exits 127 and
+leaves no directory behind; no --help builds anything."""
 import os
 import re
 import subprocess
@@ -51,4 +52,33 @@ for args, code, words in ((["-o", "run", "--", "touch", marker], 1, "is not empt
     p = profile(args)
     assert p.returncode == code and words in p.stderr, (args, p.returncode, p.stderr)
     assert not os.path.exists(marker), args
+
+# A program that cannot be run: 127, and nothing left behind (neither the
+# default heapreel-out/PROGRAM.TIME nor the parents -o needed).
+fresh = os.path.join(d, "fresh")
+os.mkdir(fresh)
+for args in ([], ["-o", "a/b/run"]):
+    p = profile(args + ["--", "no-such-program-here"], cwd=fresh)
+    assert p.returncode == 127 and "cannot run no-such-program-here" in p.stderr, (
+        args, p.returncode, p.stderr)
+    assert os.listdir(fresh) == [], (args, os.listdir(fresh))
+
+# --help builds and installs nothing: the build and package tools are
+# replaced by ones that leave a mark.
+fake = os.path.join(d, "fake-bin")
+os.mkdir(fake)
+for tool in ("meson", "ninja", "dpkg-query", "apt-get", "sudo", "cc", "gcc"):
+    with open(os.path.join(fake, tool), "w") as f:
+        f.write("#!/bin/sh\ntouch %s\nexit 1\n" % marker)
+    os.chmod(os.path.join(fake, tool), 0o755)
+env = dict(os.environ, PATH=fake + ":" + os.environ["PATH"])
+for args, words in ((["bench", "--help"], "usage: heapreel bench"),
+                    (["stress", "--help"], "usage: heapreel stress"),
+                    (["build", "--help"], "./heapreel build"),
+                    (["test", "-h"], "./heapreel test"),
+                    (["profile", "--help"], "./heapreel profile")):
+    p = subprocess.run([HEAPREEL] + args, capture_output=True, text=True, cwd=d, env=env,
+                       stdin=subprocess.DEVNULL, timeout=60)
+    assert p.returncode == 0 and words in p.stdout, (args, p.returncode, p.stdout, p.stderr)
+    assert not os.path.exists(marker), (args, p.stdout, p.stderr)
 print("ok")

@@ -1,10 +1,15 @@
 """trace-record: runs a program preloaded, passes its options on, says
 where the trace went (and counts the traces of its forks and execs), exits
 with the program's status (128 + N for a signal), appends to LD_PRELOAD,
-refuses a --max-size below 4M or not a size, bad values and an existing
-trace file."""
+refuses a --max-size below 4M or not a size, bad values, an existing
+trace file (exit 3; --force replaces only a trace) and a directory it
+cannot write to (exit 1) before running anything; puts a run's traces in a
+directory of its own (-o DIR/, by default heapreel-out/PROGRAM.STAMP/) and
+prints the exact command that imports them; preloads librec.so by its
+absolute path, so a child that changes directory is recorded too."""
 import os
 import re
+import shutil
 import subprocess
 
 import ctltest
@@ -25,21 +30,35 @@ for code, script in ((0, "exit 0"), (3, "exit 3"), (128 + 15, "kill -TERM $$")):
     p = rec(["-o", t, "--", "sh", "-c", script])
     assert p.returncode == code, (script, p.returncode, p.stderr)
     lines = p.stderr.splitlines()
+    said = "trace-record: trace written to %s; import it: trace-import %s %s.db" % (
+        t, t, t[:-len(".trc")])
     if code < 128:
-        assert lines[-1] == "trace-record: trace written to %s" % t, p.stderr
+        assert lines[-1] == said, p.stderr
         assert hrtest.summary(t)["alloc"] > 0
     else:  # a killed program leaves its last events in the .ring, and it is said
-        assert lines[-2] == "trace-record: trace written to %s" % t, p.stderr
+        assert lines[-2] == said, p.stderr
         assert lines[-1].startswith("trace-record: %s.ring is beside it: " % t), p.stderr
 
-# Default name: PROGRAM.PID.trc in the working directory; %p expands.
-p = rec(["--", "sh", "-c", "exit 0"])
-m = re.fullmatch(r"trace-record: trace written to (%s/sh\.(\d+)\.trc)" % re.escape(d),
-                 p.stderr.strip())
-assert p.returncode == 0 and m and os.path.exists(m.group(1)), p.stderr
+# Default: a run directory of its own, heapreel-out/PROGRAM.YYYYmmdd-HHMMSS/
+# (.N when one of the same second exists), private; %p expands.
+runs = []
+for _ in range(2):
+    p = rec(["--", "sh", "-c", "exit 0"])
+    m = re.fullmatch(r"trace-record: trace written to (%s/heapreel-out/sh\.\d{8}-\d{6}(\.1)?)"
+                     r"/run\.trc; import it: trace-import (\S+) (\S+)" % re.escape(d),
+                     p.stderr.strip())
+    assert p.returncode == 0 and m, p.stderr
+    assert m.group(3) == m.group(1) and m.group(4) == m.group(1) + "/run.db", p.stderr
+    assert os.listdir(m.group(1)) == ["run.trc"], os.listdir(m.group(1))
+    assert os.stat(m.group(1)).st_mode & 0o077 == 0
+    runs.append(m.group(1))
+assert runs[0] != runs[1], runs
+hrtest.trace_import([runs[1], runs[1] + "/run.db"])
+shutil.rmtree(os.path.join(d, "heapreel-out"))
 p = rec(["-o", "pid-%p.trc", "--", "sh", "-c", "echo $$"])
 pid = p.stdout.strip()
-assert p.stderr.strip() == "trace-record: trace written to %s/pid-%s.trc" % (d, pid), p.stderr
+assert p.stderr.strip() == ("trace-record: trace written to %s/pid-%s.trc; import it: "
+                            "trace-import %s/pid-%s.trc %s/pid-%s.db" % ((d, pid) * 3)), p.stderr
 
 # A run that forks and execs (forker: the child execs true) leaves three
 # traces; trace-record counts those written since it started, not an older
@@ -53,8 +72,8 @@ p = rec(["-o", t, "--", forker, "exec", "/bin/true"])
 assert p.returncode == 0, p.stderr
 assert p.stderr.splitlines()[-1] == (
     "trace-record: 3 traces written: %s, and beside it 2 of the programs it exec'd and "
-    "the processes it forked (f.trc.1, f.trc.2); import them together: trace-import %s* DB"
-    % (t, t)), p.stderr
+    "the processes it forked (f.trc.1, f.trc.2); import them together: trace-import %s* %s"
+    % (t, t, os.path.join(d, "f.db"))), p.stderr
 os.unlink(stale)
 db = os.path.join(d, "f.db")
 hrtest.trace_import([t, t + ".1", t + ".2", db])
@@ -62,12 +81,33 @@ c = hrtest.connect(db)
 assert [r[0] for r in c.execute("SELECT exe FROM processes ORDER BY t_start")] == \
     [forker, forker, "/usr/bin/true"]
 c.close()
-p = rec(["--", forker, "exec", "/bin/true"])
+p = rec(["-o", "forker.%p.trc", "--", forker, "exec", "/bin/true"])
 parent, child = p.stdout.split()[1], p.stdout.split()[7]
 assert p.returncode == 0 and p.stderr.splitlines()[-1] == (
     "trace-record: 3 traces written: %s/forker.%s.trc, and beside it 2 of the programs it "
     "exec'd and the processes it forked (forker.%s.trc, forker.%s.trc.1); import them "
-    "together: trace-import TRACE... DB" % (d, parent, child, child)), p.stderr
+    "together: trace-import %s/forker.*.trc* %s/forker.%s.db" % (d, parent, child, child, d, d,
+                                                                 parent)), p.stderr
+# The same run into a directory of its own: the command names the directory.
+run = os.path.join(d, "run dir")
+p = rec(["-o", run + "/", "--", forker, "exec", "/bin/true"])
+assert p.returncode == 0 and p.stderr.splitlines()[-1] == (
+    "trace-record: 3 traces written: %s/run.trc, and beside it 2 of the programs it exec'd "
+    "and the processes it forked (run.trc.1, run.trc.2); import them together: "
+    "trace-import '%s' '%s/run.db'" % (run, run, run)), p.stderr
+hrtest.trace_import([run, os.path.join(run, "run.db")])
+assert hrtest.connect(os.path.join(run, "run.db")).execute(
+    "SELECT COUNT(*) FROM processes").fetchone()[0] == 3
+# A child that changes directory before it execs is recorded too (librec.so
+# is preloaded by its absolute path), whatever path trace-record was run by.
+cd = os.path.join(d, "cd")
+p = subprocess.run([os.path.relpath(ctltest.TRACE_RECORD, d), "-o", cd + "/", "--", "sh", "-c",
+                    "cd / && exec /bin/sh -c 'echo $LD_PRELOAD'"],
+                   capture_output=True, text=True, cwd=d, timeout=60)
+assert p.returncode == 0 and sorted(os.listdir(cd)) == ["run.trc", "run.trc.1"], (
+    p.stderr, os.listdir(cd))
+assert p.stdout.strip() == os.path.realpath(hrtest.LIBREC), p.stdout
+assert hrtest.summary(os.path.join(cd, "run.trc.1"))["alloc"] > 0
 
 # Options become the recorder's environment; LD_PRELOAD is appended to.
 other = "/lib/x86_64-linux-gnu/libm.so.6"
@@ -77,17 +117,23 @@ p = rec(["-o", "env.trc", "--sample", "4096", "--paused", "--depth", "7", "--max
         env=env)
 assert p.returncode == 0, p.stderr
 preload, sample, paused, depth, max_size = p.stdout.strip().split("|")
-assert preload.split(":") == [other, hrtest.LIBREC], preload
+assert preload.split(":") == [other, os.path.realpath(hrtest.LIBREC)], preload
 assert (sample, paused, depth, max_size) == ("4096", "1", "7", "8M"), p.stdout
 
 # Refusals: one line, the program never runs.
 marker = os.path.join(d, "ran")
+with open(os.path.join(d, "notes.txt"), "w") as f:
+    f.write("not a trace")
 for args, code, words in (
         (["--max-size", "1M"], 2, "--max-size 1M"),
         (["--max-size", "lots"], 2, "--max-size lots"),
         (["--sample", "lots"], 2, "--sample lots"),
         (["--depth", "0"], 2, "--depth 0"),
-        (["-o", "code0.trc"], 127, "already exists"),
+        (["-o", "code0.trc"], 3, "already exists"),
+        (["-o", "notes.txt", "--force"], 3, "is not a trace"),
+        (["-o", os.path.join(d, "missing", "x.trc")], 1, "cannot record into"),
+        (["-o", os.path.join(d, "missing", "x") + "/"], 1, "cannot make the run directory"),
+        (["-o", run + "/"], 3, "is not empty"),
         (["--bogus"], 2, "unknown option --bogus")):
     before = os.path.getsize(os.path.join(d, "code0.trc"))
     p = rec(args + ["--", "sh", "-c", "touch " + marker])
@@ -98,6 +144,19 @@ for args, code, words in (
 
 p = rec(["-o", "none.trc", "--", os.path.join(d, "no-such-program")])
 assert p.returncode == 127 and "cannot run" in p.stderr, p.stderr
+# nothing left behind: neither the default run directory nor heapreel-out
+p = rec(["--", os.path.join(d, "no-such-program")])
+assert p.returncode == 127 and len(p.stderr.splitlines()) == 1, p.stderr
+assert not os.path.exists(os.path.join(d, "heapreel-out"))
+# --force replaces a trace (and its leftover .ring), nothing else
+t = os.path.join(d, "code3.trc")
+p = rec(["--force", "-o", t, "--", "sh", "-c", "exit 0 # replaced"])
+assert p.returncode == 0 and hrtest.summary(t)["alloc"] > 0, p.stderr
+assert b"exit 0 # replaced" in open(t, "rb").read(4096)   # the header's command line
+t = os.path.join(d, "code143.trc")
+assert os.path.exists(t + ".ring")
+p = rec(["-f", "-o", t, "--", "sh", "-c", "exit 0"])
+assert p.returncode == 0 and not os.path.exists(t + ".ring"), p.stderr
 
 # exit() from a worker while the main thread waits for it: the .ring is left
 # for the threads still running then, and trace-record says so

@@ -63,11 +63,18 @@ for k, v in dict(events=4, alloc=2, free=1, realloc=1, stacks=2, threads=1,
 assert abs(s["bytes_per_event"] - round(len(data) / 4, 2)) < 0.006, s
 
 # ---- usage -------------------------------------------------------------------
-assert dump().returncode == 64
-assert dump("--bogus", sample).returncode == 64
-assert dump(sample, sample).returncode == 64
+# exit codes as in README "Exit codes": 2 usage, 3 output not writable
+assert dump().returncode == 2
+assert dump("--bogus", sample).returncode == 2
+assert dump(sample, sample).returncode == 2
 h = dump("--help")
 assert h.returncode == 0 and "usage: trace-dump" in h.stdout
+assert "5 damaged" in h.stdout, h.stdout
+if os.path.exists("/dev/full"):
+    with open("/dev/full", "w") as full:
+        p = subprocess.run([DUMP, sample], stdout=full, stderr=subprocess.PIPE, text=True)
+    assert p.returncode == 3 and p.stderr.startswith("trace-dump: writing output:"), (
+        p.returncode, p.stderr)
 
 # ---- unusable files: exit 1, one line naming file and byte -------------------
 empty = write("empty.trc", b"")
@@ -91,28 +98,28 @@ while at < len(data):
     at += 56 + int.from_bytes(data[at + 44:at + 48], "little")
 assert at == len(data) and len(starts) == 4, starts
 
-# ---- damaged tail: exit 2, everything before printed ---------------------------
+# ---- damaged tail: exit 5, everything before printed ---------------------------
 for cut in (starts[-1] + 3, starts[-1] + 56, len(data) - 1):
     t = write("cut.trc", data[:cut])
     p = dump(t)
-    off, msg = one_line_error(p, t, 2)
+    off, msg = one_line_error(p, t, 5)
     assert off >= starts[-1], (cut, off)
     assert p.stdout.splitlines() == want[:4], p.stdout
     s = dump("--summary", t)
-    assert s.returncode == 2 and "events 4" in s.stdout.splitlines()
+    assert s.returncode == 5 and "events 4" in s.stdout.splitlines()
 
 # a flipped bit in the second segment (the realloc): the first one prints
 flip = bytearray(data)
 flip[starts[1] + 70] ^= 0x04
 t = write("flip.trc", bytes(flip))
 p = dump(t)
-off, msg = one_line_error(p, t, 2)
+off, msg = one_line_error(p, t, 5)
 assert off == starts[1], (off, starts)
 assert p.stdout.splitlines() == want[:2], p.stdout
 flip = bytearray(data)
 flip[starts[2] + 5] ^= 0x80     # segment header field: header checksum
 t = write("flip2.trc", bytes(flip))
-off, msg = one_line_error(dump(t), t, 2)
+off, msg = one_line_error(dump(t), t, 5)
 assert off == starts[2] and "checksum" in msg, msg
 
 print("test_dump: ok")

@@ -67,7 +67,7 @@ def check_killed(trace, slots, nworkers, db):
     if not os.path.exists(trace):
         assert published == 0, "no trace %s but %d calls published" % (trace, published)
         return 0, 0, [], note + ", killed before the trace existed"
-    imp = hardtest.trace_import([trace], db, ok=(0, 1, 2))
+    imp = hardtest.trace_import([trace], db, ok=(0, 1, 5))
     if imp.returncode == 1:
         # killed inside the recorder's start: nothing can have been published
         assert published == 0, "%d calls published but the import failed:\n%s" % (
@@ -77,7 +77,7 @@ def check_killed(trace, slots, nworkers, db):
     f = hardtest.consistency(c)
     lost, in_flight, problems = compare(c, slots, nworkers, exact=False)
     note += ", %d events imported (%d from the .ring)%s" % (
-        f["events"], f["recovered_events"], ", damaged tail" if imp.returncode == 2 else "")
+        f["events"], f["recovered_events"], ", damaged tail" if imp.returncode == 5 else "")
     c.close()
     return lost, in_flight, problems, note
 
@@ -193,12 +193,12 @@ def case_python_sigkill(d, n):
         out, err = p.communicate()
         assert p.returncode == -signal.SIGKILL and not err, (p.returncode, err)
         db = os.path.join(d, "py%d.db" % i)
-        imp = hardtest.trace_import([trace], db, ok=(0, 2))
+        imp = hardtest.trace_import([trace], db, ok=(0, 5))
         c = hardtest.connect(db)
         f = hardtest.consistency(c, max_unmatched=PY_UNMATCHED)
         print("run %d: killed at %.0f ms: %d events (%d from the .ring)%s, %d unmatched frees" % (
             i, delay * 1e3, f["events"], f["recovered_events"],
-            ", damaged tail" if imp.returncode == 2 else "", f["unmatched_frees"]))
+            ", damaged tail" if imp.returncode == 5 else "", f["unmatched_frees"]))
         c.close()
         for path in (trace, trace + ".ring", db):
             if os.path.exists(path):
@@ -228,7 +228,7 @@ def check_exact(d, cnt, trace, grow=False):
     slots, ready, grown = read_counters(cnt)
     assert ready == CRASH_WORKERS, "%d workers started" % ready
     db = os.path.join(d, "crash.db")
-    imp = hardtest.trace_import([trace], db, ok=(0, 2))
+    imp = hardtest.trace_import([trace], db, ok=(0, 5))
     c = hardtest.connect(db)
     f = hardtest.consistency(c)
     lost, in_flight, problems = compare(c, slots, CRASH_WORKERS, exact=True)
@@ -247,7 +247,7 @@ def check_exact(d, cnt, trace, grow=False):
         calls += grown
     print("%d calls published, all imported (%d events, %d from the .ring%s)" % (
         calls, f["events"], f["recovered_events"],
-        ", damaged tail" if imp.returncode == 2 else ""))
+        ", damaged tail" if imp.returncode == 5 else ""))
 
 
 def case_abort(d):

@@ -7,6 +7,7 @@ traces into one database, .ring recovery, and every kind of bad input.
 usage: test_crafted.py CASE   (one of the functions named case_*)"""
 import os
 import shutil
+import sqlite3
 import stat
 import struct
 import sys
@@ -264,7 +265,7 @@ def case_truncated(d):
     size = os.path.getsize(trc)
     os.truncate(trc, size - 5)
     db = os.path.join(d, "t.db")
-    p = trace_import([trc, db], expect=2)
+    p = trace_import([trc, db], expect=5)
     assert trc + ": byte " in p.stderr, p.stderr
     c = connect(db)
     assert meta(c, "damaged") == 1
@@ -298,7 +299,7 @@ def case_bitflip(d):
         f.write(bytes([b[0] ^ 0x10]))
     assert s1 < s2 - 10
     db = os.path.join(d, "b.db")
-    p = trace_import([trc, db], expect=2)
+    p = trace_import([trc, db], expect=5)
     assert trc + ": byte " in p.stderr, p.stderr
     c = connect(db)
     assert meta(c, "damaged") == 1
@@ -349,10 +350,46 @@ def case_output(d):
     db = os.path.join(d, "o.db")
     with open(db, "w") as f:
         f.write("precious")
-    p = trace_import([trc, db], expect=1)
-    assert p.stderr == "trace-import: %s: exists (use --force to overwrite)\n" % db, p.stderr
+    # an existing output: exit 3; --force replaces only a heapreel database
+    p = trace_import([trc, db], expect=3)
+    assert p.stderr == "trace-import: %s: exists (--force replaces a heapreel database)\n" % (
+        db,), p.stderr
+    p = trace_import(["--force", trc, db], expect=3)
+    assert p.stderr == ("trace-import: %s: exists and is not a heapreel database; not "
+                        "replacing it, even with --force\n" % db), p.stderr
     assert open(db).read() == "precious"
-    trace_import(["-q", "--force", trc, db])
+    other = os.path.join(d, "other.db")
+    c = sqlite3.connect(other)
+    c.execute("CREATE TABLE meta(key TEXT PRIMARY KEY, value)")
+    c.execute("INSERT INTO meta VALUES ('format', 'not heapreel')")
+    c.commit()
+    c.close()
+    before = open(other, "rb").read()
+    p = trace_import(["--force", trc, other], expect=3)
+    assert "is not a heapreel database" in p.stderr and open(other, "rb").read() == before
+    # the database argument forgotten: the last trace is not made a database
+    trc2 = mktrace(os.path.join(d, "o2.trc"), PAIRING)
+    before = open(trc2, "rb").read()
+    p = trace_import(["--force", trc, trc2], expect=3)
+    assert p.stderr == ("trace-import: %s: exists and is not a heapreel database; not "
+                        "replacing it, even with --force\n" % trc2), p.stderr
+    assert open(trc2, "rb").read() == before
+    # an input as the output (also under another name): refused first
+    link = os.path.join(d, "o2.db")
+    os.link(trc2, link)
+    for args in ([trc2, trc2], [trc2, link], [trc, trc2, link]):
+        p = trace_import(["--force"] + args, expect=3)
+        assert p.stderr == ("trace-import: %s: is one of the inputs; not replacing it (the "
+                            "database comes last: trace-import TRACE... OUT.db)\n" % args[-1]), (
+            args, p.stderr)
+        assert open(trc2, "rb").read() == before
+    assert not [f for f in os.listdir(d) if ".tmp-" in f]
+    os.unlink(db)
+    trace_import(["-q", trc, db])
+    trace_import(["-q", "--force", trc2, db])
+    p = trace_import(["--force", db, db], expect=3)
+    assert "is one of the inputs" in p.stderr
+    assert meta(connect(db), "allocations") == 9
     assert stat.S_IMODE(os.stat(db).st_mode) & 0o077 == 0
     assert meta(connect(db), "allocations") == 9
     # unwritable output directory (root writes anywhere: then a missing one)
@@ -360,13 +397,13 @@ def case_output(d):
     os.mkdir(ro)
     os.chmod(ro, 0o500)
     target = os.path.join(ro, "x.db") if os.geteuid() != 0 else os.path.join(d, "no", "x.db")
-    p = trace_import([trc, target], expect=1)
+    p = trace_import([trc, target], expect=3)
     assert p.stderr.startswith("trace-import: %s: cannot create" % target), p.stderr
     assert not os.path.exists(target)
     os.chmod(ro, 0o700)
     # usage errors
-    trace_import([trc], expect=64)
-    trace_import(["--bogus", trc, db], expect=64)
+    trace_import([trc], expect=2)
+    trace_import(["--bogus", trc, db], expect=2)
     assert "usage:" in trace_import(["--help"]).stdout
 
 
@@ -669,7 +706,7 @@ def case_bounded(d):
     with open(bad, "wb") as f:
         f.write(data)
     p = trace_import(["-q", bad, os.path.join(d, "bad.db")], expect=None)
-    assert p.returncode == 2 and "byte %d:" % bad_at in p.stderr, (p.returncode, p.stderr)
+    assert p.returncode == 5 and "byte %d:" % bad_at in p.stderr, (p.returncode, p.stderr)
     # a ring so small that no keyframe survives whole: refused, nothing written
     small = mktrace(os.path.join(d, "s.trc"), BOUNDED.replace("bound 1600", "bound 1024"))
     p = trace_import([small, os.path.join(d, "s.db")], expect=1)
