@@ -5,7 +5,7 @@ refuses a --max-size below 4M or not a size, bad values, an existing
 trace file (exit 3; --force replaces only a trace) and a directory it
 cannot write to (exit 1) before running anything; puts a run's traces in a
 directory of its own (-o DIR/, by default heapreel-out/PROGRAM.STAMP/) and
-prints the exact command that imports them; preloads librec.so by its
+prints the exact command that imports them; preloads libheapreel.so by its
 absolute path, so a child that changes directory is recorded too."""
 import os
 import re
@@ -98,7 +98,7 @@ assert p.returncode == 0 and p.stderr.splitlines()[-1] == (
 hrtest.trace_import([run, os.path.join(run, "run.db")])
 assert hrtest.connect(os.path.join(run, "run.db")).execute(
     "SELECT COUNT(*) FROM processes").fetchone()[0] == 3
-# A child that changes directory before it execs is recorded too (librec.so
+# A child that changes directory before it execs is recorded too (libheapreel.so
 # is preloaded by its absolute path), whatever path trace-record was run by.
 cd = os.path.join(d, "cd")
 p = subprocess.run([os.path.relpath(ctltest.TRACE_RECORD, d), "-o", cd + "/", "--", "sh", "-c",
