@@ -40,6 +40,7 @@
  * between publishing, or free a block another thread allocated.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -238,6 +239,16 @@ int main(int argc, char **argv)
 			abort();
 	worker((void *)0);
 	if (forever) {
+		/* every worker running before the exit: under load the main
+		 * thread's own iterations may end before the others started */
+		for (;;) {
+			pthread_mutex_lock(&ready_lock);
+			uint64_t ready = cf->header.tid;
+			pthread_mutex_unlock(&ready_lock);
+			if (ready >= (uint64_t)n)
+				break;
+			sched_yield();
+		}
 		pthread_t x;
 		if (pthread_create(&x, NULL, exiter, (void *)(uintptr_t)(end[0] == '_')))
 			abort();
