@@ -262,10 +262,23 @@ int q_write_text(struct q_db *db, const struct q_profile *p, int key, bool by_st
 int q_write(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
             bool by_stack, FILE *f);
 
+/* Returned by q_output_ok and q_write_file when the output cannot be
+ * written (it exists, it is the database, no permission, disk full), as
+ * opposed to -1: the database could not be read. */
+#define Q_OUTPUT (-3)
+
+/* 0 if path may be written: it does not exist, or it exists and force is
+ * set; Q_OUTPUT (db->err says why) if it exists without force or if it is
+ * the database being read, under any name (same device and inode, also
+ * through a symlink), which even force never replaces. */
+int q_output_ok(struct q_db *db, const char *path, bool force);
+
 /* Writes the profile to path atomically: a new 0600 file next to it
- * (O_EXCL, so never through a planted symlink) renamed over path once
- * complete. */
+ * (O_EXCL, so never through a planted symlink), moved to path once
+ * complete; a failure leaves no file behind. Refuses what q_output_ok
+ * refuses; without force, a file that appears at path meanwhile is not
+ * replaced either (the move itself refuses). */
 int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
-                 bool by_stack, const char *path);
+                 bool by_stack, const char *path, bool force);
 
 #endif

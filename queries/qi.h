@@ -8,6 +8,7 @@
 #define QI_H
 
 #include <sqlite3.h>
+#include <sys/types.h>
 
 #include "q.h"
 
@@ -80,6 +81,8 @@ struct q_frees {
 struct q_db {
 	sqlite3 *sql;
 	char *path;
+	dev_t dev;                             /* the database file's, at q_open */
+	ino_t ino;
 	char err[512];
 	sqlite3_stmt *st[Q_NSTMT];             /* prepared once, on first use */
 	struct q_process *procs;

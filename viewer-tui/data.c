@@ -251,7 +251,7 @@ int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t 
                     const char *path, char *err, size_t errn)
 {
 	struct stat st;
-	/* q_write_file renames over path: never replace a file by surprise. */
+	/* refused before the query runs (q_write_file refuses it again, atomically) */
 	if (lstat(path, &st) == 0) {
 		snprintf(err, errn, "%s: already exists, not overwritten", path);
 		return -1;
@@ -259,7 +259,7 @@ int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t 
 	struct q_profile p = { 0 };
 	int rc = query(d, &p, kind, t1, t2);
 	if (rc == 0)
-		rc = q_write_file(d->db, &p, Q_FMT_HEAP, Q_INUSE_BYTES, false, path);
+		rc = q_write_file(d->db, &p, Q_FMT_HEAP, Q_INUSE_BYTES, false, path, false);
 	if (rc < 0)
 		snprintf(err, errn, "%s", q_errmsg(d->db));
 	q_profile_free(&p);

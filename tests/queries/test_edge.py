@@ -56,7 +56,7 @@ checks = 0
 def pb_values(db, q):
     """The values of each sample of the .pb.gz answer, and its sample types."""
     out = os.path.join(tmp, "a.pb.gz")
-    hrtest.run([SNAP, db] + q + ["-o", out])
+    hrtest.run([SNAP, db] + q + ["-o", out, "--force"])
     with open(out, "rb") as fh:
         prof = gzip.decompress(fh.read())
     top = fixture.pb_fields(prof)

@@ -42,7 +42,7 @@ checks = 0
 
 def heap_rows(args):
     out = os.path.join(tmp, "o.heap")
-    hrtest.run([SNAP, DB] + args + ["-o", out])
+    hrtest.run([SNAP, DB] + args + ["-o", out, "--force"])
     with open(out) as fh:
         typ, rows, _ = fixture.parse_heap(fh.read())
     return rows

@@ -21,7 +21,7 @@ checks = 0
 
 def heap(*args):
     out = os.path.join(tmp, "o.heap")
-    hrtest.run([SNAP, DB] + list(args) + ["-o", out])
+    hrtest.run([SNAP, DB] + list(args) + ["-o", out, "--force"])
     assert oct(os.stat(out).st_mode & 0o777) == "0o600"
     with open(out) as fh:
         return fixture.parse_heap(fh.read())
