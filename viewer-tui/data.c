@@ -52,8 +52,9 @@ static int warm(struct tui_data *d)
 	return 0;
 }
 
-struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t errn)
+struct tui_data *tui_data_open(const char *path, int64_t pid, int *why, char *err, size_t errn)
 {
+	*why = -1;
 	struct tui_data *d = calloc(1, sizeof *d);
 	if (!d) {
 		snprintf(err, errn, "%s: out of memory", path);
@@ -71,6 +72,7 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t 
 			snprintf(err, errn, "%s: the database holds no process", path);
 		else
 			snprintf(err, errn, "%s: no process with pid %lld", path, (long long)pid);
+		*why = pid < 0 ? -1 : Q_NOT_FOUND;
 		goto fail;
 	}
 	d->pid = p->pid;
@@ -193,11 +195,10 @@ unsigned tui_data_lacks(struct tui_data *d, int64_t t)
 
 int tui_data_time(struct tui_data *d, const char *spec, int64_t *t, char *err, size_t errn)
 {
-	if (q_time(d->db, d->pid, spec, t) < 0) {
+	int rc = q_time(d->db, d->pid, spec, t);
+	if (rc < 0)
 		snprintf(err, errn, "%s", q_errmsg(d->db));
-		return -1;
-	}
-	return 0;
+	return rc;
 }
 
 static int query(struct tui_data *d, struct q_profile *p, enum tui_kind kind, int64_t t1, int64_t t2)

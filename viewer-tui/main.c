@@ -27,16 +27,22 @@
 #define KEY_CTRL_U   21
 #define KEY_DEL      127
 #define KEY_CTRL_H   8
-#define EXIT_USAGE   2
+#define EXIT_INPUT     1     /* the database is unusable, no terminal, no memory */
+#define EXIT_USAGE     2
+#define EXIT_NOT_FOUND 4     /* --pid or --at not in the data */
 
 static const char usage[] =
 	"usage: trace-tui [--at T] [--pid N] run.db\n"
-	"  --at T    start with the cursor at T (30s, 1.5s, 250ms, 45%, mark:LABEL, end)\n"
+	"  --at T    start with the cursor at T (30s, 1.5m, 250ms, 0.5 = seconds, 45%,\n"
+	"            mark:LABEL, start, end)\n"
 	"  --pid N   show process N of a multi-process database (default: the program\n"
 	"            the first process ran last, after its execs)\n"
 	"  --bench-steps N  move the cursor N times across the trace, print the time\n"
 	"            per step (query + redraw) on stderr, and exit\n"
-	"Keys: press ? inside.\n";
+	"Keys: press ? inside.\n"
+	"exit: 0 done; 1 unusable database or no terminal; 2 usage (also a malformed\n"
+	"      time); 4 not in the data (--pid, or --at outside the recording or an\n"
+	"      unknown mark)\n";
 
 static int64_t clamp(const struct tui_ui *u, int64_t t)
 {
@@ -357,10 +363,11 @@ int main(int argc, char **argv)
 
 	char err[512];
 	struct tui_ui u = { .dbname = path, .sel_node = -1, .sel_fn = -1, .win_kind = TUI_GROWTH };
-	u.d = tui_data_open(path, pid, err, sizeof err);
+	int why;
+	u.d = tui_data_open(path, pid, &why, err, sizeof err);
 	if (!u.d) {
 		fprintf(stderr, "trace-tui: %s\n", err);
-		return 1;
+		return why == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_INPUT;
 	}
 	tui_data_process(u.d, &u.pid, &u.exe, &u.nprocs);
 	tui_data_span(u.d, &u.t_start, &u.t_end);
@@ -371,22 +378,23 @@ int main(int argc, char **argv)
 	u.chart.pts = tui_data_timeline(u.d, &u.chart.npts);
 	u.chart.duration = u.t_end;
 	u.cursor = u.t_start;
-	if (at && tui_data_time(u.d, at, &u.cursor, err, sizeof err) < 0) {
+	int at_rc = at ? tui_data_time(u.d, at, &u.cursor, err, sizeof err) : 0;
+	if (at_rc < 0) {
 		fprintf(stderr, "trace-tui: --at %s: %s\n", at, err);
 		tui_data_close(u.d);
-		return EXIT_USAGE;
+		return at_rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_USAGE;
 	}
 	u.model = tui_model_new();
 	if (!u.model) {
 		fprintf(stderr, "trace-tui: out of memory\n");
 		tui_data_close(u.d);
-		return 1;
+		return EXIT_INPUT;
 	}
 	if (!isatty(STDIN_FILENO) || !isatty(STDOUT_FILENO)) {
 		fprintf(stderr, "trace-tui: needs a terminal on stdin and stdout\n");
 		tui_model_free(u.model);
 		tui_data_close(u.d);
-		return 1;
+		return EXIT_INPUT;
 	}
 
 	setlocale(LC_ALL, "");

@@ -46,8 +46,9 @@ struct tui_data;                                   /* opaque, see data.c */
 /* Opens path, checks it is a complete heapreel database whose process (pid,
  * or the run's program if pid < 0: q_default_process) made at least one
  * allocation; on failure
- * returns NULL and writes one line naming the file into err. */
-struct tui_data *tui_data_open(const char *path, int64_t pid, char *err, size_t errn);
+ * returns NULL, writes one line naming the file into err and sets *why to
+ * Q_NOT_FOUND if the database has no process pid, else -1. */
+struct tui_data *tui_data_open(const char *path, int64_t pid, int *why, char *err, size_t errn);
 void tui_data_close(struct tui_data *d);
 
 /* The process shown (its executable may be "") and how many the database
@@ -66,7 +67,8 @@ const struct q_span *tui_data_stopped(const struct tui_data *d, size_t *n);
 /* What the snapshot at t lacks: Q_LACK_* bits (q_lacks). */
 unsigned tui_data_lacks(struct tui_data *d, int64_t t);
 
-/* Parses a time spec as trace-snap does ("30s", "45%", "mark:L", "end"). */
+/* Parses a time spec as trace-snap does ("30s", "45%", "mark:L", "end"):
+ * 0, -1 if malformed, Q_NOT_FOUND if not in the data (q_time). */
 int tui_data_time(struct tui_data *d, const char *spec, int64_t *t, char *err, size_t errn);
 
 /* A view: TUI_SNAPSHOT reads t2 only, the others the window (t1, t2].

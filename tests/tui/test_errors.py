@@ -1,7 +1,7 @@
 """trace-tui refuses what it cannot show before taking over the screen: a
 missing file, a file that is not a heapreel database, an empty trace (and
-whether it was cut before its first allocation), a bad flag or time. Each gives one line on stderr naming the problem, a non-zero
-exit and no terminal control sequences. Needs no terminal (and no tmux).
+whether it was cut before its first allocation), a bad flag or time. Each gives one line on stderr naming the problem, its exit
+code (README "Exit codes") and no terminal control sequences. Needs no terminal (and no tmux).
 """
 import os
 import sqlite3
@@ -63,9 +63,15 @@ assert line.endswith("no allocations (pid %d): it was cut (damaged) before any w
                      % tt.PID), line
 print("empty and cut:", line)
 
-print("bad time:", refused(["--at", "99s", GOOD], "--at 99s", 2))
-print("bad mark:", refused(["--at", "mark:nope", GOOD], "mark:nope", 2))
-print("bad pid:", refused(["--pid", "7", GOOD], "7", 1))
+# Exit codes (README "Exit codes"): 4 not in the data, 2 malformed.
+print("time outside:", refused(["--at", "99s", GOOD], "--at 99s", 4))
+print("bad mark:", refused(["--at", "mark:nope", GOOD], "mark:nope", 4))
+print("bad pid:", refused(["--pid", "7", GOOD], "7", 4))
+print("malformed time:", refused(["--at", "5d", GOOD], "malformed time '5d'", 2))
+# The one time grammar: a bare number is seconds, m and h are units
+# (well formed and inside the trace: only the missing terminal is refused).
+for spec in ["0.5", "0m", "0h", ".5"]:
+    refused(["--at", spec, GOOD], "terminal", 1)
 print("bad flag:", refused(["--frobnicate", GOOD], "--frobnicate", 2))
 print("no db:", refused([], "usage", 2))
 # A good database without a terminal: told so, not a garbled screen.
