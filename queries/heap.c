@@ -3,9 +3,10 @@
  *
  * Header `@ heapprofile` when every allocation was recorded, `@ heap_v2/P`
  * with raw sampled numbers when the process was sampled every P bytes (the
- * readers unbias). One line per stack, leaf first, raw return addresses in
- * lowercase hex, one address per real frame (an inlined chain shares one
- * ip). Then MAPPED_LIBRARIES rebuilt from the module records.
+ * readers unbias). One line per stack, leaf first, addresses in lowercase
+ * hex, one per real frame (an inlined chain shares one ip): the callers'
+ * raw return addresses, the leaf's minus one (see leaf_address). Then
+ * MAPPED_LIBRARIES rebuilt from the module records.
  *
  * Go pprof derives its sample types from the header (§1.2, §6.6): when the
  * alloc pair equals the inuse pair (a snapshot before any free; --top and
@@ -36,6 +37,20 @@ static void fix_pair(int64_t *n, int64_t *b)
 	} else if (*n < 0) {
 		*n = 0;
 	}
+}
+
+/* Every frame is a return address: the instruction after the call, which
+ * at -O2 may belong to the next statement. The readers move callers back
+ * into the call themselves (google-pprof and jeprof subtract 1 from every
+ * frame but the leaf, Go pprof from every frame: heap-formats.md §1.4), so
+ * those stay raw, or they would land before the call. The Perl tools look
+ * the leaf up as is, so google-pprof and jeprof showed the statement after
+ * the allocating call; written minus one, it is the call for them, and
+ * minus two for Go pprof, still inside the call (a call instruction is at
+ * least 2 bytes on x86-64, 4 on arm64). */
+static uint64_t leaf_address(uint64_t ip)
+{
+	return ip - 1;
 }
 
 static int cmp_rows(const void *a, const void *b)
@@ -109,7 +124,7 @@ int q_write_heap(struct q_db *db, const struct q_profile *p, FILE *f)
 		        r->v[Q_INUSE_OBJECTS], r->v[Q_INUSE_BYTES], r->v[Q_ALLOC_OBJECTS],
 		        r->v[Q_ALLOC_BYTES]);
 		for (size_t j = 0; j < nf; j = q_group_end(fr, nf, j))
-			fprintf(f, " 0x%" PRIx64, fr[j].ip);
+			fprintf(f, " 0x%" PRIx64, j ? fr[j].ip : leaf_address(fr[j].ip));
 		fputc('\n', f);
 	}
 	free(fixed);
