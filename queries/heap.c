@@ -21,16 +21,23 @@
  * anything but sample lines before MAPPED_LIBRARIES.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "qi.h"
+
+/* A pair that says a stack shrank: no reader accepts it. */
+static bool negative_pair(int64_t n, int64_t b)
+{
+	return b < 0 || (b == 0 && n < 0);
+}
 
 /* A pair the readers accept: negative growth is cut to 0 (as pprof's
  * --drop_negative), and bytes without a count (a stack whose objects were
  * replaced by larger ones in a growth window) get a count of 1. */
 static void fix_pair(int64_t *n, int64_t *b)
 {
-	if (*b < 0 || (*b == 0 && *n < 0)) {
+	if (negative_pair(*n, *b)) {
 		*n = *b = 0;
 	} else if (*n <= 0 && *b > 0) {
 		*n = 1;
@@ -51,6 +58,19 @@ static void fix_pair(int64_t *n, int64_t *b)
 static uint64_t leaf_address(uint64_t ip)
 {
 	return ip - 1;
+}
+
+void q_heap_dropped(const struct q_profile *p, int64_t *stacks, int64_t *bytes)
+{
+	*stacks = *bytes = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		struct q_row r;
+		q_unbias(&p->rows[i], p->sample_period, &r);
+		if (negative_pair(r.v[Q_INUSE_OBJECTS], r.v[Q_INUSE_BYTES])) {
+			++*stacks;
+			*bytes -= r.v[Q_INUSE_BYTES];
+		}
+	}
 }
 
 static int cmp_rows(const void *a, const void *b)

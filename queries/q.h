@@ -253,6 +253,10 @@ int q_format_by_path(const char *path);
  * (ferror/fclose) except for the pb.gz compressor's own.
  * key (Q_INUSE_BYTES, ...) picks the value of folded and text outputs. */
 int q_write_heap(struct q_db *db, const struct q_profile *p, FILE *f);
+/* What q_write_heap leaves out of p because the format has no negative
+ * counts: the stacks whose live pair shrank (a growth), and by how many
+ * bytes in all (unbiased if sampled). */
+void q_heap_dropped(const struct q_profile *p, int64_t *stacks, int64_t *bytes);
 int q_write_pb_gz(struct q_db *db, const struct q_profile *p, FILE *f);
 int q_write_folded(struct q_db *db, const struct q_profile *p, int key, FILE *f);
 /* by_stack: one line per stack (its functions, leaf first) instead of the

@@ -179,6 +179,18 @@ static int time_fail(struct q_db *db, int rc)
 	return fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_USAGE, "%s", q_errmsg(db));
 }
 
+/* The .heap format has no negative counts: say what a growth loses. */
+static void warn_heap_dropped(const struct q_profile *p)
+{
+	int64_t stacks, bytes;
+	q_heap_dropped(p, &stacks, &bytes);
+	if (stacks)
+		fprintf(stderr, "trace-snap: warning: .heap has no negative counts: %lld stack%s "
+		        "that shrank by %lld bytes in all %s left out (--format text or pb.gz "
+		        "shows them)\n", (long long)stacks, stacks == 1 ? "" : "s",
+		        (long long)bytes, stacks == 1 ? "is" : "are");
+}
+
 /* --processes: every process of the database, the default one starred. */
 static int list_processes(struct q_db *db)
 {
@@ -249,6 +261,8 @@ int main(int argc, char **argv)
 	}
 	int code = 0;
 	/* the .heap, .pb.gz and folded outputs cannot carry the warnings */
+	if (!rc && a.format == Q_FMT_HEAP)
+		warn_heap_dropped(&p);
 	if (rc || (rc = q_write_lacks(db, &p, "trace-snap: warning: ", stderr)))
 		code = fail(EXIT_INPUT, "%s", q_errmsg(db));
 	else if (a.out) {

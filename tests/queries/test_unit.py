@@ -83,6 +83,16 @@ assert maps == ("400000-402000 r-xp 00000000 00:00 0 /opt/app/bin/app\n"
 # Growth 2s..6s: pprof --base semantics, negative inuse cut to 0 in .heap.
 expect(["--growth", "2s..6s"], {"big": [2, 8192, 2, 8192],
                                 "mid": [1, 4096, 2, 8192], "inl": [0, 0, 4, 400]})
+# ... and said on stderr: the stack that shrank (small, -80 B) is left out.
+p = hrtest.run([SNAP, DB, "--growth", "2s..6s", "--format", "heap"])
+assert p.stderr == ("trace-snap: warning: .heap has no negative counts: 1 stack that shrank "
+                    "by 80 bytes in all is left out (--format text or pb.gz shows them)\n"), \
+    p.stderr
+for q in [["--growth", "2s..6s", "--format", "text"], ["--growth", "1s..6s", "--format", "heap"],
+          ["--peak", "--format", "heap"]]:
+    p = hrtest.run([SNAP, DB] + q)
+    assert p.stderr == "", (q, p.stderr)
+checks += 1
 # Steady 3s..7s: made in (3 s, 7 s] and live at 7 s.
 expect(["--steady", "3s..7s"], {"mid": [1, 4096, 2, 8192], "inl": [0, 0, 4, 400]})
 expect(["--steady", "2s..2001ms"], {"big": [1, 4096, 1, 4096]})   # (T1, T2]
