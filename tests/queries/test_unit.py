@@ -169,4 +169,41 @@ assert out == (
 p = hrtest.run([SNAP, multi, "--processes", "--pid", "100"], check=False)
 assert p.returncode == 2 and "no -o, --format or --pid" in p.stderr, p.stderr
 checks += 1
+# C++: stacks start at the caller of the global operator new / new[] (every
+# variant, also new[] calling new, also inlined into it), as they do at
+# malloc's caller; a class's own operator new is the program's and stays,
+# and a stack of nothing but operator new keeps its frames.
+cxx = os.path.join(tmp, "cxx.db")
+c = fixture.Fixture(cxx)
+c.process(100)
+main = (0x401f00, "main", "app.cc", 30, 0)
+NEW = "operator new(unsigned long)"
+stacks = [
+    ((0x7f10, NEW), (0x401010, "make_a()", "app.cc", 3, 0), main),
+    ((0x7f10, NEW), (0x7f40, "operator new[](unsigned long)"),
+     (0x401020, "make_b()", "app.cc", 5, 0), main),
+    ((0x7f50, "operator new(unsigned long, std::nothrow_t const&)"),
+     (0x401030, "make_c()", "app.cc", 7, 0), main),
+    ((0x7f60, "operator new(unsigned long, std::align_val_t)"),
+     (0x401040, "make_d()", "app.cc", 9, 0), main),
+    ((0x7f70, "operator new[](unsigned long, std::align_val_t, std::nothrow_t const&)"),
+     (0x401050, "make_e()", "app.cc", 11, 0), main),
+    ((0x7f80, "std::__new_helper", "new_op.cc", 2, 1), (0x7f80, NEW, "new_op.cc", 9, 0),
+     (0x401060, "make_f()", "app.cc", 13, 0), main),
+    ((0x401070, "Foo::operator new(unsigned long)"), main),
+    ((0x7f10, NEW),),
+]
+for i, st in enumerate(stacks):
+    c.alloc(100, S + i, 1 << i, c.stack(*st))
+c.finish()
+out = hrtest.run([SNAP, cxx, "--peak", "--format", "folded"]).stdout
+assert sorted(out.splitlines()) == [
+    "main;Foo::operator new(unsigned long) 64", "main;make_a() 1", "main;make_b() 2",
+    "main;make_c() 4", "main;make_d() 8", "main;make_e() 16", "main;make_f() 32",
+    NEW + " 128"], out
+p = hrtest.run([SNAP, cxx, "--peak", "--format", "heap"])
+leaves = sorted(l.split("@")[1].split()[0] for l in p.stdout.splitlines()[1:] if "@" in l)
+assert leaves == ["0x40100f", "0x40101f", "0x40102f", "0x40103f", "0x40104f", "0x40105f",
+                  "0x40106f", "0x7f0f"], leaves
+checks += 1
 print("ok: %d checks" % checks)
