@@ -153,6 +153,11 @@ struct q_frame {
  * ending with its inline_depth 0 frame, all with the same ip. Resolved once
  * per handle and cached: the pointer stays valid until q_close. */
 int q_stack(struct q_db *db, int64_t stack_id, const struct q_frame **frames, size_t *n);
+/* From now on a frame's function is told apart by its line: its name is
+ * "function file:line" where the database knows the line (pprof's
+ * --lines), in every output that names functions. Call it before the first
+ * q_stack of the handle: resolved frames are cached. */
+void q_by_lines(struct q_db *db);
 /* Function names are interned: equal names have equal indexes. */
 const char *q_fn_name(const struct q_db *db, int fn);
 int q_fn_count(const struct q_db *db);

@@ -91,6 +91,7 @@ struct q_db {
 	int64_t duration;                      /* meta.duration_ns, 0 if absent */
 	int64_t main_pid;                      /* meta.peak_pid, 0 if absent */
 	int64_t damaged;                       /* meta.damaged, 0 if absent */
+	bool by_lines;                         /* q_by_lines: names carry file:line */
 	struct q_map rowmap;                   /* stack_id -> profile row */
 	struct q_profile tmp;                  /* the other snapshot of growth/top */
 	struct q_map nodemap;                  /* trie node id -> nodes[] */

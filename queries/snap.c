@@ -28,13 +28,14 @@ enum {
 
 static const char usage_text[] =
 	"usage: trace-snap DB [--pid N] QUESTION [-o FILE [--force]] [--format FMT]\n"
-	"                     [--metric M] [--by function|stack]\n"
+	"                     [--metric M] [--by function|stack] [--lines]\n"
 	"QUESTION: --at T | --peak | --growth T1..T2 | --steady T1..T2 | --leaks |\n"
 	"          --temporary | --top [--window T1..T2] | --processes\n"
 	"T: a number with a unit ns us ms s m h (30s 1.5m 250ms; bare: seconds, 0.5)\n"
 	"   | 45% (of the trace) | mark:LABEL | start | end\n"
 	"FMT: heap pb.gz folded text (default: from FILE's extension; text on stdout)\n"
 	"M (folded, text): inuse_space (default) inuse_objects alloc_space alloc_objects\n"
+	"--lines (folded, text): functions told apart by line, as \"function file:line\"\n"
 	"-o FILE: an existing FILE is replaced only with --force, the database never\n"
 	"pb.gz is binary: never written to a terminal (use -o FILE or a pipe)\n"
 	"exit: 0 done (also when it warns what the answer lacks); 1 unusable database;\n"
@@ -44,7 +45,7 @@ static const char usage_text[] =
 
 enum { OPT_AT = 256, OPT_PEAK, OPT_GROWTH, OPT_STEADY, OPT_LEAKS, OPT_TEMPORARY, OPT_TOP,
        OPT_PROCESSES, OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_FORCE,
-       OPT_HELP };
+       OPT_LINES, OPT_HELP };
 
 static const struct option options[] = {
 	{ "at", required_argument, NULL, OPT_AT },
@@ -62,6 +63,7 @@ static const struct option options[] = {
 	{ "pid", required_argument, NULL, OPT_PID },
 	{ "metric", required_argument, NULL, OPT_METRIC },
 	{ "force", no_argument, NULL, OPT_FORCE },
+	{ "lines", no_argument, NULL, OPT_LINES },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 }
 };
@@ -86,7 +88,7 @@ static int fail(int code, const char *fmt, ...)
 struct args {
 	const char *db, *out, *arg, *window;
 	int question, format, metric;
-	bool by_stack, have_pid, force;
+	bool by_stack, have_pid, force, lines;
 	int64_t pid;
 };
 
@@ -139,6 +141,9 @@ static int parse(int argc, char **argv, struct args *a)
 		case OPT_FORCE:
 			a->force = true;
 			break;
+		case OPT_LINES:
+			a->lines = true;
+			break;
 		case OPT_HELP: case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
@@ -167,6 +172,8 @@ static int parse(int argc, char **argv, struct args *a)
 		a->format = Q_FMT_TEXT;
 	if (a->force && !a->out)
 		return fail(EXIT_USAGE, "--force goes with -o FILE");
+	if (a->lines && a->format != Q_FMT_TEXT && a->format != Q_FMT_FOLDED)
+		return fail(EXIT_USAGE, "--lines goes with the text and folded formats");
 	if (a->format == Q_FMT_PB_GZ && !a->out && isatty(STDOUT_FILENO))
 		return fail(EXIT_USAGE, "--format pb.gz is binary: not written to a terminal "
 		            "(use -o FILE or a pipe)");
@@ -216,6 +223,8 @@ int main(int argc, char **argv)
 	struct q_db *db = q_open(a.db, err, sizeof err);
 	if (!db)
 		return fail(EXIT_INPUT, "%s", err);
+	if (a.lines)
+		q_by_lines(db);
 	if (a.question == OPT_PROCESSES) {
 		rc = list_processes(db);
 		q_close(db);

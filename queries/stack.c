@@ -74,6 +74,25 @@ static int intern(struct q_db *db, const char *name)
 	return (int)db->nfns++;
 }
 
+void q_by_lines(struct q_db *db)
+{
+	db->by_lines = true;
+}
+
+/* The frame's function name as interned: with its file:line under
+ * q_by_lines when both are known; -1: no memory. */
+static int intern_frame(struct q_db *db, const char *fn, const char *file, int line)
+{
+	if (!db->by_lines || !file || line <= 0)
+		return intern(db, fn);
+	char *name;
+	if (asprintf(&name, "%s %s:%d", fn, file, line) < 0)
+		return -1;
+	int k = intern(db, name);
+	free(name);
+	return k;
+}
+
 const char *q_fn_name(const struct q_db *db, int fn)
 {
 	return fn >= 0 && (size_t)fn < db->nfns ? db->fns[fn] : "";
@@ -116,7 +135,7 @@ static long node(struct q_db *db, int64_t id)
 	const char *file = (const char *)sqlite3_column_text(s, 4);
 	c->frame.line = sqlite3_column_int(s, 5);
 	c->frame.inline_depth = sqlite3_column_int(s, 6);
-	c->frame.fn = intern(db, fn ? fn : "");
+	c->frame.fn = intern_frame(db, fn ? fn : "", file, c->frame.line);
 	int bad = c->frame.fn < 0 || (file && !(c->frame.file = strdup(file)));
 	sqlite3_reset(s);
 	if (bad || q_map_put(&db->nodemap, id, (uint32_t)db->nnodes)) {

@@ -169,6 +169,21 @@ assert out == (
 p = hrtest.run([SNAP, multi, "--processes", "--pid", "100"], check=False)
 assert p.returncode == 2 and "no -o, --format or --pid" in p.stderr, p.stderr
 checks += 1
+# --lines: functions told apart by file:line in text and folded.
+out = hrtest.run([SNAP, DB, "--peak", "--lines"]).stdout.splitlines()
+assert [l.split("%", 4)[-1].strip() for l in out[1:]] == [
+    "alloc_big app.c:5", "helper h.h:2", "alloc_small app.c:3", "_start start.S:1",
+    "main app.c:10", "mid app.c:7", "outer app.c:20"], out
+out = hrtest.run([SNAP, DB, "--peak", "--lines", "--format", "folded"]).stdout
+assert out == ("_start start.S:1;main app.c:10;alloc_big app.c:5 12288\n"
+               "_start start.S:1;main app.c:10;mid app.c:7;alloc_big app.c:5 8192\n"
+               "_start start.S:1;main app.c:10;outer app.c:20;helper h.h:2 400\n"
+               "_start start.S:1;main app.c:10;alloc_small app.c:3 80\n"), out
+out = hrtest.run([SNAP, DB, "--peak", "--lines", "--by", "stack"]).stdout.splitlines()
+assert out[4].endswith("  alloc_small app.c:3 <- main app.c:10 <- _start start.S:1"), out
+p = hrtest.run([SNAP, DB, "--peak", "--lines", "--format", "heap"], check=False)
+assert p.returncode == 2 and "--lines goes with the text and folded" in p.stderr, p.stderr
+checks += 1
 # C++: stacks start at the caller of the global operator new / new[] (every
 # variant, also new[] calling new, also inlined into it), as they do at
 # malloc's caller; a class's own operator new is the program's and stays,
