@@ -264,6 +264,10 @@ int q_write_heap(struct q_db *db, const struct q_profile *p, FILE *f);
 void q_heap_dropped(const struct q_profile *p, int64_t *stacks, int64_t *bytes);
 int q_write_pb_gz(struct q_db *db, const struct q_profile *p, FILE *f);
 int q_write_folded(struct q_db *db, const struct q_profile *p, int key, FILE *f);
+/* What q_write_folded leaves out of p because its values cannot be
+ * negative: the stacks whose value of key shrank (a growth), and by how
+ * much in all (unbiased if sampled). */
+void q_folded_dropped(const struct q_profile *p, int key, int64_t *stacks, int64_t *sum);
 /* by_stack: one line per stack (its functions, leaf first) instead of the
  * pprof-style per-function table. After the Total line, a "Warning: " line
  * for each sentence of what the answer lacks (q_lacks). */

@@ -186,16 +186,25 @@ static int time_fail(struct q_db *db, int rc)
 	return fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_USAGE, "%s", q_errmsg(db));
 }
 
-/* The .heap format has no negative counts: say what a growth loses. */
-static void warn_heap_dropped(const struct q_profile *p)
+/* .heap and folded stacks have no negative values: say what a growth
+ * loses in them. */
+static void warn_dropped(const struct q_profile *p, int format, int metric)
 {
-	int64_t stacks, bytes;
-	q_heap_dropped(p, &stacks, &bytes);
+	int64_t stacks = 0, sum = 0;
+	const char *unit = "bytes";
+	if (format == Q_FMT_HEAP) {
+		q_heap_dropped(p, &stacks, &sum);
+	} else if (format == Q_FMT_FOLDED) {
+		q_folded_dropped(p, metric, &stacks, &sum);
+		if (metric == Q_INUSE_OBJECTS || metric == Q_ALLOC_OBJECTS)
+			unit = "objects";
+	}
 	if (stacks)
-		fprintf(stderr, "trace-snap: warning: .heap has no negative counts: %lld stack%s "
-		        "that shrank by %lld bytes in all %s left out (--format text or pb.gz "
-		        "shows them)\n", (long long)stacks, stacks == 1 ? "" : "s",
-		        (long long)bytes, stacks == 1 ? "is" : "are");
+		fprintf(stderr, "trace-snap: warning: %s has no negative values: %lld stack%s "
+		        "that shrank by %lld %s in all %s left out (--format text or pb.gz "
+		        "shows them)\n", format == Q_FMT_HEAP ? ".heap" : "folded",
+		        (long long)stacks, stacks == 1 ? "" : "s", (long long)sum, unit,
+		        stacks == 1 ? "is" : "are");
 }
 
 /* --processes: every process of the database, the default one starred. */
@@ -270,8 +279,8 @@ int main(int argc, char **argv)
 	}
 	int code = 0;
 	/* the .heap, .pb.gz and folded outputs cannot carry the warnings */
-	if (!rc && a.format == Q_FMT_HEAP)
-		warn_heap_dropped(&p);
+	if (!rc)
+		warn_dropped(&p, a.format, a.metric);
 	if (rc || (rc = q_write_lacks(db, &p, "trace-snap: warning: ", stderr)))
 		code = fail(EXIT_INPUT, "%s", q_errmsg(db));
 	else if (a.out) {

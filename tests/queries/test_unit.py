@@ -85,8 +85,14 @@ expect(["--growth", "2s..6s"], {"big": [2, 8192, 2, 8192],
                                 "mid": [1, 4096, 2, 8192], "inl": [0, 0, 4, 400]})
 # ... and said on stderr: the stack that shrank (small, -80 B) is left out.
 p = hrtest.run([SNAP, DB, "--growth", "2s..6s", "--format", "heap"])
-assert p.stderr == ("trace-snap: warning: .heap has no negative counts: 1 stack that shrank "
+assert p.stderr == ("trace-snap: warning: .heap has no negative values: 1 stack that shrank "
                     "by 80 bytes in all is left out (--format text or pb.gz shows them)\n"), \
+    p.stderr
+# ... and so does folded, in the unit of its metric.
+p = hrtest.run([SNAP, DB, "--growth", "2s..6s", "--format", "folded", "--metric",
+                "inuse_objects"])
+assert p.stderr == ("trace-snap: warning: folded has no negative values: 1 stack that shrank "
+                    "by 5 objects in all is left out (--format text or pb.gz shows them)\n"), \
     p.stderr
 for q in [["--growth", "2s..6s", "--format", "text"], ["--growth", "1s..6s", "--format", "heap"],
           ["--peak", "--format", "heap"]]:
