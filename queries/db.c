@@ -332,6 +332,8 @@ struct q_db *q_open(const char *path, char *err, size_t errn)
 				 NULL) != SQLITE_OK)
 		rc = q_sqlfail(db, "cannot open");
 	if (!rc) {
+		db->dev = st.st_dev;   /* what q_output_ok compares an output with */
+		db->ino = st.st_ino;
 		char pragma[96];
 		snprintf(pragma, sizeof pragma, "PRAGMA cache_size=-%d; PRAGMA mmap_size=%lld;",
 		         CACHE_KIB, MMAP_BYTES);

@@ -4,8 +4,9 @@
  * their own names), one space, an integer value (unbiased if sampled).
  *
  * Never: write a line whose value is 0 or negative (speedscope needs a
- * non-negative integer; a growth profile's shrinking stacks are left out),
- * or a name containing ';' or a line break.
+ * non-negative integer; a growth profile's shrinking stacks are left out,
+ * and q_folded_dropped counts them for a warning), or a name containing
+ * ';' or a line break.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -16,6 +17,19 @@ static void put_name(const char *s, FILE *f)
 {
 	for (; *s; s++)
 		fputc(*s == ';' || *s == '\n' || *s == '\r' ? '_' : *s, f);
+}
+
+void q_folded_dropped(const struct q_profile *p, int key, int64_t *stacks, int64_t *sum)
+{
+	*stacks = *sum = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		struct q_row u;
+		q_unbias(&p->rows[i], p->sample_period, &u);
+		if (u.v[key] < 0) {
+			++*stacks;
+			*sum -= u.v[key];
+		}
+	}
 }
 
 int q_write_folded(struct q_db *db, const struct q_profile *p, int key, FILE *f)

@@ -3,9 +3,10 @@
  *
  * Header `@ heapprofile` when every allocation was recorded, `@ heap_v2/P`
  * with raw sampled numbers when the process was sampled every P bytes (the
- * readers unbias). One line per stack, leaf first, raw return addresses in
- * lowercase hex, one address per real frame (an inlined chain shares one
- * ip). Then MAPPED_LIBRARIES rebuilt from the module records.
+ * readers unbias). One line per stack, leaf first, addresses in lowercase
+ * hex, one per real frame (an inlined chain shares one ip): the callers'
+ * raw return addresses, the leaf's minus one (see leaf_address). Then
+ * MAPPED_LIBRARIES rebuilt from the module records.
  *
  * Go pprof derives its sample types from the header (§1.2, §6.6): when the
  * alloc pair equals the inuse pair (a snapshot before any free; --top and
@@ -20,21 +21,55 @@
  * anything but sample lines before MAPPED_LIBRARIES.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "qi.h"
+
+/* A pair that says a stack shrank: no reader accepts it. */
+static bool negative_pair(int64_t n, int64_t b)
+{
+	return b < 0 || (b == 0 && n < 0);
+}
 
 /* A pair the readers accept: negative growth is cut to 0 (as pprof's
  * --drop_negative), and bytes without a count (a stack whose objects were
  * replaced by larger ones in a growth window) get a count of 1. */
 static void fix_pair(int64_t *n, int64_t *b)
 {
-	if (*b < 0 || (*b == 0 && *n < 0)) {
+	if (negative_pair(*n, *b)) {
 		*n = *b = 0;
 	} else if (*n <= 0 && *b > 0) {
 		*n = 1;
 	} else if (*n < 0) {
 		*n = 0;
+	}
+}
+
+/* Every frame is a return address: the instruction after the call, which
+ * at -O2 may belong to the next statement. The readers move callers back
+ * into the call themselves (google-pprof and jeprof subtract 1 from every
+ * frame but the leaf, Go pprof from every frame: heap-formats.md §1.4), so
+ * those stay raw, or they would land before the call. The Perl tools look
+ * the leaf up as is, so google-pprof and jeprof showed the statement after
+ * the allocating call; written minus one, it is the call for them, and
+ * minus two for Go pprof, still inside the call (a call instruction is at
+ * least 2 bytes on x86-64, 4 on arm64). */
+static uint64_t leaf_address(uint64_t ip)
+{
+	return ip - 1;
+}
+
+void q_heap_dropped(const struct q_profile *p, int64_t *stacks, int64_t *bytes)
+{
+	*stacks = *bytes = 0;
+	for (size_t i = 0; i < p->n; i++) {
+		struct q_row r;
+		q_unbias(&p->rows[i], p->sample_period, &r);
+		if (negative_pair(r.v[Q_INUSE_OBJECTS], r.v[Q_INUSE_BYTES])) {
+			++*stacks;
+			*bytes -= r.v[Q_INUSE_BYTES];
+		}
 	}
 }
 
@@ -109,7 +144,7 @@ int q_write_heap(struct q_db *db, const struct q_profile *p, FILE *f)
 		        r->v[Q_INUSE_OBJECTS], r->v[Q_INUSE_BYTES], r->v[Q_ALLOC_OBJECTS],
 		        r->v[Q_ALLOC_BYTES]);
 		for (size_t j = 0; j < nf; j = q_group_end(fr, nf, j))
-			fprintf(f, " 0x%" PRIx64, fr[j].ip);
+			fprintf(f, " 0x%" PRIx64, j ? fr[j].ip : leaf_address(fr[j].ip));
 		fputc('\n', f);
 	}
 	free(fixed);

@@ -1,14 +1,17 @@
 /* out.c - choosing a writer by name or file extension, and writing a
  * profile to a file atomically.
  *
- * Never: create the output through a planted symlink or leave a partial
- * file under the requested name (a new 0600 file, O_EXCL, renamed over the
- * target only once complete).
+ * Never: create the output through a planted symlink, leave a partial
+ * file under the requested name (a new 0600 file, O_EXCL, moved to the
+ * target only once complete), replace an existing file unless forced, or
+ * replace the database being read, whatever it is called.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "qi.h"
@@ -52,9 +55,41 @@ int q_write(struct q_db *db, const struct q_profile *p, enum q_format fmt, int k
 	return q_fail(db, "unknown output format %d", (int)fmt);
 }
 
-int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
-                 bool by_stack, const char *path)
+int q_output_ok(struct q_db *db, const char *path, bool force)
 {
+	struct stat st;
+	/* stat follows a symlink to the database; lstat sees a dangling one */
+	if (!stat(path, &st) && st.st_dev == db->dev && st.st_ino == db->ino) {
+		q_fail(db, "%s: is the database being read (%s); never overwritten", path,
+		       db->path);
+		return Q_OUTPUT;
+	}
+	if (!force && !lstat(path, &st)) {
+		q_fail(db, "%s: already exists; not overwritten", path);
+		return Q_OUTPUT;
+	}
+	return 0;
+}
+
+/* Moves the complete temporary file tmp to path; without force, atomically
+ * refuses a path that exists. */
+static int move_into_place(struct q_db *db, const char *tmp, const char *path, bool force)
+{
+	if (!renameat2(AT_FDCWD, tmp, AT_FDCWD, path, force ? 0 : RENAME_NOREPLACE))
+		return 0;
+	if (errno == EEXIST)
+		q_fail(db, "%s: already exists; not overwritten", path);
+	else
+		q_fail(db, "%s: %s", path, strerror(errno));
+	return Q_OUTPUT;
+}
+
+int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
+                 bool by_stack, const char *path, bool force)
+{
+	int rc = q_output_ok(db, path, force);
+	if (rc)
+		return rc;
 	size_t n = strlen(path);
 	char *tmp = malloc(n + sizeof ".XXXXXX");
 	if (!tmp)
@@ -63,26 +98,28 @@ int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, 
 	memcpy(tmp + n, ".XXXXXX", sizeof ".XXXXXX");
 	int fd = mkostemp(tmp, O_CLOEXEC);     /* mode 0600, O_EXCL */
 	if (fd < 0) {
-		int e = errno;
+		q_fail(db, "%s: %s", path, strerror(errno));
 		free(tmp);
-		return q_fail(db, "%s: %s", path, strerror(e));
+		return Q_OUTPUT;
 	}
 	FILE *f = fdopen(fd, "w");
 	if (!f) {
-		int e = errno;
+		q_fail(db, "%s: %s", path, strerror(errno));
 		close(fd);
 		unlink(tmp);
 		free(tmp);
-		return q_fail(db, "%s: %s", path, strerror(e));
+		return Q_OUTPUT;
 	}
-	int rc = q_write(db, p, fmt, key, by_stack, f);
-	int werr = ferror(f) ? errno : 0;
+	rc = q_write(db, p, fmt, key, by_stack, f);
+	int werr = ferror(f) ? (errno ? errno : EIO) : 0;
 	if (fclose(f) && !werr)
 		werr = errno ? errno : EIO;
-	if (!rc && werr)
-		rc = q_fail(db, "%s: %s", path, strerror(werr));
-	if (!rc && rename(tmp, path))
-		rc = q_fail(db, "%s: %s", path, strerror(errno));
+	if (werr) {                            /* the output's fault, even if a writer saw it */
+		q_fail(db, "%s: %s", path, strerror(werr));
+		rc = Q_OUTPUT;
+	}
+	if (!rc)
+		rc = move_into_place(db, tmp, path, force);
 	if (rc)
 		unlink(tmp);
 	free(tmp);

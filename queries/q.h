@@ -153,6 +153,11 @@ struct q_frame {
  * ending with its inline_depth 0 frame, all with the same ip. Resolved once
  * per handle and cached: the pointer stays valid until q_close. */
 int q_stack(struct q_db *db, int64_t stack_id, const struct q_frame **frames, size_t *n);
+/* From now on a frame's function is told apart by its line: its name is
+ * "function file:line" where the database knows the line (pprof's
+ * --lines), in every output that names functions. Call it before the first
+ * q_stack of the handle: resolved frames are cached. */
+void q_by_lines(struct q_db *db);
 /* Function names are interned: equal names have equal indexes. */
 const char *q_fn_name(const struct q_db *db, int fn);
 int q_fn_count(const struct q_db *db);
@@ -253,8 +258,16 @@ int q_format_by_path(const char *path);
  * (ferror/fclose) except for the pb.gz compressor's own.
  * key (Q_INUSE_BYTES, ...) picks the value of folded and text outputs. */
 int q_write_heap(struct q_db *db, const struct q_profile *p, FILE *f);
+/* What q_write_heap leaves out of p because the format has no negative
+ * counts: the stacks whose live pair shrank (a growth), and by how many
+ * bytes in all (unbiased if sampled). */
+void q_heap_dropped(const struct q_profile *p, int64_t *stacks, int64_t *bytes);
 int q_write_pb_gz(struct q_db *db, const struct q_profile *p, FILE *f);
 int q_write_folded(struct q_db *db, const struct q_profile *p, int key, FILE *f);
+/* What q_write_folded leaves out of p because its values cannot be
+ * negative: the stacks whose value of key shrank (a growth), and by how
+ * much in all (unbiased if sampled). */
+void q_folded_dropped(const struct q_profile *p, int key, int64_t *stacks, int64_t *sum);
 /* by_stack: one line per stack (its functions, leaf first) instead of the
  * pprof-style per-function table. After the Total line, a "Warning: " line
  * for each sentence of what the answer lacks (q_lacks). */
@@ -262,10 +275,23 @@ int q_write_text(struct q_db *db, const struct q_profile *p, int key, bool by_st
 int q_write(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
             bool by_stack, FILE *f);
 
+/* Returned by q_output_ok and q_write_file when the output cannot be
+ * written (it exists, it is the database, no permission, disk full), as
+ * opposed to -1: the database could not be read. */
+#define Q_OUTPUT (-3)
+
+/* 0 if path may be written: it does not exist, or it exists and force is
+ * set; Q_OUTPUT (db->err says why) if it exists without force or if it is
+ * the database being read, under any name (same device and inode, also
+ * through a symlink), which even force never replaces. */
+int q_output_ok(struct q_db *db, const char *path, bool force);
+
 /* Writes the profile to path atomically: a new 0600 file next to it
- * (O_EXCL, so never through a planted symlink) renamed over path once
- * complete. */
+ * (O_EXCL, so never through a planted symlink), moved to path once
+ * complete; a failure leaves no file behind. Refuses what q_output_ok
+ * refuses; without force, a file that appears at path meanwhile is not
+ * replaced either (the move itself refuses). */
 int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
-                 bool by_stack, const char *path);
+                 bool by_stack, const char *path, bool force);
 
 #endif

@@ -8,6 +8,7 @@
 #define QI_H
 
 #include <sqlite3.h>
+#include <sys/types.h>
 
 #include "q.h"
 
@@ -80,6 +81,8 @@ struct q_frees {
 struct q_db {
 	sqlite3 *sql;
 	char *path;
+	dev_t dev;                             /* the database file's, at q_open */
+	ino_t ino;
 	char err[512];
 	sqlite3_stmt *st[Q_NSTMT];             /* prepared once, on first use */
 	struct q_process *procs;
@@ -88,6 +91,7 @@ struct q_db {
 	int64_t duration;                      /* meta.duration_ns, 0 if absent */
 	int64_t main_pid;                      /* meta.peak_pid, 0 if absent */
 	int64_t damaged;                       /* meta.damaged, 0 if absent */
+	bool by_lines;                         /* q_by_lines: names carry file:line */
 	struct q_map rowmap;                   /* stack_id -> profile row */
 	struct q_profile tmp;                  /* the other snapshot of growth/top */
 	struct q_map nodemap;                  /* trie node id -> nodes[] */

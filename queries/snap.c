@@ -4,35 +4,48 @@
  * stacks or a text table; or lists the database's processes.
  *
  * The only place that prints: every failure is one line "trace-snap: ..."
- * on stderr and an exit code from the list below; an answer that lacks
- * something (a loss, the damage, a stopped span: q_lacks) gets one
- * "trace-snap: warning: ..." line per thing and still exits 0.
- * Never: SQL here.
+ * on stderr and an exit code from the list below (README "Exit codes",
+ * the same for every tool); an answer that lacks something (a loss, the
+ * damage, a stopped span: q_lacks) gets one "trace-snap: warning: ..."
+ * line per thing and still exits 0.
+ * Never: SQL here; replace an existing file without --force, or the
+ * database it reads even with it; write a binary format to a terminal.
  */
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "q.h"
 
 enum {
+	EXIT_INPUT = 1,        /* the database: missing, not ours, incomplete, unreadable */
 	EXIT_USAGE = 2,        /* bad flags or a malformed time/window */
-	EXIT_DATABASE = 3,     /* missing file, not ours, incomplete, newer schema */
+	EXIT_OUTPUT = 3,       /* the output exists, is the database, or cannot be written */
 	EXIT_NOT_FOUND = 4,    /* pid, mark or instant not in the database */
-};                             /* 1: any other failure (reading, writing) */
+};
 
 static const char usage_text[] =
-	"usage: trace-snap DB [--pid N] QUESTION [-o FILE] [--format FMT]\n"
-	"                     [--metric M] [--by function|stack]\n"
+	"usage: trace-snap DB [--pid N] QUESTION [-o FILE [--force]] [--format FMT]\n"
+	"                     [--metric M] [--by function|stack] [--lines]\n"
 	"QUESTION: --at T | --peak | --growth T1..T2 | --steady T1..T2 | --leaks |\n"
 	"          --temporary | --top [--window T1..T2] | --processes\n"
-	"T: 30s 1.5s 250ms 10us 5ns | 45% | mark:LABEL | start | end\n"
+	"T: a number with a unit ns us ms s m h (30s 1.5m 250ms; bare: seconds, 0.5)\n"
+	"   | 45% (of the trace) | mark:LABEL | start | end\n"
 	"FMT: heap pb.gz folded text (default: from FILE's extension; text on stdout)\n"
-	"M (folded, text): inuse_space (default) inuse_objects alloc_space alloc_objects\n";
+	"M (folded, text): inuse_space (default) inuse_objects alloc_space alloc_objects\n"
+	"--lines (folded, text): functions told apart by line, as \"function file:line\"\n"
+	"-o FILE: an existing FILE is replaced only with --force, the database never\n"
+	"pb.gz is binary: never written to a terminal (use -o FILE or a pipe)\n"
+	"exit: 0 done (also when it warns what the answer lacks); 1 unusable database;\n"
+	"      2 usage; 3 output not writable (exists without --force, is the\n"
+	"      database, no permission, disk full); 4 not in the data (pid, mark,\n"
+	"      instant outside the recording)\n";
 
 enum { OPT_AT = 256, OPT_PEAK, OPT_GROWTH, OPT_STEADY, OPT_LEAKS, OPT_TEMPORARY, OPT_TOP,
-       OPT_PROCESSES, OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_HELP };
+       OPT_PROCESSES, OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_FORCE,
+       OPT_LINES, OPT_HELP };
 
 static const struct option options[] = {
 	{ "at", required_argument, NULL, OPT_AT },
@@ -49,6 +62,8 @@ static const struct option options[] = {
 	{ "format", required_argument, NULL, OPT_FORMAT },
 	{ "pid", required_argument, NULL, OPT_PID },
 	{ "metric", required_argument, NULL, OPT_METRIC },
+	{ "force", no_argument, NULL, OPT_FORCE },
+	{ "lines", no_argument, NULL, OPT_LINES },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 }
 };
@@ -73,7 +88,7 @@ static int fail(int code, const char *fmt, ...)
 struct args {
 	const char *db, *out, *arg, *window;
 	int question, format, metric;
-	bool by_stack, have_pid;
+	bool by_stack, have_pid, force, lines;
 	int64_t pid;
 };
 
@@ -123,6 +138,12 @@ static int parse(int argc, char **argv, struct args *a)
 			if (a->metric < 0)
 				return fail(EXIT_USAGE, "unknown metric '%s'", optarg);
 			break;
+		case OPT_FORCE:
+			a->force = true;
+			break;
+		case OPT_LINES:
+			a->lines = true;
+			break;
 		case OPT_HELP: case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
@@ -149,6 +170,13 @@ static int parse(int argc, char **argv, struct args *a)
 		            "(.heap, .pb.gz, .folded, .txt); use --format", a->out);
 	if (a->format < 0)
 		a->format = Q_FMT_TEXT;
+	if (a->force && !a->out)
+		return fail(EXIT_USAGE, "--force goes with -o FILE");
+	if (a->lines && a->format != Q_FMT_TEXT && a->format != Q_FMT_FOLDED)
+		return fail(EXIT_USAGE, "--lines goes with the text and folded formats");
+	if (a->format == Q_FMT_PB_GZ && !a->out && isatty(STDOUT_FILENO))
+		return fail(EXIT_USAGE, "--format pb.gz is binary: not written to a terminal "
+		            "(use -o FILE or a pipe)");
 	return 0;
 }
 
@@ -156,6 +184,27 @@ static int parse(int argc, char **argv, struct args *a)
 static int time_fail(struct q_db *db, int rc)
 {
 	return fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_USAGE, "%s", q_errmsg(db));
+}
+
+/* .heap and folded stacks have no negative values: say what a growth
+ * loses in them. */
+static void warn_dropped(const struct q_profile *p, int format, int metric)
+{
+	int64_t stacks = 0, sum = 0;
+	const char *unit = "bytes";
+	if (format == Q_FMT_HEAP) {
+		q_heap_dropped(p, &stacks, &sum);
+	} else if (format == Q_FMT_FOLDED) {
+		q_folded_dropped(p, metric, &stacks, &sum);
+		if (metric == Q_INUSE_OBJECTS || metric == Q_ALLOC_OBJECTS)
+			unit = "objects";
+	}
+	if (stacks)
+		fprintf(stderr, "trace-snap: warning: %s has no negative values: %lld stack%s "
+		        "that shrank by %lld %s in all %s left out (--format text or pb.gz "
+		        "shows them)\n", format == Q_FMT_HEAP ? ".heap" : "folded",
+		        (long long)stacks, stacks == 1 ? "" : "s", (long long)sum, unit,
+		        stacks == 1 ? "is" : "are");
 }
 
 /* --processes: every process of the database, the default one starred. */
@@ -170,7 +219,7 @@ static int list_processes(struct q_db *db)
 		       (long long)ps[i].pid, (long long)ps[i].ppid, (double)ps[i].t_start / 1e9,
 		       (long long)ps[i].peak_bytes, ps[i].exe);
 	printf("* the run's program, which the other questions are about without --pid\n");
-	return fflush(stdout) || ferror(stdout) ? fail(1, "writing to stdout failed") : 0;
+	return fflush(stdout) || ferror(stdout) ? fail(EXIT_OUTPUT, "writing to stdout failed") : 0;
 }
 
 int main(int argc, char **argv)
@@ -182,7 +231,9 @@ int main(int argc, char **argv)
 	char err[600];
 	struct q_db *db = q_open(a.db, err, sizeof err);
 	if (!db)
-		return fail(EXIT_DATABASE, "%s", err);
+		return fail(EXIT_INPUT, "%s", err);
+	if (a.lines)
+		q_by_lines(db);
 	if (a.question == OPT_PROCESSES) {
 		rc = list_processes(db);
 		q_close(db);
@@ -198,7 +249,12 @@ int main(int argc, char **argv)
 		q_close(db);
 		return rc;
 	}
-	/* Instants first: their failures are the user's (exit 2 or 4). */
+	/* The output and the instants first: their failures are the user's. */
+	if (a.out && q_output_ok(db, a.out, a.force)) {
+		rc = fail(EXIT_OUTPUT, "%s", q_errmsg(db));
+		q_close(db);
+		return rc;
+	}
 	int64_t pid = proc->pid, t1 = proc->t_start, t2 = proc->t_end;
 	if (a.question == OPT_AT)
 		rc = q_time(db, pid, a.arg, &t2);
@@ -223,14 +279,18 @@ int main(int argc, char **argv)
 	}
 	int code = 0;
 	/* the .heap, .pb.gz and folded outputs cannot carry the warnings */
+	if (!rc)
+		warn_dropped(&p, a.format, a.metric);
 	if (rc || (rc = q_write_lacks(db, &p, "trace-snap: warning: ", stderr)))
-		code = fail(1, "%s", q_errmsg(db));
+		code = fail(EXIT_INPUT, "%s", q_errmsg(db));
 	else if (a.out) {
-		if (q_write_file(db, &p, a.format, a.metric, a.by_stack, a.out))
-			code = fail(1, "%s", q_errmsg(db));
-	} else if (q_write(db, &p, a.format, a.metric, a.by_stack, stdout) ||
-	           fflush(stdout) || ferror(stdout)) {
-		code = fail(1, "%s", *q_errmsg(db) ? q_errmsg(db) : "writing to stdout failed");
+		rc = q_write_file(db, &p, a.format, a.metric, a.by_stack, a.out, a.force);
+		if (rc)
+			code = fail(rc == Q_OUTPUT ? EXIT_OUTPUT : EXIT_INPUT, "%s", q_errmsg(db));
+	} else if (q_write(db, &p, a.format, a.metric, a.by_stack, stdout)) {
+		code = fail(ferror(stdout) ? EXIT_OUTPUT : EXIT_INPUT, "%s", q_errmsg(db));
+	} else if (fflush(stdout) || ferror(stdout)) {
+		code = fail(EXIT_OUTPUT, "writing to stdout failed");
 	}
 	q_profile_free(&p);
 	q_close(db);

@@ -2,6 +2,13 @@
  * every resolved stack cached for the life of the handle, and function
  * names interned to small integers for the by-function views.
  *
+ * A stack starts at the allocation function's caller: the recorder already
+ * starts at malloc's caller, and here the global C++ operator new and
+ * new[] (every variant: nothrow, aligned, ...) are dropped from the leaf
+ * end, as heaptrack does when it reads a trace, so that C++ programs are
+ * not all blamed on operator new. Here and not in the recorder (which must
+ * not get slower) nor in the database (which keeps what was recorded).
+ *
  * Never: hand out a pointer that a later call can move (each resolved
  * stack is its own allocation; node and name arrays are internal).
  */
@@ -12,6 +19,29 @@
 
 /* Guards against a corrupt trie with a cycle. */
 #define MAX_DEPTH 65536
+
+/* The global allocation operators, as the importer demangles them:
+ * "operator new(unsigned long)", "operator new[](unsigned long,
+ * std::nothrow_t const&)", ... A class's own Foo::operator new is the
+ * program's code and stays. */
+static bool is_operator_new(const char *fn)
+{
+	return !strncmp(fn, "operator new(", 13) || !strncmp(fn, "operator new[](", 15);
+}
+
+/* How many frames at the leaf end of f belong to operator new: whole real
+ * frames (an inline chain ends at its inline_depth 0 frame, the function
+ * that was called), never all of them. */
+static size_t operator_new_frames(const struct q_db *db, const struct q_frame *f, size_t n)
+{
+	size_t skip = 0;
+	for (size_t end; skip < n; skip = end) {
+		end = q_group_end(f, n, skip);
+		if (end == n || !is_operator_new(db->fns[f[end - 1].fn]))
+			break;
+	}
+	return skip;
+}
 
 static int64_t name_hash(const char *s)
 {
@@ -42,6 +72,25 @@ static int intern(struct q_db *db, const char *name)
 	db->fns[db->nfns] = copy;
 	db->fnnext[db->nfns] = found ? k : UINT32_MAX;
 	return (int)db->nfns++;
+}
+
+void q_by_lines(struct q_db *db)
+{
+	db->by_lines = true;
+}
+
+/* The frame's function name as interned: with its file:line under
+ * q_by_lines when both are known; -1: no memory. */
+static int intern_frame(struct q_db *db, const char *fn, const char *file, int line)
+{
+	if (!db->by_lines || !file || line <= 0)
+		return intern(db, fn);
+	char *name;
+	if (asprintf(&name, "%s %s:%d", fn, file, line) < 0)
+		return -1;
+	int k = intern(db, name);
+	free(name);
+	return k;
 }
 
 const char *q_fn_name(const struct q_db *db, int fn)
@@ -86,7 +135,7 @@ static long node(struct q_db *db, int64_t id)
 	const char *file = (const char *)sqlite3_column_text(s, 4);
 	c->frame.line = sqlite3_column_int(s, 5);
 	c->frame.inline_depth = sqlite3_column_int(s, 6);
-	c->frame.fn = intern(db, fn ? fn : "");
+	c->frame.fn = intern_frame(db, fn ? fn : "", file, c->frame.line);
 	int bad = c->frame.fn < 0 || (file && !(c->frame.file = strdup(file)));
 	sqlite3_reset(s);
 	if (bad || q_map_put(&db->nodemap, id, (uint32_t)db->nnodes)) {
@@ -114,6 +163,11 @@ int q_stack(struct q_db *db, int64_t stack_id, const struct q_frame **frames, si
 			}
 			f[len++] = db->nodes[i].frame;
 			id = db->nodes[i].parent;
+		}
+		size_t skip = operator_new_frames(db, f, len);
+		if (skip) {
+			memmove(f, f + skip, (len - skip) * sizeof *f);
+			len -= skip;
 		}
 		if (q_grow(&db->stacks, &db->capstacks, db->nstacks + 1, sizeof *db->stacks) ||
 		    q_map_put(&db->stackmap, stack_id, (uint32_t)db->nstacks)) {

@@ -1,64 +1,23 @@
-/* when.c - time specs ("30s", "1.5s", "250ms", "10us", "5ns", "45%",
- * "mark:LABEL", "start", "end", and "T1..T2" windows) to nanoseconds.
+/* when.c - instants ("30s", "1.5m", "2h", "0.5" (seconds), "250ms", "45%",
+ * "mark:LABEL", "start", "end") and "T1..T2" windows to nanoseconds.
  *
- * Decimal numbers are converted exactly (integer digits and a decimal
- * exponent, never through floating point), so "1.5s" is 1500000000 ns.
- * Never: accept a number without a unit, trailing junk, or an instant
- * outside the process's span.
+ * Durations follow the one grammar of every command (tf_parse_duration:
+ * exact decimal conversion, never through floating point, so "1.5s" is
+ * 1500000000 ns; a bare number is seconds).
+ * Never: accept trailing junk, or an instant outside the process's span.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "qi.h"
+#include "trace_format.h"
 
 #define NS_PER_S 1000000000ll
-#define MAX_DIGITS 18                  /* digits that always fit an int64 */
-
-static const struct { const char *suffix; int64_t ns; } units[] = {
-	{ "ns", 1 }, { "us", 1000 }, { "ms", 1000000 }, { "s", NS_PER_S },
-};
-
-/* "12.5" at s: mantissa 125, decimals 1; returns the end, NULL if malformed. */
-static const char *number(const char *s, int64_t *mant, int *decimals)
-{
-	int digits = 0, dec = -1;
-	int64_t m = 0;
-	for (;; s++) {
-		if (*s == '.' && dec < 0) {
-			dec = 0;
-			continue;
-		}
-		if (*s < '0' || *s > '9')
-			break;
-		if (m == 0 && *s == '0' && dec < 0) {
-			digits = digits ? digits : 1;
-			continue;
-		}
-		if (++digits > MAX_DIGITS)
-			return NULL;
-		m = m * 10 + (*s - '0');
-		if (dec >= 0)
-			dec++;
-	}
-	if (!digits || dec == 0)
-		return NULL;
-	*mant = m;
-	*decimals = dec < 0 ? 0 : dec;
-	return s;
-}
-
-static int64_t pow10i(int k)
-{
-	int64_t p = 1;
-	while (k-- > 0)
-		p *= 10;
-	return p;
-}
 
 static int bad(struct q_db *db, const char *spec)
 {
-	return q_fail(db, "malformed time '%s' (expected e.g. 30s, 1.5s, 250ms, 10us, 5ns, "
-	              "45%%, mark:LABEL, start, end)", spec);
+	return q_fail(db, "malformed time '%s' (expected e.g. 30s, 1.5m, 2h, 0.5 (seconds), "
+	              "250ms, 10us, 5ns, 45%%, mark:LABEL, start, end)", spec);
 }
 
 void q_fmt_ns(char *buf, size_t n, int64_t ns)
@@ -91,27 +50,23 @@ int q_time(struct q_db *db, int64_t pid, const char *spec, int64_t *t)
 			return Q_NOT_FOUND;
 		}
 		v = m[k].t;
-	} else {
+	} else if (spec[0] && spec[strlen(spec) - 1] == '%') {
 		int64_t mant;
 		int dec;
-		const char *end = number(spec, &mant, &dec);
-		if (!end)
+		const char *end = tf_parse_decimal(spec, &mant, &dec);
+		if (!end || strcmp(end, "%"))
 			return bad(db, spec);
-		if (!strcmp(end, "%")) {
-			v = (__int128)(p->t_end - p->t_start) * mant / (100 * (__int128)pow10i(dec));
-			if (v > p->t_end - p->t_start) {
-				q_fail(db, "time '%s' is outside the trace (0%%..100%%)", spec);
-				return Q_NOT_FOUND;
-			}
-			v += p->t_start;
-		} else {
-			size_t u = 0;
-			while (u < sizeof units / sizeof *units && strcmp(end, units[u].suffix))
-				u++;
-			if (u == sizeof units / sizeof *units)
-				return bad(db, spec);
-			v = (__int128)mant * units[u].ns / pow10i(dec);
+		v = (__int128)(p->t_end - p->t_start) * mant / (100 * (__int128)tf_pow10(dec));
+		if (v > p->t_end - p->t_start) {
+			q_fail(db, "time '%s' is outside the trace (0%%..100%%)", spec);
+			return Q_NOT_FOUND;
 		}
+		v += p->t_start;
+	} else {
+		int64_t ns;
+		if (tf_parse_duration(spec, &ns))
+			return bad(db, spec);
+		v = ns;
 	}
 	if (v < p->t_start || v > p->t_end) {
 		char a[40], b[40];

@@ -16,8 +16,10 @@
  * recorder checks ours on its side.
  *
  * status prints the recorder's answer: ok state=active|stopped sample=P trace=PATH.
- * Exit status: 0 done; 1 the process is not recorded, refused, or said
- * error; 2 usage. Every failure is one line on stderr.
+ * Exit status (README "Exit codes", the same for every tool): 0 done; 1
+ * the process is not recorded, refused, or said error; 2 usage; 4 there
+ * is no such process. Every failure is one line on stderr. DURATION
+ * follows the one time grammar (tf_parse_duration: 60s, 1.5m, 5).
  *
  * Before connecting it removes the sockets that killed processes left in
  * the directory (ctl_dir.c: only those of processes that are gone).
@@ -38,15 +40,20 @@
 
 #include "rec.h"
 #include "rec_common.h"
+#include "trace_format.h"
 
+#define EXIT_FAILED 1              /* not recorded, refused, or the recorder said error */
 #define EXIT_USAGE 2
+#define EXIT_NO_PROCESS 4          /* "not in the data": no process with that pid */
 #define ANSWER_MS 2000            /* the recorder answers within ~5 ms; allow a loaded machine */
 #define LINE_BYTES 8192
 
 static const char usage_text[] =
 	"usage: trace-ctl PID start | stop | mark LABEL | flush | status\n"
 	"       trace-ctl PID record --for DURATION [--sample BYTES]\n"
-	"DURATION: 60s, 500ms, 2m, 1h (a bare number is seconds)\n";
+	"DURATION: 60s, 500ms, 1.5m, 1h, 5 (a bare number is seconds; units ns us ms s m h)\n"
+	"exit: 0 done; 1 not recorded, refused, or the recorder said error; 2 usage;\n"
+	"      4 no such process\n";
 
 static volatile sig_atomic_t interrupted;
 
@@ -68,40 +75,26 @@ static void on_signal(int sig)
 	interrupted = 1;
 }
 
-/* "60s", "500ms", "2m", "1h", "1.5s", "60" -> nanoseconds; -1 if malformed. */
-static long long duration(const char *s)
+static int no_process(long pid, int *status)
 {
-	char *end;
-	errno = 0;
-	double v = strtod(s, &end);
-	if (errno || end == s || v < 0 || *s == '-')
-		return -1;
-	double unit;
-	if (!*end || !strcmp(end, "s"))
-		unit = 1e9;
-	else if (!strcmp(end, "ms"))
-		unit = 1e6;
-	else if (!strcmp(end, "m"))
-		unit = 60e9;
-	else if (!strcmp(end, "h"))
-		unit = 3600e9;
-	else
-		return -1;
-	double ns = v * unit;
-	return ns > 9e18 ? -1 : (long long)ns;
+	*status = EXIT_NO_PROCESS;
+	return fail(-1, "no process %ld", pid);
 }
 
-/* Connects to PID's control socket; the descriptor or -1 (said why). */
-static int connect_to(long pid)
+/* Connects to PID's control socket; the descriptor, or -1 after saying
+ * why with the exit status in *status. */
+static int connect_to(long pid, int *status)
 {
+	*status = EXIT_FAILED;
 	char dir[4096];
 	rec_ctl_dir_path(dir, sizeof dir);
 	int alive = kill((pid_t)pid, 0) == 0 || errno == EPERM;
 	int dfd = rec_ctl_dir_open(dir);
 	if (dfd < 0) {
+		if (errno == ENOENT && !alive)
+			return no_process(pid, status);
 		if (errno == ENOENT)
-			return alive ? fail(-1, "process %ld is not being recorded (no %s)", pid, dir)
-				     : fail(-1, "no process %ld", pid);
+			return fail(-1, "process %ld is not being recorded (no %s)", pid, dir);
 		if (errno == EPERM)
 			return fail(-1, "%s is not private (it must be owned by uid %u with mode 0700);"
 				    " refusing", dir, (unsigned)geteuid());
@@ -121,10 +114,11 @@ static int connect_to(long pid)
 	close(dfd);
 	if (r < 0) {
 		close(fd);
+		if ((err == ENOENT || err == ECONNREFUSED) && !alive)
+			return no_process(pid, status);
 		if (err == ENOENT || err == ECONNREFUSED)
-			return alive ? fail(-1, "process %ld is not being recorded (no control socket"
-					    " %s/%ld.sock)", pid, dir, pid)
-				     : fail(-1, "no process %ld", pid);
+			return fail(-1, "process %ld is not being recorded (no control socket"
+				    " %s/%ld.sock)", pid, dir, pid);
 		return fail(-1, "cannot connect to %s/%ld.sock: %s", dir, pid, strerror(err));
 	}
 	struct ucred cr;
@@ -139,12 +133,13 @@ static int connect_to(long pid)
 }
 
 /* Sends one request and reads the answer into line; 0 (answer "ok ..."),
- * or 1 after saying what went wrong. */
+ * or the exit status after saying what went wrong. */
 static int ask(long pid, const char *req, char *line, size_t size)
 {
-	int fd = connect_to(pid);
+	int status;
+	int fd = connect_to(pid, &status);
 	if (fd < 0)
-		return 1;
+		return status;
 	char msg[LINE_BYTES];
 	int n = snprintf(msg, sizeof msg, "%s\n", req);
 	if (send(fd, msg, (size_t)n, MSG_NOSIGNAL) != n) {
@@ -178,16 +173,15 @@ static int ask(long pid, const char *req, char *line, size_t size)
 
 /* record's options: *ns from --for, *sample from --sample (NULL if not
  * given); 0, or the exit status after saying what is wrong. */
-static int record_options(int argc, char **argv, long long *ns, const char **sample)
+static int record_options(int argc, char **argv, int64_t *ns, const char **sample)
 {
 	*ns = -1;
 	*sample = NULL;
 	for (int i = 0; i < argc; i++) {
 		if (!strcmp(argv[i], "--for") && i + 1 < argc) {
-			*ns = duration(argv[++i]);
-			if (*ns < 0)
-				return fail(EXIT_USAGE, "--for %s: expected a duration like 60s, 500ms, 2m",
-					    argv[i]);
+			if (tf_parse_duration(argv[++i], ns))
+				return fail(EXIT_USAGE, "--for %s: expected a duration like 60s, 500ms,"
+					    " 1.5m, 1h or 5 (seconds)", argv[i]);
 		} else if (!strcmp(argv[i], "--sample") && i + 1 < argc) {
 			*sample = argv[++i];
 			uint64_t v;
@@ -204,36 +198,36 @@ static int record_options(int argc, char **argv, long long *ns, const char **sam
 
 static int record(long pid, int argc, char **argv)
 {
-	long long ns;
+	int64_t ns;
 	const char *sample;
-	int bad = record_options(argc, argv, &ns, &sample);
-	if (bad)
-		return bad;
+	int rc = record_options(argc, argv, &ns, &sample);
+	if (rc)
+		return rc;
 	/* The trace's path, for the closing line: the status answer's last
 	 * field, "trace=PATH" (asked first: a process not recorded fails here,
 	 * before anything changes). */
 	char status[LINE_BYTES], line[LINE_BYTES], req[64];
-	if (ask(pid, "status", status, sizeof status))
-		return 1;
+	if ((rc = ask(pid, "status", status, sizeof status)))
+		return rc;
 	const char *trace = strstr(status, " trace=");
 	if (sample) {
 		snprintf(req, sizeof req, "sample %s", sample);
-		if (ask(pid, req, line, sizeof line))
-			return 1;
+		if ((rc = ask(pid, req, line, sizeof line)))
+			return rc;
 	}
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	if (ask(pid, "start", line, sizeof line))
-		return 1;
+	if ((rc = ask(pid, "start", line, sizeof line)))
+		return rc;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	struct timespec left = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
 	while (!interrupted && nanosleep(&left, &left) < 0 && errno == EINTR)
 		;
-	if (ask(pid, "stop", line, sizeof line))
-		return 1;
+	if ((rc = ask(pid, "stop", line, sizeof line)))
+		return rc;
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	printf("recorded process %ld for %.3f s%s; its trace: %s (written as the process runs;"
 	       " trace-ctl %ld flush writes out what is pending)\n", pid,
@@ -259,6 +253,7 @@ int main(int argc, char **argv)
 		return fail(EXIT_USAGE, "%s: not a process id", argv[1]);
 	const char *cmd = argv[2];
 	char line[LINE_BYTES], req[LINE_BYTES];
+	int rc;
 	if (!strcmp(cmd, "record"))
 		return record(pid, argc - 3, argv + 3);
 	if (!strcmp(cmd, "mark")) {
@@ -274,8 +269,8 @@ int main(int argc, char **argv)
 			  strcmp(cmd, "status")))
 		return fail(EXIT_USAGE, "unknown command '%s' (start, stop, mark LABEL, flush, status,"
 			    " record --for DURATION)", cmd);
-	if (ask(pid, cmd, line, sizeof line))
-		return 1;
+	if ((rc = ask(pid, cmd, line, sizeof line)))
+		return rc;
 	if (!strcmp(cmd, "status"))
 		printf("%s\n", line);  /* the recorder's answer, "ok state=..." */
 	return 0;

@@ -47,6 +47,21 @@ struct tf_error {
 	char msg[160];         /* one line, no file name, no trailing newline */
 };
 
+/* ---- times (tf_time.c) ---------------------------------------------------
+ * The one time grammar of every command (README "Times"). */
+
+/* A decimal number at s ("12", "1.5", ".5"; its digits read as one integer
+ * must fit an int64, at most 18 decimals): *mant = that integer, *decimals
+ * = how many digits follow the point. Returns where the number ends, NULL
+ * if s does not start with one. */
+const char *tf_parse_decimal(const char *s, int64_t *mant, int *decimals);
+/* 10^k for 0 <= k <= 18. */
+int64_t tf_pow10(int k);
+/* A duration, the whole of s: a decimal number with a unit ns, us, ms, s,
+ * m, h, or none (seconds), into exact nanoseconds (fractions of a
+ * nanosecond truncated). 0, or -1 if malformed or beyond INT64_MAX ns. */
+int tf_parse_duration(const char *s, int64_t *ns);
+
 /* ---- record kinds ---------------------------------------------------------
  * Numbers are on disk: never reuse one. A reader skips kinds it does not
  * know (meta records are length-prefixed, event fields of a new kind live in

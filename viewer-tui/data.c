@@ -293,7 +293,7 @@ int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t 
 	struct q_profile p = { 0 };
 	int rc = query(d, &p, kind, t1, t2);
 	if (rc == 0)
-		rc = q_write_file(d->db, &p, fmt, Q_INUSE_BYTES, false, path);
+		rc = q_write_file(d->db, &p, fmt, Q_INUSE_BYTES, false, path, replace);
 	if (rc < 0)
 		snprintf(err, errn, "%s", q_errmsg(d->db));
 	q_profile_free(&p);

@@ -37,7 +37,8 @@
 
 static const char usage[] =
 	"usage: trace-tui [--at T] [--pid N] run.db\n"
-	"  --at T    start with the cursor at T (30s, 1.5s, 250ms, 45%, mark:LABEL, end)\n"
+	"  --at T    start with the cursor at T (30s, 1.5m, 250ms, 0.5 = seconds, 45%,\n"
+	"            mark:LABEL, start, end)\n"
 	"  --pid N   show process N of a multi-process database (default: the program\n"
 	"            the first process ran last, after its execs)\n"
 	"  --bench-steps N  move the cursor N times across the trace, print the time\n"

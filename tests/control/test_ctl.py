@@ -3,7 +3,8 @@ nothing depends on timing): stop, start, mark, flush, status and
 record --for (ended early by SIGINT) land between the right allocations;
 record --sample on a paused trace sets its period (processes.sample_period);
 the marks reach the database and trace-snap --at mark:LABEL; a process
-that is not recorded is a one-line error."""
+that is not recorded is a one-line error (exit 1), a pid with no process
+exit 4; record --for takes the one time grammar."""
 import os
 import re
 import signal
@@ -118,10 +119,23 @@ assert c.execute("SELECT sample_period FROM processes").fetchall() == [(4096,)]
 p = ctltest.ctl(os.getpid(), "status", check=False)
 assert p.returncode == 1 and "is not being recorded" in p.stderr, p.stderr
 assert len(p.stderr.splitlines()) == 1
-p = ctltest.ctl(pid, "status", check=False)       # exited by now
-assert p.returncode == 1 and ("no process" in p.stderr or "not being recorded" in p.stderr)
+p = ctltest.ctl(pid, "status", check=False)       # exited by now: not in the data
+assert p.returncode == 4 and p.stderr == "trace-ctl: no process %d\n" % pid, p.stderr
+p = ctltest.ctl(pid, "record", "--for", "1s", check=False)
+assert p.returncode == 4 and p.stderr == "trace-ctl: no process %d\n" % pid, p.stderr
 p = ctltest.ctl("x", "status", check=False)
 assert p.returncode == 2, p.stderr
 p = ctltest.ctl(os.getpid(), "jump", check=False)
 assert p.returncode == 2 and "unknown command" in p.stderr, p.stderr
+
+# record --for takes the one time grammar (README "Times"): a well-formed
+# duration gets past the parsing to the process (not recorded: 1), a
+# malformed one is a usage error (2) before anything is asked.
+for dur in ["2m", "1h", "5", "0.5", ".5", "1.5m", "250ms", "10us", "5ns", "007s"]:
+    p = ctltest.ctl(os.getpid(), "record", "--for", dur, check=False)
+    assert p.returncode == 1 and "is not being recorded" in p.stderr, (dur, p.stderr)
+for dur in ["5d", "-1", "1e3", "0x10", "inf", "", "1.", "1 s", "1.5sec", "2562048h"]:
+    p = ctltest.ctl(os.getpid(), "record", "--for", dur, check=False)
+    assert p.returncode == 2 and "expected a duration" in p.stderr, (dur, p.stderr)
+    assert len(p.stderr.splitlines()) == 1, p.stderr
 print("ok")

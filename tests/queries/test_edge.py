@@ -30,7 +30,7 @@ ONE = database("one", "node 1 0 401000\nevents 1 1000\na %d 4096 %d 1\n" % (ALLO
 
 HEAP_EMPTY = "heap profile:      0:        0 [     0:        0] @ heapprofile\n\nMAPPED_LIBRARIES:\n"
 HEAP_ONE = ("heap profile:      1:      100 [     1:      100] @ heapprofile\n"
-            "     1:      100 [     1:      100] @ 0x401000\n\nMAPPED_LIBRARIES:\n")
+            "     1:      100 [     1:      100] @ 0x400fff\n\nMAPPED_LIBRARIES:\n")
 # format -> (the empty answer, the answer holding the one block)
 WANT = {
     "heap": (HEAP_EMPTY, HEAP_ONE),
@@ -56,7 +56,7 @@ checks = 0
 def pb_values(db, q):
     """The values of each sample of the .pb.gz answer, and its sample types."""
     out = os.path.join(tmp, "a.pb.gz")
-    hrtest.run([SNAP, db] + q + ["-o", out])
+    hrtest.run([SNAP, db] + q + ["-o", out, "--force"])
     with open(out, "rb") as fh:
         prof = gzip.decompress(fh.read())
     top = fixture.pb_fields(prof)

@@ -1,8 +1,13 @@
 """test_errors - trace-snap's time specs and its one-line errors with their
-exit codes: 2 bad command line or malformed time, 3 database unusable
-(missing, not ours, incomplete, newer schema), 4 not in the database (pid,
-mark, instant outside the trace)."""
+exit codes (README "Exit codes"): 1 database unusable (missing, not ours,
+incomplete, newer schema, damaged), 2 bad command line or malformed time,
+3 output not writable (exists without --force, is the database under any
+name, missing directory, stdout full), 4 not in the database (pid, mark,
+instant outside the trace). No answer ever replaces the database, nor an
+existing file without --force, nor leaves a temporary file behind."""
+import hashlib
 import os
+import pty
 import shutil
 import sqlite3
 import subprocess
@@ -40,14 +45,17 @@ def total(args):
 for spec, objs in [("1s", 1), ("1.0s", 1), ("1.001s", 2), ("1001ms", 2), ("1001000us", 2),
                    ("1000999999ns", 1), ("1001000000ns", 2), ("0.5s", 0), ("10%", 1),
                    ("10.01%", 2), ("start", 0), ("end", 9), ("100%", 9),
-                   ("mark:after-alloc", 12), ("mark:late", 9), ("3.0015s", 11)]:
+                   ("mark:after-alloc", 12), ("mark:late", 9), ("3.0015s", 11),
+                   # the one grammar: a bare number is seconds, m and h units
+                   ("1.001", 2), ("1", 1), (".5", 0), ("3.0015", 11), ("0.0500250m", 11),
+                   ("0.05m", total(["--at", "3s"])), ("0h", 0)]:
     got = total(["--at", spec])
     assert got == objs, (spec, got, objs)
     checks += 1
 
 # Malformed times and windows: exit 2.
-for spec in ["", "5", "1.5", "s", "1.s", "-1s", "1.5sec", "1 s", "12h", "1e3s", "%",
-             "0x10s", "mark", "99999999999999999999s"]:
+for spec in ["", "s", "1.s", "-1s", "+1s", "1.5sec", "1 s", "1e3s", "%", "5d", "1.2.3",
+             "0x10s", "mark", "99999999999999999999s", "1.5%x"]:
     fails([DB, "--at", spec], 2, "malformed time")
 fails([DB, "--growth", "2s"], 2, "malformed window")
 fails([DB, "--growth", "2s..x"], 2, "malformed time 'x'")
@@ -56,6 +64,8 @@ fails([DB, "--steady", "5s..2s"], 2, "ends before it starts")
 fails([DB, "--at", "11s"], 4, "outside the trace of process 100 (0.000000000s..10.000000000s)")
 fails([DB, "--at", "100.1%"], 4, "outside the trace")
 fails([DB, "--at", "mark:nope"], 4, "no mark 'nope'")
+fails([DB, "--at", "12h"], 4, "outside the trace")
+fails([DB, "--at", "10.000000001"], 4, "outside the trace")
 fails([DB, "--growth", "1s..20s"], 4, "outside the trace")
 fails([DB, "--pid", "7", "--peak"], 4, "no process with pid 7")
 # Bad flags: exit 2.
@@ -71,18 +81,19 @@ fails([DB, "--peak", "--metric", "bytes"], 2, "unknown metric 'bytes'")
 fails([DB, "--peak", "--window", "1s..2s"], 2, "--window goes with --top")
 fails([DB, "--peak", "--pid", "x1"], 2, "--pid takes a process id")
 fails([DB, "--peak", "-o", os.path.join(tmp, "x.svg")], 2, "cannot tell the format")
-# Databases we must refuse: exit 3.
-fails([os.path.join(tmp, "missing.db"), "--peak"], 3, "missing.db: No such file or directory")
+fails([DB, "--peak", "--force"], 2, "--force goes with -o FILE")
+# Databases we must refuse: exit 1.
+fails([os.path.join(tmp, "missing.db"), "--peak"], 1, "missing.db: No such file or directory")
 junk = os.path.join(tmp, "junk.db")
 with open(junk, "w") as fh:
     fh.write("this is not sqlite at all, just some text that is long enough " * 20)
-fails([junk, "--peak"], 3, "junk.db: not a heapreel database")
+fails([junk, "--peak"], 1, "junk.db: not a heapreel database")
 other = os.path.join(tmp, "other.db")
 c = sqlite3.connect(other)
 c.execute("CREATE TABLE t(x)")
 c.commit()
 c.close()
-fails([other, "--peak"], 3, "other.db: not a heapreel database")
+fails([other, "--peak"], 1, "other.db: not a heapreel database")
 for name, over, complete, text in [
         ("fmt.db", {"format": "other"}, True, "not a heapreel database"),
         ("new.db", {"schema_version": 5}, True, "written by a newer heapreel (schema version 5"),
@@ -94,11 +105,11 @@ for name, over, complete, text in [
     f = fixture.Fixture(path)
     f.process(1)
     f.finish(meta_over=over, complete=complete)
-    fails([path, "--peak"], 3, name + ": " + text)
+    fails([path, "--peak"], 1, name + ": " + text)
 # Damaged free_blocks: a cut varint, a varint over 64 bits (its tenth byte
 # above 1), rows with more frees than meta says a row holds, a row missing
 # (exit 1, reading failed, naming the row); no meta free_block (refused at
-# open: exit 3).
+# open: exit 1 too).
 cut = lambda d: d[:-1] + bytes([d[-1] | 0x80])
 wide = lambda d: b"\x80" * 9 + b"\x02" + d[next(i for i, b in enumerate(d) if b < 0x80) + 1:]
 for name, sql, code, text in [
@@ -109,7 +120,7 @@ for name, sql, code, text in [
         ("long.db", "UPDATE free_blocks SET data = data || data WHERE id = 1", 1,
          "free_blocks row 1 is damaged"),
         ("gap.db", "DELETE FROM free_blocks WHERE id = 1", 1, "free_blocks row 1 is damaged"),
-        ("nometa.db", "DELETE FROM meta WHERE key = 'free_block'", 3,
+        ("nometa.db", "DELETE FROM meta WHERE key = 'free_block'", 1,
          "damaged database (meta frees or free_block missing or wrong)")]:
     path = os.path.join(tmp, name)
     shutil.copy(DB, path)
@@ -120,19 +131,67 @@ for name, sql, code, text in [
     c.commit()
     c.close()
     fails([path, "--at", "3002ms"], code, name + ": " + text)
-# A failed write leaves nothing behind and says which file: exit 1.
-fails([DB, "--peak", "-o", os.path.join(tmp, "no-such-dir", "x.heap")], 1,
+# A failed write leaves nothing behind and says which file: exit 3.
+fails([DB, "--peak", "-o", os.path.join(tmp, "no-such-dir", "x.heap")], 3,
       "no-such-dir/x.heap: No such file or directory")
-# -o replaces a planted symlink itself, never writes through it.
+with open("/dev/full", "w") as full:
+    p = subprocess.run([SNAP, DB, "--peak"], stdout=full, stderr=subprocess.PIPE, text=True)
+assert p.returncode == 3 and p.stderr == "trace-snap: writing to stdout failed\n", p
+checks += 1
+
+
+def digest(path):
+    with open(path, "rb") as fh:
+        return hashlib.sha256(fh.read()).hexdigest()
+
+
+# An existing output is refused (exit 3, untouched) unless --force.
+old = os.path.join(tmp, "old.heap")
+with open(old, "w") as fh:
+    fh.write("keep")
+fails([DB, "--peak", "-o", old], 3, "old.heap: already exists; not overwritten")
+with open(old) as fh:
+    assert fh.read() == "keep"
+hrtest.run([SNAP, DB, "--peak", "-o", old, "--force"])
+with open(old) as fh:
+    assert fh.readline().startswith("heap profile:")
+assert os.stat(old).st_mode & 0o777 == 0o600
+checks += 1
+# The database itself, under any name, is refused even with --force.
+same = digest(DB)
+os.symlink(DB, os.path.join(tmp, "db-link.txt"))
+os.link(DB, os.path.join(tmp, "db-hard.txt"))
+os.mkdir(os.path.join(tmp, "sub"))
+for out in [DB, os.path.join(tmp, "db-link.txt"), os.path.join(tmp, "db-hard.txt"),
+            os.path.join(tmp, "sub", "..", "a.db")]:
+    for force in [[], ["--force"]]:
+        fails([DB, "--peak", "-o", out, "--format", "text"] + force, 3,
+              "is the database being read")
+    assert digest(DB) == same, out
+    assert os.path.islink(os.path.join(tmp, "db-link.txt"))
+# -o never writes through a planted symlink: refused without --force; with
+# it, the link itself is replaced.
 target = os.path.join(tmp, "victim")
 with open(target, "w") as fh:
     fh.write("keep")
 link = os.path.join(tmp, "link.heap")
 os.symlink(target, link)
-hrtest.run([SNAP, DB, "--peak", "-o", link])
+fails([DB, "--peak", "-o", link], 3, "link.heap: already exists")
+hrtest.run([SNAP, DB, "--peak", "-o", link, "--force"])
 with open(target) as fh:
     assert fh.read() == "keep"
 assert not os.path.islink(link) and os.stat(link).st_mode & 0o777 == 0o600
-assert not [n for n in os.listdir(tmp) if ".heap." in n], os.listdir(tmp)
+assert not [n for n in os.listdir(tmp) if ".heap." in n or ".txt." in n], os.listdir(tmp)
+checks += 1
+# pb.gz is binary: refused on a terminal (exit 2), written to a pipe.
+master, slave = pty.openpty()
+p = subprocess.run([SNAP, DB, "--peak", "--format", "pb.gz"], stdout=slave,
+                   stderr=subprocess.PIPE, text=True)
+os.close(slave)
+os.close(master)
+assert p.returncode == 2 and p.stderr.count("\n") == 1 and "not written to a terminal" in \
+    p.stderr, p
+p = subprocess.run([SNAP, DB, "--peak", "--format", "pb.gz"], capture_output=True)
+assert p.returncode == 0 and p.stdout[:2] == b"\x1f\x8b", p
 checks += 1
 print("ok: %d checks" % checks)

@@ -34,7 +34,7 @@ def build(name, setup, meta=None, pids=(100,)):
 
 def snap(db, args, fmt="text"):
     """trace-snap's answer: text on stdout, other formats to a file."""
-    out = [] if fmt == "text" else ["-o", os.path.join(tmp, "answer." + fmt)]
+    out = [] if fmt == "text" else ["-o", os.path.join(tmp, "answer." + fmt), "--force"]
     return hrtest.run([SNAP, db] + args + ["--format", fmt] + out)
 
 

@@ -73,7 +73,7 @@ def want_of(exp, i, unit=""):
 heaps = {}
 for name, (args, exp) in CASES.items():
     h = os.path.join(tmp, name + ".heap")
-    hrtest.run([SNAP, DB] + args + ["-o", h])
+    hrtest.run([SNAP, DB] + args + ["-o", h, "--force"])
     heaps[name] = h
     # our own text table, folded sums
     got = pick(table(hrtest.run([SNAP, DB] + args).stdout))

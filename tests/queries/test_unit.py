@@ -21,7 +21,7 @@ checks = 0
 
 def heap(*args):
     out = os.path.join(tmp, "o.heap")
-    hrtest.run([SNAP, DB] + list(args) + ["-o", out])
+    hrtest.run([SNAP, DB] + list(args) + ["-o", out, "--force"])
     assert oct(os.stat(out).st_mode & 0o777) == "0o600"
     with open(out) as fh:
         return fixture.parse_heap(fh.read())
@@ -83,6 +83,22 @@ assert maps == ("400000-402000 r-xp 00000000 00:00 0 /opt/app/bin/app\n"
 # Growth 2s..6s: pprof --base semantics, negative inuse cut to 0 in .heap.
 expect(["--growth", "2s..6s"], {"big": [2, 8192, 2, 8192],
                                 "mid": [1, 4096, 2, 8192], "inl": [0, 0, 4, 400]})
+# ... and said on stderr: the stack that shrank (small, -80 B) is left out.
+p = hrtest.run([SNAP, DB, "--growth", "2s..6s", "--format", "heap"])
+assert p.stderr == ("trace-snap: warning: .heap has no negative values: 1 stack that shrank "
+                    "by 80 bytes in all is left out (--format text or pb.gz shows them)\n"), \
+    p.stderr
+# ... and so does folded, in the unit of its metric.
+p = hrtest.run([SNAP, DB, "--growth", "2s..6s", "--format", "folded", "--metric",
+                "inuse_objects"])
+assert p.stderr == ("trace-snap: warning: folded has no negative values: 1 stack that shrank "
+                    "by 5 objects in all is left out (--format text or pb.gz shows them)\n"), \
+    p.stderr
+for q in [["--growth", "2s..6s", "--format", "text"], ["--growth", "1s..6s", "--format", "heap"],
+          ["--peak", "--format", "heap"]]:
+    p = hrtest.run([SNAP, DB] + q)
+    assert p.stderr == "", (q, p.stderr)
+checks += 1
 # Steady 3s..7s: made in (3 s, 7 s] and live at 7 s.
 expect(["--steady", "3s..7s"], {"mid": [1, 4096, 2, 8192], "inl": [0, 0, 4, 400]})
 expect(["--steady", "2s..2001ms"], {"big": [1, 4096, 1, 4096]})   # (T1, T2]
@@ -158,5 +174,57 @@ assert out == (
     "* the run's program, which the other questions are about without --pid\n"), out
 p = hrtest.run([SNAP, multi, "--processes", "--pid", "100"], check=False)
 assert p.returncode == 2 and "no -o, --format or --pid" in p.stderr, p.stderr
+checks += 1
+# --lines: functions told apart by file:line in text and folded.
+out = hrtest.run([SNAP, DB, "--peak", "--lines"]).stdout.splitlines()
+assert [l.split("%", 4)[-1].strip() for l in out[1:]] == [
+    "alloc_big app.c:5", "helper h.h:2", "alloc_small app.c:3", "_start start.S:1",
+    "main app.c:10", "mid app.c:7", "outer app.c:20"], out
+out = hrtest.run([SNAP, DB, "--peak", "--lines", "--format", "folded"]).stdout
+assert out == ("_start start.S:1;main app.c:10;alloc_big app.c:5 12288\n"
+               "_start start.S:1;main app.c:10;mid app.c:7;alloc_big app.c:5 8192\n"
+               "_start start.S:1;main app.c:10;outer app.c:20;helper h.h:2 400\n"
+               "_start start.S:1;main app.c:10;alloc_small app.c:3 80\n"), out
+out = hrtest.run([SNAP, DB, "--peak", "--lines", "--by", "stack"]).stdout.splitlines()
+assert out[4].endswith("  alloc_small app.c:3 <- main app.c:10 <- _start start.S:1"), out
+p = hrtest.run([SNAP, DB, "--peak", "--lines", "--format", "heap"], check=False)
+assert p.returncode == 2 and "--lines goes with the text and folded" in p.stderr, p.stderr
+checks += 1
+# C++: stacks start at the caller of the global operator new / new[] (every
+# variant, also new[] calling new, also inlined into it), as they do at
+# malloc's caller; a class's own operator new is the program's and stays,
+# and a stack of nothing but operator new keeps its frames.
+cxx = os.path.join(tmp, "cxx.db")
+c = fixture.Fixture(cxx)
+c.process(100)
+main = (0x401f00, "main", "app.cc", 30, 0)
+NEW = "operator new(unsigned long)"
+stacks = [
+    ((0x7f10, NEW), (0x401010, "make_a()", "app.cc", 3, 0), main),
+    ((0x7f10, NEW), (0x7f40, "operator new[](unsigned long)"),
+     (0x401020, "make_b()", "app.cc", 5, 0), main),
+    ((0x7f50, "operator new(unsigned long, std::nothrow_t const&)"),
+     (0x401030, "make_c()", "app.cc", 7, 0), main),
+    ((0x7f60, "operator new(unsigned long, std::align_val_t)"),
+     (0x401040, "make_d()", "app.cc", 9, 0), main),
+    ((0x7f70, "operator new[](unsigned long, std::align_val_t, std::nothrow_t const&)"),
+     (0x401050, "make_e()", "app.cc", 11, 0), main),
+    ((0x7f80, "std::__new_helper", "new_op.cc", 2, 1), (0x7f80, NEW, "new_op.cc", 9, 0),
+     (0x401060, "make_f()", "app.cc", 13, 0), main),
+    ((0x401070, "Foo::operator new(unsigned long)"), main),
+    ((0x7f10, NEW),),
+]
+for i, st in enumerate(stacks):
+    c.alloc(100, S + i, 1 << i, c.stack(*st))
+c.finish()
+out = hrtest.run([SNAP, cxx, "--peak", "--format", "folded"]).stdout
+assert sorted(out.splitlines()) == [
+    "main;Foo::operator new(unsigned long) 64", "main;make_a() 1", "main;make_b() 2",
+    "main;make_c() 4", "main;make_d() 8", "main;make_e() 16", "main;make_f() 32",
+    NEW + " 128"], out
+p = hrtest.run([SNAP, cxx, "--peak", "--format", "heap"])
+leaves = sorted(l.split("@")[1].split()[0] for l in p.stdout.splitlines()[1:] if "@" in l)
+assert leaves == ["0x40100f", "0x40101f", "0x40102f", "0x40103f", "0x40104f", "0x40105f",
+                  "0x40106f", "0x7f0f"], leaves
 checks += 1
 print("ok: %d checks" % checks)

@@ -71,6 +71,11 @@ print("unknown mark:", refused(["--at", "mark:nope", GOOD], "mark:nope", 4))
 print("malformed time:", refused(["--at", "soon", GOOD], "--at soon", 2))
 print("unknown pid:", refused(["--pid", "7", GOOD], "7", 4))
 print("bad pid:", refused(["--pid", "x", GOOD], "--pid x", 2))
+# The one time grammar: a bare number is seconds, m and h are units
+# (well formed and inside the trace: only the missing terminal is refused).
+for spec in ["0.5", "0m", "0h", ".5"]:
+    refused(["--at", spec, GOOD], "terminal", 1)
+print("other forms:", refused(["--at", "5d", GOOD], "5d", 2))
 print("bad flag:", refused(["--frobnicate", GOOD], "--frobnicate", 2))
 print("no db:", refused([], "usage", 2))
 # A good database without a terminal: told so, not a garbled screen.
