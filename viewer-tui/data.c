@@ -275,16 +275,17 @@ int tui_data_fn_count(const struct tui_data *d) { return q_fn_count(d->db); }
 int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t t2,
                     const char *path, bool replace, char *err, size_t errn)
 {
-	struct stat st, db;
+	struct stat st;
 	int fmt = q_format_by_path(path);
 	if (fmt < 0) {
 		snprintf(err, errn, "%s: unknown extension (use .heap, .pb.gz, .folded or .txt)", path);
 		return -1;
 	}
 	/* q_write_file renames over path: never replace a file by surprise,
-	 * and never the database, even when asked. */
-	if (stat(path, &st) == 0 && stat(d->path, &db) == 0 && st.st_dev == db.st_dev &&
-	    st.st_ino == db.st_ino) {
+	 * and never the database, even when asked (q_output_ok with force
+	 * refuses only the database; its message, naming both paths, would
+	 * not fit the status line) */
+	if (q_output_ok(d->db, path, true) < 0) {
 		snprintf(err, errn, "%s: is the database being read, not overwritten", path);
 		return -1;
 	}
