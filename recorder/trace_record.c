@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "rec_common.h"
+#include "trace_format.h"
 
 #ifndef REC_LIBDIR
 #define REC_LIBDIR "/usr/local/lib"       /* meson passes prefix/libdir */
@@ -67,8 +68,6 @@
 #define RUN_DB "run.db"            /* the database the printed import command writes */
 #define RUN_STAMP "%Y%m%d-%H%M%S"  /* PROGRAM.STAMP: a default run directory's name */
 #define RUN_DIR_MODE 0700          /* private, like the traces in it */
-#define TRACE_MAGIC "HEAPRTRC"     /* a trace's first bytes (FORMAT.md): --force replaces only those */
-#define TRACE_MAGIC_LEN 8
 
 static const char usage_text[] =
 	"usage: trace-record [options] -- PROGRAM [ARGS...]\n"
@@ -314,16 +313,16 @@ static void unmake(const struct dest *d)
 		rmdir(d->parent);
 }
 
-/* Does path hold a trace (its magic)? */
+/* Does path hold a trace (its magic)? --force replaces only those. */
 static int is_trace(const char *path)
 {
-	char head[TRACE_MAGIC_LEN];
+	char head[TF_FILE_MAGIC_LEN];
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	ssize_t n = read(fd, head, sizeof head);
 	close(fd);
-	return n == TRACE_MAGIC_LEN && !memcmp(head, TRACE_MAGIC, TRACE_MAGIC_LEN);
+	return n == TF_FILE_MAGIC_LEN && !memcmp(head, TF_FILE_MAGIC, TF_FILE_MAGIC_LEN);
 }
 
 /* May the trace path be written? 0, or an exit code after one line. With

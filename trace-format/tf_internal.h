@@ -18,8 +18,6 @@
 #include "tf_varint.h"
 
 /* ---- on-disk constants (FORMAT.md) ----------------------------------- */
-#define TF_FILE_MAGIC "HEAPRTRC"         /* 8 bytes at offset 0 */
-#define TF_FILE_MAGIC_LEN 8
 #define TF_FILE_FIXED 64                 /* fixed part of the file header */
 #define TF_FILE_MAX_HEADER (1u << 20)    /* a reader refuses larger headers */
 #define TF_MAX_STR 65536                 /* longest string stored (exe, cmdline,

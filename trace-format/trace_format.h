@@ -169,6 +169,8 @@ struct tf_record {
 };
 
 /* ---- file header --------------------------------------------------------- */
+#define TF_FILE_MAGIC "HEAPRTRC"         /* 8 bytes at offset 0 */
+#define TF_FILE_MAGIC_LEN 8
 struct tf_header {
 	uint32_t version;      /* set by the writer; checked by the reader */
 	uint32_t pid, ppid;
