@@ -298,6 +298,12 @@ int rec_session_reserve_ring(uint32_t i, int big);
 int rec_session_prepare_ring(uint32_t i);
 struct tf_ring *rec_session_ring(uint32_t i);       /* its header */
 struct tf_event *rec_session_events(uint64_t area); /* an area, mapped */
+/* Ring r's event area now: read, as its capacity, after a head that covers
+ * the events read (ring.c). */
+static inline struct tf_event *rec_ring_events(const struct tf_ring *r)
+{
+	return rec_session_events(atomic_load_explicit(&r->events_at, memory_order_relaxed));
+}
 void rec_say(const char *a, const char *b, const char *c); /* one stderr line */
 /* The trace cannot be written in full: one stderr line, the session's first. */
 void rec_say_trouble(const char *a, const char *b, const char *c);

@@ -218,7 +218,7 @@ static int claim(void)
 	struct tf_ring *r = open_ring((uint32_t)i, (uint32_t)gettid(),
 				      atomic_fetch_add(&next_stream, 1), 0);
 	me.ring = r;
-	me.slot = rec_session_events(atomic_load_explicit(&r->events_at, memory_order_relaxed));
+	me.slot = rec_ring_events(r);
 	me.mask = atomic_load_explicit(&r->events, memory_order_relaxed) - 1;
 	me.index = (uint32_t)i;
 	/* no-op for the main thread, which never runs key destructors; may
@@ -305,8 +305,7 @@ static void lend(const struct tf_event *ev, unsigned n)
 	}
 	atomic_fetch_add_explicit(&rec_s.lent_calls, 1, memory_order_relaxed);
 	struct tf_ring *r = open_ring((uint32_t)i, me.tid, me.stream, me.seq);
-	struct tf_event *slot = rec_session_events(atomic_load_explicit(&r->events_at,
-									memory_order_relaxed));
+	struct tf_event *slot = rec_ring_events(r);
 	uint32_t mask = atomic_load_explicit(&r->events, memory_order_relaxed) - 1;
 	for (unsigned k = 0; k < n; k++)
 		slot[(me.seq + k) & mask] = ev[k];

@@ -301,20 +301,13 @@ struct chunk {
 static struct chunk waiting, current;
 static enum { NONE_WAITS, WAITS, ENCODING } waiting_state;
 
-/* Ring r's event area: read, as its capacity, after a head that covers
- * the events read (ring.c). */
-static const struct tf_event *ring_events(const struct tf_ring *r)
-{
-	return rec_session_events(atomic_load_explicit(&r->events_at, memory_order_relaxed));
-}
-
 /* Copies n events of ring r (capacity cap) from index tail into buf, and
  * one more if the n-th is a REALLOC's first half (a pair is never split);
  * returns the count. */
 static size_t copy_out(struct tf_ring *r, uint32_t cap, uint64_t tail, size_t n,
 		       struct tf_event *buf)
 {
-	const struct tf_event *ev = ring_events(r);
+	const struct tf_event *ev = rec_ring_events(r);
 	size_t at = tail & (cap - 1);
 	size_t part = n < cap - at ? n : cap - at;
 	memcpy(buf, ev + at, part * sizeof *ev);
@@ -410,7 +403,7 @@ static int closed_for_good(uint32_t i, const struct tf_ring *r)
  * later time), or head. A stream's events are in time order. */
 static uint64_t key_limit(struct tf_ring *r, uint32_t cap, uint64_t tail, uint64_t head)
 {
-	const struct tf_event *ev = ring_events(r);
+	const struct tf_event *ev = rec_ring_events(r);
 	for (uint64_t q = tail; q < head; q++) {
 		const struct tf_event *e = &ev[q & (cap - 1)];
 		if (e->kind != TF_EV_REALLOC_OLD && e->t > key_cut)
