@@ -311,61 +311,47 @@ bool q_tf_keeps(const struct q_db *db, int64_t tid)
 	return !db->filt.ntids || q_map_get(&db->filt.set, tid, &one);
 }
 
-int q_tf_snapshot(struct q_db *db, int64_t t, struct q_profile *p)
+/* Adds block b to p: allocated, and live too when live is set. */
+static int add_block(struct q_db *db, struct q_profile *p, const struct q_tblock *b, bool live)
+{
+	struct q_row *r = q_prow(db, p, b->stack_id);
+	if (!r)
+		return -1;
+	r->v[Q_ALLOC_OBJECTS]++;
+	r->v[Q_ALLOC_BYTES] += b->size;
+	r->v[Q_INUSE_OBJECTS] += live;
+	r->v[Q_INUSE_BYTES] += live ? b->size : 0;
+	return 0;
+}
+
+/* The blocks allocated in (after, t], live when not freed by t. */
+static int sum_window(struct q_db *db, int64_t after, int64_t t, struct q_profile *p)
 {
 	const struct q_tfilter *f = &db->filt;
-	for (size_t i = 0; i < f->nb && f->b[i].t_alloc <= t; i++) {
-		const struct q_tblock *b = &f->b[i];
-		struct q_row *r = q_prow(db, p, b->stack_id);
-		if (!r)
+	for (size_t i = 0; i < f->nb && f->b[i].t_alloc <= t; i++)
+		if (f->b[i].t_alloc > after && add_block(db, p, &f->b[i], f->b[i].t_free > t))
 			return -1;
-		r->v[Q_ALLOC_OBJECTS]++;
-		r->v[Q_ALLOC_BYTES] += b->size;
-		if (b->t_free > t) {
-			r->v[Q_INUSE_OBJECTS]++;
-			r->v[Q_INUSE_BYTES] += b->size;
-		}
-	}
 	q_pcompact(p);
 	return 0;
+}
+
+int q_tf_snapshot(struct q_db *db, int64_t t, struct q_profile *p)
+{
+	return sum_window(db, INT64_MIN, t, p);
 }
 
 int q_tf_steady(struct q_db *db, int64_t t1, int64_t t2, struct q_profile *p)
 {
-	const struct q_tfilter *f = &db->filt;
-	for (size_t i = 0; i < f->nb && f->b[i].t_alloc <= t2; i++) {
-		const struct q_tblock *b = &f->b[i];
-		if (b->t_alloc <= t1)
-			continue;
-		struct q_row *r = q_prow(db, p, b->stack_id);
-		if (!r)
-			return -1;
-		r->v[Q_ALLOC_OBJECTS]++;
-		r->v[Q_ALLOC_BYTES] += b->size;
-		if (b->t_free > t2) {
-			r->v[Q_INUSE_OBJECTS]++;
-			r->v[Q_INUSE_BYTES] += b->size;
-		}
-	}
-	q_pcompact(p);
-	return 0;
+	return sum_window(db, t1, t2, p);
 }
 
+/* A temporary allocation counts as live, as in q_temporary. */
 int q_tf_temporary(struct q_db *db, struct q_profile *p)
 {
 	const struct q_tfilter *f = &db->filt;
-	for (size_t i = 0; i < f->nb; i++) {
-		const struct q_tblock *b = &f->b[i];
-		if (!b->temporary)
-			continue;
-		struct q_row *r = q_prow(db, p, b->stack_id);
-		if (!r)
+	for (size_t i = 0; i < f->nb; i++)
+		if (f->b[i].temporary && add_block(db, p, &f->b[i], true))
 			return -1;
-		r->v[Q_ALLOC_OBJECTS]++;
-		r->v[Q_ALLOC_BYTES] += b->size;
-		r->v[Q_INUSE_OBJECTS]++;
-		r->v[Q_INUSE_BYTES] += b->size;
-	}
 	return 0;
 }
 

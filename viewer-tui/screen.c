@@ -408,20 +408,26 @@ static void draw_table(struct tui_ui *u, int y, int nrows)
 	}
 }
 
+/* Clears rows [y, y + rows) and writes title underlined on the first. */
+static void pane_title(int y, int rows, const char *title)
+{
+	for (int r = 0; r < rows; r++) {
+		move(y + r, 0);
+		clrtoeol();
+	}
+	attron(A_UNDERLINE);
+	mvhline(y, 0, ' ', COLS);
+	mvaddnstr(y, 0, title, COLS);
+	attroff(A_UNDERLINE);
+}
+
 static void draw_stack(struct tui_ui *u, int y, int nrows)
 {
 	size_t n;
 	const struct tui_row *rows = tui_model_rows(u->model, &n);
 	char line[1024];
 
-	for (int r = 0; r < nrows; r++) {
-		move(y + r, 0);
-		clrtoeol();
-	}
-	attron(A_UNDERLINE);
-	mvhline(y, 0, ' ', COLS);
-	mvaddnstr(y, 0, "heaviest stack through the selected row (leaf first)", COLS);
-	attroff(A_UNDERLINE);
+	pane_title(y, nrows, "heaviest stack through the selected row (leaf first)");
 	if (u->sel >= n)
 		return;
 	int64_t sid = tui_model_stack_of(u->model, u->d, &rows[u->sel]);
@@ -507,14 +513,7 @@ static void draw_help(struct tui_ui *u)
 static void draw_marks(struct tui_ui *u, int y, int nrows)
 {
 	char t[32], line[TUI_INPUT_MAX + 64];
-	for (int r = 0; r <= nrows; r++) {
-		move(y + r, 0);
-		clrtoeol();
-	}
-	attron(A_UNDERLINE);
-	mvhline(y, 0, ' ', COLS);
-	mvaddnstr(y, 0, u->nmarks ? "marks (Enter: go, Esc: close)" : "no marks", COLS);
-	attroff(A_UNDERLINE);
+	pane_title(y, nrows + 1, u->nmarks ? "marks (Enter: go, Esc: close)" : "no marks");
 	size_t top = u->mark_sel >= (size_t)nrows ? u->mark_sel - (size_t)nrows + 1 : 0;
 	for (int r = 0; r < nrows && top + (size_t)r < u->nmarks; r++) {
 		size_t i = top + (size_t)r;
@@ -533,14 +532,7 @@ static void draw_marks(struct tui_ui *u, int y, int nrows)
 static void draw_threads(struct tui_ui *u, int y, int nrows)
 {
 	char t[32], line[512];
-	for (int r = 0; r <= nrows; r++) {
-		move(y + r, 0);
-		clrtoeol();
-	}
-	attron(A_UNDERLINE);
-	mvhline(y, 0, ' ', COLS);
-	mvaddnstr(y, 0, "threads (Space: pick, Enter: show; none: all)", COLS);
-	attroff(A_UNDERLINE);
+	pane_title(y, nrows + 1, "threads (Space: pick, Enter: show; none: all)");
 	size_t top = u->thread_sel >= (size_t)nrows ? u->thread_sel - (size_t)nrows + 1 : 0;
 	for (int r = 0; r < nrows && top + (size_t)r < u->nthreads; r++) {
 		size_t i = top + (size_t)r;
@@ -611,13 +603,9 @@ static void draw_hist(struct tui_ui *u, int y, int nrows)
 		tui_fmt_bytes(by, sizeof by, c->bytes);
 		wb = (int)strlen(by) > wb ? (int)strlen(by) : wb;
 	}
-	for (int r = 0; r <= nrows; r++) {
-		move(y + r, 0);
-		clrtoeol();
-	}
+	pane_title(y, nrows + 1, "");
 	hist_what(u, line, sizeof line);
 	attron(A_UNDERLINE);
-	mvhline(y, 0, ' ', COLS);
 	mvprintw(y, 0, "%*s %*s %*s  ", wr, "size", wo, "objects", wb, "bytes");
 	addnstr(line, COLS - (wr + wo + wb + 4));
 	attroff(A_UNDERLINE);

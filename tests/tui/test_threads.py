@@ -2,7 +2,7 @@
 60x20: `T` lists the process's threads with their names and allocation
 counts, Space picks, Enter narrows the status line, the main pane, the chart
 and the peak to them (the status line names the filter, the title gives
-their own peak, `p` goes there); `h` shows the allocation sizes of the
+their own peak, `p` goes there, the chart has only their blocks); `h` shows the allocation sizes of the
 view, of the blocks live at the cursor or of a window's allocations, by
 powers of two with the most frequent sizes; picking none shows all threads
 again; the help lists both keys. Every line fits the width, the status
@@ -41,6 +41,13 @@ def fits(scr, w):
     return lines
 
 
+def chart_before_4s(scr, w):
+    """The chart's bar columns before 4 s (screen.c: 10 columns of labels),
+    every row joined: the worker allocated nothing before 5 s."""
+    rows = scr.splitlines()[1:tt.STATUS_ROW(scr) - 2]
+    return "".join(l[10:10 + 4 * (w - 10) // 10 - 1] for l in rows)
+
+
 def hist_rows(scr):
     """The histogram's rows: {"lo..hi": (objects, bytes as shown)}, and its
     line of most frequent sizes."""
@@ -54,9 +61,20 @@ def hist_rows(scr):
     return rows, top
 
 
+def sizes(tm, w, what, want_rows, want_top):
+    """Waits for the histogram of `what` (a regex) and checks it."""
+    _, scr = tm.wait(what)
+    fits(scr, w)
+    rows, top = hist_rows(scr)
+    assert rows == want_rows, scr
+    assert want_top is None or top == want_top, top
+    return scr
+
+
 def check(w, h):
     with tt.Tmux([hrtest.TRACE_TUI, "--at", "6s", DB], width=w, height=h) as tm:
-        tt.wait_status(tm, lambda st: st[0] == "6")
+        _, scr = tt.wait_status(tm, lambda st: st[0] == "6")
+        assert "\u2588" in chart_before_4s(scr, w), scr
         tm.keys("T")
         _, scr = tm.wait(r"^threads \(Space: pick, Enter: show; none: all\)")
         lines = fits(scr, w)
@@ -71,6 +89,7 @@ def check(w, h):
         assert st[0] == "6" and st[1:4] == tt.live_at(6 * S, STEADY), st
         lines = fits(scr, w)
         assert "peak 2.00 MiB at 6.5s" in lines[0], lines[0]
+        assert chart_before_4s(scr, w).strip() == "", scr
         assert "1 thread of 2" in lines[-1], lines[-1]
         assert tt.names(scr)[0] == "alloc_small", scr
         tm.keys("p")
@@ -79,18 +98,14 @@ def check(w, h):
 
         # the sizes of the blocks live at the cursor, of the worker only
         tm.keys("h")
-        _, scr = tm.wait(r"sizes live at 6\.5s")
-        fits(scr, w)
-        rows, top = hist_rows(scr)
-        assert rows == {"512..1023": (1, "1000 B"), "2097152..4194303": (1, "2.00 MiB")}, scr
-        assert top == "most frequent: 1000 B x1, 2.00 MiB x1", top
+        sizes(tm, w, r"sizes live at 6\.5s",
+              {"512..1023": (1, "1000 B"), "2097152..4194303": (1, "2.00 MiB")},
+              "most frequent: 1000 B x1, 2.00 MiB x1")
         # a window: the sizes of the allocations made in it
         tm.keys("Home", "[", "End", "]")
-        _, scr = tm.wait(r"sizes made in 0s\.\.10s")
-        fits(scr, w)
-        rows, top = hist_rows(scr)
-        assert rows == {"512..1023": (5, "4.88 KiB"), "2097152..4194303": (1, "2.00 MiB")}, scr
-        assert top == "most frequent: 1000 B x5, 2.00 MiB x1", top
+        sizes(tm, w, r"sizes made in 0s\.\.10s",
+              {"512..1023": (5, "4.88 KiB"), "2097152..4194303": (1, "2.00 MiB")},
+              "most frequent: 1000 B x5, 2.00 MiB x1")
 
         # none picked: every thread again, the histogram of all of them
         tm.keys("c", "T", " ", "Enter")
@@ -98,12 +113,10 @@ def check(w, h):
                                  and st[0] == "10")
         assert st[1:4] == tt.live_at(10 * S), st
         assert "all threads" in scr.splitlines()[-1], scr
-        _, scr = tm.wait(r"sizes live at 10s")
-        lines = fits(scr, w)
-        assert "peak 6.00 MiB at 6s" in lines[0], lines[0]
-        rows, _ = hist_rows(scr)
-        assert rows == {"64..127": (3, "300 B"), "512..1023": (1, "1000 B"),
-                        "1048576..2097151": (2, "2.00 MiB")}, scr
+        scr = sizes(tm, w, r"sizes live at 10s",
+                    {"64..127": (3, "300 B"), "512..1023": (1, "1000 B"),
+                     "1048576..2097151": (2, "2.00 MiB")}, None)
+        assert "peak 6.00 MiB at 6s" in scr.splitlines()[0], scr
         # the help lists both keys
         tm.keys("?", "NPage")
         _, scr = tm.wait(r"^  h\s+the view's allocation sizes$")
