@@ -16,6 +16,7 @@ The fixture, process 100 over 0..10 s (threads 100 main, 101 worker-a,
        5000 B at 3 s and 3 s + 1 ns (big), freed at 4 s and 4 s + 1 ns
 Peaks: 101 at 2 s (1096 B), 102 and the process at 3 s + 1 ns (10048 B,
 11144 B)."""
+import gzip
 import math
 import os
 
@@ -116,6 +117,15 @@ assert not any(l.startswith("Threads:") for l in text(["--peak"]).stdout.splitli
 fold = text(["--peak", "--tid", "102", "--format", "folded"]).stdout.splitlines()
 assert sorted(fold) == ["main;alloc_big 10000", "main;alloc_small 48"], fold
 checks += 4
+
+# pb.gz: the samples of the filtered peak, [alloc n, alloc b, inuse n, inuse b] summed
+PB = os.path.join(tmp, "p.pb.gz")
+hrtest.run([SNAP, DB, "--peak", "--tid", "102", "-o", PB])
+with open(PB, "rb") as fh:
+    prof = gzip.decompress(fh.read())
+vals = [fixture.pb_packed(fixture.pb_one(v, 2)) for f, v in fixture.pb_fields(prof) if f == 2]
+assert [sum(v[k] for v in vals) for k in range(4)] == [4, 10048, 4, 10048], vals
+checks += 1
 
 # ---- errors ---------------------------------------------------------------------
 p = text(["--at", "2s", "--tid", "999"], code=4)
