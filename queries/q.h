@@ -220,8 +220,8 @@ int q_threads(struct q_db *db, int64_t pid, const struct q_thread **t, size_t *n
  * thread still counts: who allocated it decides); n = 0 lifts the filter.
  * A question about another process fails while a filter is set. Exact:
  * the allocations of those threads are read once, here, and every answer
- * is computed from them in memory, about 40 bytes per allocation kept (the
- * checkpoints and the packed frees know no thread). Returns Q_NOT_FOUND
+ * is computed from them in memory, about 40 bytes per allocation kept and
+ * 16 per free of one (the checkpoints and the packed frees know no thread). Returns Q_NOT_FOUND
  * for a tid the process never had (db->err lists its threads), -1 on
  * failure; either way the filter is lifted. */
 int q_set_threads(struct q_db *db, int64_t pid, const int64_t *tids, size_t n);
