@@ -165,22 +165,29 @@ static void search(struct tui_ui *u)
 }
 
 /* "phases-6s.heap", "phases-growth-1s-3s.heap": the database's name without
- * its extension, the view and its instants, in the current directory. */
+ * its extension, the view and its instants, in the current directory;
+ * "-tid12" or "-3tids" before the extension when a thread filter is set. */
 static void propose_name(const struct tui_ui *u, char *buf, size_t n)
 {
 	const char *base = strrchr(u->dbname, '/');
 	base = base ? base + 1 : u->dbname;
 	const char *dot = strrchr(base, '.');
 	int len = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
-	char a[32], b[32];
+	char a[32], b[32], thr[40] = "";
+	size_t nf;
+	const int64_t *f = tui_data_filter(u->d, &nf);
+	if (nf == 1)
+		snprintf(thr, sizeof thr, "-tid%" PRId64, f[0]);
+	else if (nf > 1)
+		snprintf(thr, sizeof thr, "-%zutids", nf);
 	if (tui_window_on(u)) {
 		tui_fmt_time(a, sizeof a, u->w1 < u->w2 ? u->w1 : u->w2);
 		tui_fmt_time(b, sizeof b, u->w1 < u->w2 ? u->w2 : u->w1);
-		snprintf(buf, n, "%.*s-%s-%s-%s.heap", len, base,
-		         u->win_kind == TUI_STEADY ? "steady" : "growth", a, b);
+		snprintf(buf, n, "%.*s-%s-%s-%s%s.heap", len, base,
+		         u->win_kind == TUI_STEADY ? "steady" : "growth", a, b, thr);
 	} else {
 		tui_fmt_time(a, sizeof a, u->cursor);
-		snprintf(buf, n, "%.*s-%s.heap", len, base, a);
+		snprintf(buf, n, "%.*s-%s%s.heap", len, base, a, thr);
 	}
 }
 

@@ -96,6 +96,10 @@ def check(w, h):
         st, scr = tt.wait_status(tm, lambda st: st[0] == "6.5")
         assert st[1:4] == tt.live_at(T65, STEADY), st
 
+        # an export proposes a name saying whose blocks it holds
+        tm.keys("e")
+        tm.wait(r"^export \(\.heap \.pb\.gz \.folded \.txt\): thr-6\.5s-tid4243\.heap\s*$")
+        tm.keys("Escape")
         # the sizes of the blocks live at the cursor, of the worker only
         tm.keys("h")
         sizes(tm, w, r"sizes live at 6\.5s",
