@@ -227,9 +227,6 @@ int q_threads(struct q_db *db, int64_t pid, const struct q_thread **t, size_t *n
 int q_set_threads(struct q_db *db, int64_t pid, const int64_t *tids, size_t n);
 /* The filter in force: its tids (sorted) and process; n = 0 if none. */
 const int64_t *q_thread_filter(const struct q_db *db, int64_t *pid, size_t *n);
-/* "Threads: 12 (worker-0), 13 (worker-1)" (names where known) into buf,
- * or "" without a filter. */
-void q_thread_filter_text(struct q_db *db, char *buf, size_t n);
 
 /* ---- histogram of allocation sizes ------------------------------------------ */
 

@@ -178,8 +178,8 @@ int q_tf_temporary(struct q_db *db, struct q_profile *p);
 int q_tf_timeline(struct q_db *db, const struct q_bucket *all, size_t n,
                   const struct q_bucket **b, size_t *nb);
 void q_tf_free(struct q_tfilter *f);
-/* The line "Threads: ..." (q_thread_filter_text) on f when a filter is
- * set: text answers say which threads they cover. */
+/* The line "Threads: 12 (worker-0), 13 (worker-1)" (names where known)
+ * on f when a filter is set: text answers say which threads they cover. */
 void q_write_threads_line(struct q_db *db, FILE *f);
 
 /* ---- helpers between files ------------------------------------------------ */

@@ -266,31 +266,22 @@ const int64_t *q_thread_filter(const struct q_db *db, int64_t *pid, size_t *n)
 	return db->filt.tids;
 }
 
-void q_thread_filter_text(struct q_db *db, char *buf, size_t n)
-{
-	const struct q_tfilter *f = &db->filt;
-	const struct q_thread *t = NULL;
-	size_t nt = 0, len = 0;
-	buf[0] = 0;
-	if (!f->ntids || q_threads(db, f->pid, &t, &nt))
-		return;                        /* loaded by q_set_threads: cannot fail */
-	for (size_t i = 0; i < f->ntids && len < n; i++) {
-		const char *name = "";
-		for (size_t k = 0; k < nt; k++)
-			if (t[k].tid == f->tids[i])
-				name = t[k].name;
-		len += (size_t)snprintf(buf + len, n - len, "%s%" PRId64 "%s%s%s",
-		                        i ? ", " : "Threads: ", f->tids[i], *name ? " (" : "",
-		                        name, *name ? ")" : "");
-	}
-}
-
 void q_write_threads_line(struct q_db *db, FILE *f)
 {
-	char line[512];
-	q_thread_filter_text(db, line, sizeof line);
-	if (*line)
-		fprintf(f, "%s\n", line);
+	const struct q_tfilter *tf = &db->filt;
+	const struct q_thread *t;
+	size_t nt;
+	if (!tf->ntids || q_threads(db, tf->pid, &t, &nt))
+		return;                        /* loaded by q_set_threads: cannot fail */
+	for (size_t i = 0; i < tf->ntids; i++) {
+		const char *name = "";
+		for (size_t k = 0; k < nt; k++)
+			if (t[k].tid == tf->tids[i])
+				name = t[k].name;
+		fprintf(f, "%s%" PRId64 "%s%s%s", i ? ", " : "Threads: ", tf->tids[i],
+		        *name ? " (" : "", name, *name ? ")" : "");
+	}
+	fputc('\n', f);
 }
 
 /* ---- the answers ------------------------------------------------------------------ */
