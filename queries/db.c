@@ -33,6 +33,10 @@ static const char *const stmt_sql[Q_NSTMT] = {
 	[Q_ST_TIMELINE] = q_sql_timeline,
 	[Q_ST_MARKS] = q_sql_marks,
 	[Q_ST_MODULES] = q_sql_modules,
+	[Q_ST_THREADS] = q_sql_threads,
+	[Q_ST_THREAD_ALLOCS] = q_sql_thread_allocs,
+	[Q_ST_THREAD_BLOCKS] = q_sql_thread_blocks,
+	[Q_ST_HIST] = q_sql_hist,
 };
 
 int q_fail(struct q_db *db, const char *fmt, ...)
@@ -184,6 +188,8 @@ static int check_meta(struct q_db *db)
 	if (rc > 0 && (rc = meta(db, s, "peak_pid", &db->main_pid, NULL, 0)) == 0)
 		rc = 1;
 	if (rc > 0 && (rc = meta(db, s, "damaged", &db->damaged, NULL, 0)) == 0)
+		rc = 1;
+	if (rc > 0 && (rc = meta(db, s, "timeline_bucket_ns", &db->bucket_ns, NULL, 0)) == 0)
 		rc = 1;
 	/* the packing of free_blocks, which the importer always writes */
 	db->frees.row = -1;
@@ -373,7 +379,11 @@ void q_close(struct q_db *db)
 			free((char *)db->pd[i].marks[j].label);
 		free(db->pd[i].marks);
 		free(db->pd[i].stopped);
+		for (size_t j = 0; j < db->pd[i].nthreads; j++)
+			free((char *)db->pd[i].threads[j].name);
+		free(db->pd[i].threads);
 	}
+	q_tf_free(&db->filt);
 	free(db->procs);
 	free(db->pd);
 	q_map_free(&db->rowmap);
@@ -426,6 +436,9 @@ int q_timeline(struct q_db *db, int64_t pid, const struct q_bucket **b, size_t *
 			return q_sqlfail(db, "reading the timeline");
 		pd->tl_loaded = true;
 	}
+	int on = q_tf_on(db, pid);
+	if (on)
+		return on < 0 ? -1 : q_tf_timeline(db, pd->tl, pd->ntl, b, n);
 	*b = pd->tl;
 	*n = pd->ntl;
 	return 0;

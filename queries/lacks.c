@@ -129,13 +129,19 @@ bool q_lack_text(const struct q_lack *l, int i, char *buf, size_t n)
 	return false;
 }
 
-int q_write_lacks(struct q_db *db, const struct q_profile *p, const char *prefix, FILE *f)
+int q_write_lacks_of(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t t2,
+                     const char *prefix, FILE *f)
 {
 	struct q_lack l;
 	char line[512];
-	if (q_lacks(db, p->pid, p->kind, p->t1, p->t2, &l))
+	if (q_lacks(db, pid, kind, t1, t2, &l))
 		return -1;
 	for (int i = 0; q_lack_text(&l, i, line, sizeof line); i++)
 		fprintf(f, "%s%s\n", prefix, line);
 	return 0;
+}
+
+int q_write_lacks(struct q_db *db, const struct q_profile *p, const char *prefix, FILE *f)
+{
+	return q_write_lacks_of(db, p->pid, p->kind, p->t1, p->t2, prefix, f);
 }

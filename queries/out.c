@@ -84,8 +84,8 @@ static int move_into_place(struct q_db *db, const char *tmp, const char *path, b
 	return Q_OUTPUT;
 }
 
-int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
-                 bool by_stack, const char *path, bool force)
+int q_write_atomic(struct q_db *db, const char *path, bool force,
+                   int (*writer)(struct q_db *db, const void *ctx, FILE *f), const void *ctx)
 {
 	int rc = q_output_ok(db, path, force);
 	if (rc)
@@ -110,7 +110,7 @@ int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, 
 		free(tmp);
 		return Q_OUTPUT;
 	}
-	rc = q_write(db, p, fmt, key, by_stack, f);
+	rc = writer(db, ctx, f);
 	int werr = ferror(f) ? (errno ? errno : EIO) : 0;
 	if (fclose(f) && !werr)
 		werr = errno ? errno : EIO;
@@ -124,4 +124,25 @@ int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, 
 		unlink(tmp);
 	free(tmp);
 	return rc;
+}
+
+/* What q_write_file passes through q_write_atomic. */
+struct profile_out {
+	const struct q_profile *p;
+	enum q_format fmt;
+	int key;
+	bool by_stack;
+};
+
+static int write_profile(struct q_db *db, const void *ctx, FILE *f)
+{
+	const struct profile_out *o = ctx;
+	return q_write(db, o->p, o->fmt, o->key, o->by_stack, f);
+}
+
+int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
+                 bool by_stack, const char *path, bool force)
+{
+	struct profile_out o = { p, fmt, key, by_stack };
+	return q_write_atomic(db, path, force, write_profile, &o);
 }

@@ -1,6 +1,7 @@
 /* profile.c - the per-stack profiles: snapshot (nearest checkpoint + the
  * events since), and the questions built on it (peak, growth, leaks, top)
- * or on their own SQL (steady, temporary).
+ * or on their own SQL (steady, temporary). Under a thread filter each
+ * defers to tfilter.c, which computes the same from those threads' rows.
  *
  * Never: scan the allocations table for a snapshot (the SQL reads rowid
  * ranges bounded by checkpoints), or prepare a statement per call.
@@ -30,8 +31,7 @@ static void start(struct q_db *db, struct q_profile *p, enum q_kind kind, int64_
 	q_map_clear(&db->rowmap);
 }
 
-/* The row of stack in p, created zero if new; NULL: no memory. */
-static struct q_row *row_of(struct q_db *db, struct q_profile *p, int64_t stack)
+struct q_row *q_prow(struct q_db *db, struct q_profile *p, int64_t stack)
 {
 	uint32_t k;
 	if (q_map_get(&db->rowmap, stack, &k))
@@ -47,8 +47,7 @@ static struct q_row *row_of(struct q_db *db, struct q_profile *p, int64_t stack)
 	return r;
 }
 
-/* Drops rows whose values are all zero (the map is stale afterwards). */
-static void compact(struct q_profile *p)
+void q_pcompact(struct q_profile *p)
 {
 	size_t w = 0;
 	for (size_t i = 0; i < p->n; i++) {
@@ -64,7 +63,7 @@ static int sum_rows(struct q_db *db, sqlite3_stmt *s, struct q_profile *p, const
 {
 	int rc;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		struct q_row *r = row_of(db, p, sqlite3_column_int64(s, 0));
+		struct q_row *r = q_prow(db, p, sqlite3_column_int64(s, 0));
 		if (!r)
 			return -1;
 		for (int k = 0; k < Q_NVAL; k++)
@@ -169,7 +168,7 @@ static int add_frees(struct q_db *db, struct q_profile *p, int64_t lo, int64_t h
 			return -1;
 		if (f->alloc_id > alo || f->proc != proc)
 			continue;
-		struct q_row *r = row_of(db, p, f->stack_id);
+		struct q_row *r = q_prow(db, p, f->stack_id);
 		if (!r)
 			return -1;
 		r->v[0] += sign;
@@ -186,8 +185,9 @@ static int snapshot_into(struct q_db *db, int64_t pid, int64_t t, struct q_profi
 {
 	start(db, p, kind, pid, t, t);
 	long i = q_proc_index(db, pid);
-	if (i < 0)
-		return -1;
+	int on = i < 0 ? -1 : q_tf_on(db, pid);
+	if (on)
+		return on < 0 ? -1 : q_tf_snapshot(db, t, p);
 	const struct q_pdata *pd = &db->pd[i];
 	size_t n = next_ckpt(pd, t);
 	const struct q_ckpt *prev = n ? &pd->ck[n - 1] : NULL;
@@ -220,7 +220,7 @@ static int snapshot_into(struct q_db *db, int64_t pid, int64_t t, struct q_profi
 	    (back ? add_frees(db, p, ft, fhi, at, db->procs[i].proc, 1)
 	          : add_frees(db, p, flo, ft, alo, db->procs[i].proc, -1)))
 		return -1;
-	compact(p);
+	q_pcompact(p);
 	return 0;
 }
 
@@ -229,20 +229,29 @@ int q_snapshot(struct q_db *db, int64_t pid, int64_t t, struct q_profile *p)
 	return snapshot_into(db, pid, t, p, Q_SNAPSHOT);
 }
 
-int q_peak(struct q_db *db, int64_t pid, struct q_profile *p)
+int q_peak_time(struct q_db *db, int64_t pid, int64_t *t)
 {
+	int on = q_tf_on(db, pid);
+	if (on) {
+		*t = db->filt.peak_t;
+		return on < 0 ? -1 : 0;
+	}
 	sqlite3_stmt *s = q_stmt(db, Q_ST_PEAK);
 	if (!s)
 		return -1;
 	sqlite3_bind_int64(s, param(s, ":pid"), pid);
 	int rc = sqlite3_step(s);
-	int64_t t = sqlite3_column_int64(s, 0);
+	*t = sqlite3_column_int64(s, 0);
 	sqlite3_reset(s);
 	if (rc == SQLITE_DONE)
 		return q_proc_index(db, pid) < 0 ? -1 : q_fail(db, "%s: no peak", db->path);
-	if (rc != SQLITE_ROW)
-		return q_sqlfail(db, "reading the peak");
-	return snapshot_into(db, pid, t, p, Q_PEAK);
+	return rc == SQLITE_ROW ? 0 : q_sqlfail(db, "reading the peak");
+}
+
+int q_peak(struct q_db *db, int64_t pid, struct q_profile *p)
+{
+	int64_t t;
+	return q_peak_time(db, pid, &t) ? -1 : snapshot_into(db, pid, t, p, Q_PEAK);
 }
 
 /* Live at the end, and only the stacks that still hold something: a stack
@@ -268,13 +277,13 @@ static int subtract(struct q_db *db, struct q_profile *p, const struct q_profile
 		if (q_map_put(&db->rowmap, p->rows[i].stack_id, (uint32_t)i))
 			return q_fail(db, "out of memory");
 	for (size_t i = 0; i < base->n; i++) {
-		struct q_row *r = row_of(db, p, base->rows[i].stack_id);
+		struct q_row *r = q_prow(db, p, base->rows[i].stack_id);
 		if (!r)
 			return -1;
 		for (int k = 0; k < Q_NVAL; k++)
 			r->v[k] -= base->rows[i].v[k];
 	}
-	compact(p);
+	q_pcompact(p);
 	return 0;
 }
 
@@ -300,7 +309,7 @@ int q_top(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile
 		v[Q_INUSE_OBJECTS] = v[Q_ALLOC_OBJECTS];
 		v[Q_INUSE_BYTES] = v[Q_ALLOC_BYTES];
 	}
-	compact(p);
+	q_pcompact(p);
 	return 0;
 }
 
@@ -308,9 +317,10 @@ int q_steady(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_prof
 {
 	start(db, p, Q_STEADY, pid, t1, t2);
 	long i = q_proc_index(db, pid);
+	int on = i < 0 ? -1 : q_tf_on(db, pid);
 	sqlite3_stmt *s;
-	if (i < 0)
-		return -1;
+	if (on)
+		return on < 0 ? -1 : q_tf_steady(db, t1, t2, p);
 	/* Exact rowid bounds of the window: the last allocations at or before
 	 * t1 and t2, bisected inside their checkpoint intervals. */
 	int64_t at[2], t[2] = { t1, t2 };
@@ -329,7 +339,7 @@ int q_steady(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_prof
 	sqlite3_bind_int64(s, param(s, ":pid"), pid);
 	int rc;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		struct q_row *r = row_of(db, p, sqlite3_column_int64(s, 0));
+		struct q_row *r = q_prow(db, p, sqlite3_column_int64(s, 0));
 		if (!r)
 			return -1;
 		int64_t size = sqlite3_column_int64(s, 1);
@@ -342,7 +352,7 @@ int q_steady(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_prof
 	sqlite3_reset(s);
 	if (rc != SQLITE_DONE)
 		return q_sqlfail(db, "computing the steady window");
-	compact(p);
+	q_pcompact(p);
 	return 0;
 }
 
@@ -353,10 +363,13 @@ int q_temporary(struct q_db *db, int64_t pid, struct q_profile *p)
 	if (i < 0 || !(s = q_stmt(db, Q_ST_TEMPORARY)))
 		return -1;
 	start(db, p, Q_TEMPORARY, pid, db->procs[i].t_start, db->procs[i].t_end);
+	int on = q_tf_on(db, pid);
+	if (on)
+		return on < 0 ? -1 : q_tf_temporary(db, p);
 	sqlite3_bind_int64(s, param(s, ":pid"), pid);
 	int rc;
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		struct q_row *r = row_of(db, p, sqlite3_column_int64(s, 0));
+		struct q_row *r = q_prow(db, p, sqlite3_column_int64(s, 0));
 		if (!r)
 			return -1;
 		int64_t size = sqlite3_column_int64(s, 1);

@@ -5,7 +5,9 @@
  * computes per-stack profiles (snapshot, peak, growth, steady window,
  * leaks, temporaries, top), resolves stacks to frames, aggregates profiles
  * by function or as a top-down tree, reads the timeline and the marks, and
- * writes profiles as .heap, .pb.gz, folded stacks or a text table.
+ * writes profiles as .heap, .pb.gz, folded stacks or a text table. It
+ * narrows every question to chosen threads (q_set_threads) and counts
+ * allocation sizes (q_histogram).
  *
  * Rules: every call that can fail returns 0 on success and -1 on failure,
  * leaving one line (naming the database file where it helps) in
@@ -124,6 +126,10 @@ struct q_profile {
  * statements prepared once per handle. */
 int q_snapshot(struct q_db *db, int64_t pid, int64_t t, struct q_profile *p);
 int q_peak(struct q_db *db, int64_t pid, struct q_profile *p);
+/* The instant q_peak is about: the process's peak, or under a thread
+ * filter the first instant at which the live bytes of those threads'
+ * blocks are largest (their own peak, not the process's). */
+int q_peak_time(struct q_db *db, int64_t pid, int64_t *t);
 int q_growth(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile *p);
 int q_steady(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile *p);
 int q_leaks(struct q_db *db, int64_t pid, struct q_profile *p);
@@ -194,6 +200,75 @@ struct q_tree {
 int q_build_tree(struct q_db *db, const struct q_profile *p, struct q_tree *t);
 void q_tree_free(struct q_tree *t);
 
+/* ---- threads ---------------------------------------------------------------- */
+
+struct q_thread {
+	int64_t tid;
+	const char *name;                      /* "" if the trace named none */
+	int64_t t_first, t_last;               /* Q_NEVER: it never allocated */
+	int64_t allocs;                        /* its allocations (raw: sampled ones) */
+};
+/* The threads of process pid (the threads table, and any tid its
+ * allocations name that the table lacks), by first allocation then tid;
+ * owned by db. Counting the allocations reads the process's whole
+ * allocations table once (it has no index by thread). */
+int q_threads(struct q_db *db, int64_t pid, const struct q_thread **t, size_t *n);
+
+/* From now on every profile of process pid (q_snapshot ... q_top, and so
+ * q_peak_time), its timeline and its histograms count only the
+ * allocations made by the threads tids[0..n) (a block freed by another
+ * thread still counts: who allocated it decides); n = 0 lifts the filter.
+ * A question about another process fails while a filter is set. Exact:
+ * the allocations of those threads are read once, here, and every answer
+ * is computed from them in memory, about 40 bytes per allocation kept and
+ * 16 per free of one (the checkpoints and the packed frees know no thread). Returns Q_NOT_FOUND
+ * for a tid the process never had (db->err lists its threads), -1 on
+ * failure; either way the filter is lifted. */
+int q_set_threads(struct q_db *db, int64_t pid, const int64_t *tids, size_t n);
+/* The filter in force: its tids (sorted) and process; n = 0 if none. */
+const int64_t *q_thread_filter(const struct q_db *db, int64_t *pid, size_t *n);
+
+/* ---- histogram of allocation sizes ------------------------------------------ */
+
+/* Sizes binned by powers of two: bin 0 holds size 0 (malloc(0)), bin k >= 1
+ * the sizes 2^(k-1) .. 2^k - 1: [1, 1], [2, 3], [4, 7], [8, 15], ... */
+#define Q_HIST_BINS 64
+/* The most frequent exact sizes kept, by objects. */
+#define Q_HIST_TOP 10
+
+struct q_hist_count {
+	int64_t size;                          /* a bin: its smallest size */
+	int64_t objects, bytes;
+};
+
+/* What the histogram counts, by kind: Q_SNAPSHOT or Q_PEAK, the blocks live
+ * at t2; Q_STEADY, the allocations made in (t1, t2]; Q_TOP, those made in
+ * [t1, t2] (t_start..t_end: the whole run). Exact numbers, unbiased per
+ * exact size when the process was sampled (q_unbias: then estimates). */
+struct q_hist {
+	enum q_kind kind;
+	int64_t pid, t1, t2, sample_period;
+	struct q_hist_count bin[Q_HIST_BINS];
+	struct q_hist_count top[Q_HIST_TOP];   /* objects descending, then size */
+	size_t ntop;
+	int64_t objects, bytes;                /* the totals */
+};
+/* Fills h for process pid, honouring the thread filter. Reads the
+ * process's allocations once (sizes are in no checkpoint). */
+int q_histogram(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t t2,
+                struct q_hist *h);
+/* The largest size of bin k. */
+int64_t q_hist_bin_max(int k);
+/* The histogram as text: what it counts, the threads (if filtered), a
+ * Total line, a "Warning: " line per thing it lacks, the bins from the
+ * first to the last one used (size range, objects, %, bytes and their
+ * human size, a bar of objects), then the most frequent sizes. */
+int q_write_hist(struct q_db *db, const struct q_hist *h, FILE *f);
+/* q_write_hist to path, atomically, as q_write_file writes. */
+int q_write_hist_file(struct q_db *db, const struct q_hist *h, const char *path, bool force);
+/* Each sentence of what h lacks as a line "PREFIX sentence" on f. */
+int q_write_hist_lacks(struct q_db *db, const struct q_hist *h, const char *prefix, FILE *f);
+
 /* ---- timeline and marks --------------------------------------------------- */
 
 struct q_bucket {
@@ -205,7 +280,9 @@ struct q_mark {
 	int64_t t;
 	const char *label;
 };
-/* Owned by db, valid until q_close; loaded on first use. */
+/* Owned by db, valid until q_close; loaded on first use. Under a thread
+ * filter, the same buckets counting only those threads' blocks (valid
+ * until the filter changes; max_bytes: the largest at an instant). */
 int q_timeline(struct q_db *db, int64_t pid, const struct q_bucket **b, size_t *n);
 int q_marks(struct q_db *db, int64_t pid, const struct q_mark **m, size_t *n);
 

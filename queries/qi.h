@@ -17,7 +17,8 @@ extern const char q_sql_snapshot[], q_sql_snapshot_back[], q_sql_alloc_at[], q_s
 	q_sql_free_time[],
 	q_sql_steady[], q_sql_temporary[], q_sql_peak[],
 	q_sql_meta[], q_sql_processes[], q_sql_checkpoints[], q_sql_stack_node[],
-	q_sql_timeline[], q_sql_marks[], q_sql_modules[];
+	q_sql_timeline[], q_sql_marks[], q_sql_modules[], q_sql_threads[],
+	q_sql_thread_allocs[], q_sql_thread_blocks[], q_sql_hist[];
 
 /* ---- int64 -> uint32 open-addressing map ------------------------------- */
 struct q_map {
@@ -46,6 +47,9 @@ struct q_pdata {                       /* per process, parallel to procs */
 	struct q_span *stopped;                /* from the marks, on first use */
 	size_t nstopped;
 	bool stopped_loaded;
+	struct q_thread *threads;              /* q_threads, on first use */
+	size_t nthreads;
+	bool threads_loaded;
 };
 
 /* A cached trie node: its parent and the frame it carries. */
@@ -62,12 +66,41 @@ struct q_stack_c {
 
 enum q_stmt {
 	Q_ST_SNAPSHOT, Q_ST_SNAPSHOT_BACK, Q_ST_ALLOC_AT, Q_ST_FREE_BLOCK, Q_ST_FREE_TIME, Q_ST_PEAK, Q_ST_STEADY, Q_ST_TEMPORARY, Q_ST_STACK_NODE, Q_ST_TIMELINE,
-	Q_ST_MARKS, Q_ST_MODULES, Q_NSTMT
+	Q_ST_MARKS, Q_ST_MODULES, Q_ST_THREADS, Q_ST_THREAD_ALLOCS, Q_ST_THREAD_BLOCKS, Q_ST_HIST,
+	Q_NSTMT
 };
 
 /* One free of free_blocks (frees.c). */
 struct q_free {
 	int64_t alloc_id, size, stack_id, proc;
+};
+
+/* One allocation of the threads a filter keeps (tfilter.c). */
+struct q_tblock {
+	int64_t t_alloc, t_free;               /* t_free: Q_NEVER if never freed */
+	int64_t size, stack_id;
+	bool temporary;
+};
+/* A free of those threads' blocks: the sweeps (peak, timeline) need them
+ * in time order. */
+struct q_tfree { int64_t t, size; };
+
+/* The thread filter (q_set_threads): the allocations of the chosen threads
+ * of one process, read once, so that every profile is computed from them
+ * in memory (the checkpoints and free_blocks know no thread). */
+struct q_tfilter {
+	int64_t pid;
+	int64_t *tids;                         /* ntids == 0: no filter */
+	size_t ntids;
+	struct q_map set;                      /* tid -> 1 */
+	struct q_tblock *b;                    /* in allocation (id) order */
+	size_t nb;
+	struct q_tfree *fr;                    /* in time order */
+	size_t nfr;
+	int64_t peak_t;
+	struct q_bucket *tl;                   /* the timeline, on first use */
+	size_t ntl;
+	bool tl_loaded;
 };
 
 /* The frees: how they are packed, and the one row decoded (frees.c). */
@@ -105,6 +138,8 @@ struct q_db {
 	struct q_map fnmap;                    /* name hash -> chain head in fns */
 	uint32_t *fnnext;                      /* hash chain, parallel to fns */
 	struct q_frees frees;
+	int64_t bucket_ns;                     /* meta.timeline_bucket_ns, 0 if absent */
+	struct q_tfilter filt;
 };
 
 /* Sets db->err from a format, returns -1. */
@@ -128,7 +163,36 @@ void q_fmt_ns(char *buf, size_t n, int64_t ns);
  * such free, -1 on error (db->err set). */
 int q_free_get(struct q_db *db, int64_t id, const struct q_free **f);
 
+/* ---- the thread filter (tfilter.c), which profile.c and db.c defer to ---- */
+/* 0: no filter; 1: a filter on process pid; -1 (db->err set): a filter on
+ * another process, which this question cannot honour. */
+int q_tf_on(struct q_db *db, int64_t pid);
+/* Whether tid passes the filter (every tid when there is none). */
+bool q_tf_keeps(const struct q_db *db, int64_t tid);
+/* The filtered counterparts of profile.c's: rows summed into p, which
+ * start() prepared. */
+int q_tf_snapshot(struct q_db *db, int64_t t, struct q_profile *p);
+int q_tf_steady(struct q_db *db, int64_t t1, int64_t t2, struct q_profile *p);
+int q_tf_temporary(struct q_db *db, struct q_profile *p);
+/* The filtered timeline, over the buckets of the process's own (all, n). */
+int q_tf_timeline(struct q_db *db, const struct q_bucket *all, size_t n,
+                  const struct q_bucket **b, size_t *nb);
+void q_tf_free(struct q_tfilter *f);
+/* The line "Threads: 12 (worker-0), 13 (worker-1)" (names where known)
+ * on f when a filter is set: text answers say which threads they cover. */
+void q_write_threads_line(struct q_db *db, FILE *f);
+
 /* ---- helpers between files ------------------------------------------------ */
+/* The row of stack in p, created zero if new; NULL: no memory. */
+struct q_row *q_prow(struct q_db *db, struct q_profile *p, int64_t stack);
+/* Drops rows whose values are all zero (the row map is stale afterwards). */
+void q_pcompact(struct q_profile *p);
+/* A profile with nothing but what q_lacks reads (kind, pid, t1, t2). */
+int q_write_lacks_of(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t t2,
+                     const char *prefix, FILE *f);
+/* Writes with writer(db, ctx, f) to path atomically, as q_write_file says. */
+int q_write_atomic(struct q_db *db, const char *path, bool force,
+                   int (*writer)(struct q_db *db, const void *ctx, FILE *f), const void *ctx);
 struct q_module {
 	char *path;                            /* " (deleted)" already cut */
 	char *build_id;                        /* NULL if unknown */

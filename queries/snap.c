@@ -1,7 +1,9 @@
 /* snap.c - trace-snap: answers one question about a heapreel database
  * (snapshot at an instant, peak, growth, steady window, leaks, temporary
  * allocations, top allocators) and writes it as .heap, .pb.gz, folded
- * stacks or a text table; or lists the database's processes.
+ * stacks or a text table, or counts allocation sizes (--histogram, a
+ * text table); narrowed to threads with --tid; or lists the database's
+ * processes.
  *
  * The only place that prints: every failure is one line "trace-snap: ..."
  * on stderr and an exit code from the list below (README "Exit codes",
@@ -27,10 +29,17 @@ enum {
 };
 
 static const char usage_text[] =
-	"usage: trace-snap DB [--pid N] QUESTION [-o FILE [--force]] [--format FMT]\n"
-	"                     [--metric M] [--by function|stack] [--lines]\n"
+	"usage: trace-snap DB [--pid N] [--tid N[,N...]]... QUESTION [-o FILE [--force]]\n"
+	"                     [--format FMT] [--metric M] [--by function|stack] [--lines]\n"
 	"QUESTION: --at T | --peak | --growth T1..T2 | --steady T1..T2 | --leaks |\n"
 	"          --temporary | --top [--window T1..T2] | --processes\n"
+	"--histogram [--at T | --peak | --growth T1..T2 | --steady T1..T2]: a text table\n"
+	"   of allocation sizes (bins [1,1] [2,3] [4,7] ...; objects, bytes, top 10\n"
+	"   sizes) of the blocks live at T or at the peak, of the allocations made in\n"
+	"   (T1, T2], or alone of every allocation of the run\n"
+	"--tid N (repeatable; N,M): only the allocations these threads made (who\n"
+	"   allocated a block decides, not who freed it); --peak is then their own\n"
+	"   peak, the first instant at which their live bytes are largest\n"
 	"T: a number with a unit ns us ms s m h (30s 1.5m 250ms; bare: seconds, 0.5)\n"
 	"   | 45% (of the trace) | mark:LABEL | start | end\n"
 	"FMT: heap pb.gz folded text (default: from FILE's extension; text on stdout)\n"
@@ -40,12 +49,13 @@ static const char usage_text[] =
 	"pb.gz is binary: never written to a terminal (use -o FILE or a pipe)\n"
 	"exit: 0 done (also when it warns what the answer lacks); 1 unusable database;\n"
 	"      2 usage; 3 output not writable (exists without --force, is the\n"
-	"      database, no permission, disk full); 4 not in the data (pid, mark,\n"
-	"      instant outside the recording)\n";
+	"      database, no permission, disk full); 4 not in the data (pid, tid,\n"
+	"      mark, instant outside the recording)\n";
 
 enum { OPT_AT = 256, OPT_PEAK, OPT_GROWTH, OPT_STEADY, OPT_LEAKS, OPT_TEMPORARY, OPT_TOP,
        OPT_PROCESSES, OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_FORCE,
-       OPT_LINES, OPT_HELP };
+       OPT_LINES, OPT_HELP,
+       OPT_TID, OPT_HISTOGRAM };
 
 static const struct option options[] = {
 	{ "at", required_argument, NULL, OPT_AT },
@@ -65,6 +75,8 @@ static const struct option options[] = {
 	{ "force", no_argument, NULL, OPT_FORCE },
 	{ "lines", no_argument, NULL, OPT_LINES },
 	{ "help", no_argument, NULL, OPT_HELP },
+	{ "tid", required_argument, NULL, OPT_TID },
+	{ "histogram", no_argument, NULL, OPT_HISTOGRAM },
 	{ 0 }
 };
 
@@ -88,13 +100,50 @@ static int fail(int code, const char *fmt, ...)
 struct args {
 	const char *db, *out, *arg, *window;
 	int question, format, metric;
-	bool by_stack, have_pid, force, lines;
+	bool by_stack, have_pid, force, lines, histogram;
 	int64_t pid;
+	int64_t *tids;                         /* --tid, in the order given */
+	size_t ntids, captids;
 };
+
+/* --tid N or N,M,...: appends each thread id to a->tids. */
+static int parse_tids(struct args *a, const char *arg)
+{
+	const char *p = arg;
+	char *end;
+	do {
+		long long v = strtoll(p, &end, 10);
+		if (end == p || (*end && *end != ',') || v <= 0)
+			return fail(EXIT_USAGE, "--tid takes thread ids (N or N,M), not '%s'", arg);
+		if (a->ntids == a->captids) {
+			size_t cap = a->captids ? 2 * a->captids : 8;
+			int64_t *t = realloc(a->tids, cap * sizeof *t);
+			if (!t)
+				return fail(EXIT_USAGE, "out of memory");
+			a->tids = t;
+			a->captids = cap;
+		}
+		a->tids[a->ntids++] = v;
+		p = end + (*end == ',');
+	} while (*end);                        /* after a comma, another id */
+	return 0;
+}
+
+/* --histogram writes text only: a format or an extension naming another
+ * one is the user's mistake. */
+static int histogram_format(struct args *a)
+{
+	int by_path = a->out ? q_format_by_path(a->out) : -1;
+	if ((a->format >= 0 && a->format != Q_FMT_TEXT) || (by_path >= 0 && by_path != Q_FMT_TEXT))
+		return fail(EXIT_USAGE, "--histogram writes a text table: --format text or a "
+		            "file not named .heap, .pb.gz or .folded");
+	a->format = Q_FMT_TEXT;
+	return 0;
+}
 
 static int parse(int argc, char **argv, struct args *a)
 {
-	int c;
+	int c, rc;
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":o:h", options, NULL)) != -1) {
 		switch (c) {
@@ -144,6 +193,13 @@ static int parse(int argc, char **argv, struct args *a)
 		case OPT_LINES:
 			a->lines = true;
 			break;
+		case OPT_TID:
+			if ((rc = parse_tids(a, optarg)))
+				return rc;
+			break;
+		case OPT_HISTOGRAM:
+			a->histogram = true;
+			break;
 		case OPT_HELP: case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
@@ -157,12 +213,20 @@ static int parse(int argc, char **argv, struct args *a)
 		return fail(EXIT_USAGE, "%s", optind < argc ? "give exactly one database (see --help)"
 		                                            : "no database given (see --help)");
 	a->db = argv[optind];
-	if (!a->question)
+	if (a->histogram && a->question != 0 && a->question != OPT_AT && a->question != OPT_PEAK &&
+	    a->question != OPT_GROWTH && a->question != OPT_STEADY)
+		return fail(EXIT_USAGE, "--histogram goes with --at, --peak, --growth, --steady, "
+		            "or alone (the whole run)");
+	if (a->histogram && (rc = histogram_format(a)))
+		return rc;
+	if (!a->question && !a->histogram)
 		return fail(EXIT_USAGE, "no question given: --at, --peak, --growth, --steady, "
-		            "--leaks, --temporary, --top or --processes");
+		            "--leaks, --temporary, --top, --histogram or --processes");
 	if (a->question == OPT_PROCESSES && (a->out || a->format >= 0 || a->have_pid))
 		return fail(EXIT_USAGE, "--processes prints a table on stdout: no -o, --format "
 		            "or --pid");
+	if (a->question == OPT_PROCESSES && a->ntids)
+		return fail(EXIT_USAGE, "--processes lists every process: no --tid");
 	if (a->window && a->question != OPT_TOP)
 		return fail(EXIT_USAGE, "--window goes with --top");
 	if (a->out && a->format < 0 && (a->format = q_format_by_path(a->out)) < 0)
@@ -222,53 +286,42 @@ static int list_processes(struct q_db *db)
 	return fflush(stdout) || ferror(stdout) ? fail(EXIT_OUTPUT, "writing to stdout failed") : 0;
 }
 
-int main(int argc, char **argv)
+/* Writes the answer: to FILE (-o) or stdout; what it cannot carry and
+ * what the answer lacks as warnings on stderr. Returns the exit code. */
+static int emit(struct q_db *db, const struct args *a, int rc,
+                int (*to_file)(struct q_db *, const struct args *, const void *),
+                int (*to_stream)(struct q_db *, const struct args *, const void *, FILE *),
+                const void *answer)
 {
-	struct args a = { .format = -1, .metric = Q_INUSE_BYTES };
-	int rc = parse(argc, argv, &a);
 	if (rc)
-		return rc;
-	char err[600];
-	struct q_db *db = q_open(a.db, err, sizeof err);
-	if (!db)
-		return fail(EXIT_INPUT, "%s", err);
-	if (a.lines)
-		q_by_lines(db);
-	if (a.question == OPT_PROCESSES) {
-		rc = list_processes(db);
-		q_close(db);
-		return rc;
+		return fail(EXIT_INPUT, "%s", q_errmsg(db));
+	if (a->out) {
+		rc = to_file(db, a, answer);
+		return rc ? fail(rc == Q_OUTPUT ? EXIT_OUTPUT : EXIT_INPUT, "%s", q_errmsg(db)) : 0;
 	}
-	const struct q_process *proc = a.have_pid ? q_process(db, a.pid) : q_default_process(db);
-	if (!proc) {
-		if (a.have_pid)
-			rc = fail(EXIT_NOT_FOUND, "%s: no process with pid %lld in the database", a.db,
-			          (long long)a.pid);
-		else
-			rc = fail(EXIT_NOT_FOUND, "%s: the database holds no process", a.db);
-		q_close(db);
-		return rc;
-	}
-	/* The output and the instants first: their failures are the user's. */
-	if (a.out && q_output_ok(db, a.out, a.force)) {
-		rc = fail(EXIT_OUTPUT, "%s", q_errmsg(db));
-		q_close(db);
-		return rc;
-	}
-	int64_t pid = proc->pid, t1 = proc->t_start, t2 = proc->t_end;
-	if (a.question == OPT_AT)
-		rc = q_time(db, pid, a.arg, &t2);
-	else if (a.question == OPT_GROWTH || a.question == OPT_STEADY)
-		rc = q_window(db, pid, a.arg, &t1, &t2);
-	else if (a.question == OPT_TOP && a.window)
-		rc = q_window(db, pid, a.window, &t1, &t2);
-	if (rc) {
-		rc = time_fail(db, rc);
-		q_close(db);
-		return rc;
-	}
+	if (to_stream(db, a, answer, stdout))
+		return fail(ferror(stdout) ? EXIT_OUTPUT : EXIT_INPUT, "%s", q_errmsg(db));
+	if (fflush(stdout) || ferror(stdout))
+		return fail(EXIT_OUTPUT, "writing to stdout failed");
+	return 0;
+}
+
+static int profile_file(struct q_db *db, const struct args *a, const void *p)
+{
+	return q_write_file(db, p, a->format, a->metric, a->by_stack, a->out, a->force);
+}
+
+static int profile_stream(struct q_db *db, const struct args *a, const void *p, FILE *f)
+{
+	return q_write(db, p, a->format, a->metric, a->by_stack, f);
+}
+
+/* A per-stack profile: the question a asks about pid over [t1, t2]. */
+static int profile(struct q_db *db, const struct args *a, int64_t pid, int64_t t1, int64_t t2)
+{
 	struct q_profile p = { 0 };
-	switch (a.question) {
+	int rc = 0;
+	switch (a->question) {
 	case OPT_AT: rc = q_snapshot(db, pid, t2, &p); break;
 	case OPT_PEAK: rc = q_peak(db, pid, &p); break;
 	case OPT_GROWTH: rc = q_growth(db, pid, t1, t2, &p); break;
@@ -277,22 +330,100 @@ int main(int argc, char **argv)
 	case OPT_TEMPORARY: rc = q_temporary(db, pid, &p); break;
 	case OPT_TOP: rc = q_top(db, pid, t1, t2, &p); break;
 	}
-	int code = 0;
 	/* the .heap, .pb.gz and folded outputs cannot carry the warnings */
-	if (!rc)
-		warn_dropped(&p, a.format, a.metric);
-	if (rc || (rc = q_write_lacks(db, &p, "trace-snap: warning: ", stderr)))
-		code = fail(EXIT_INPUT, "%s", q_errmsg(db));
-	else if (a.out) {
-		rc = q_write_file(db, &p, a.format, a.metric, a.by_stack, a.out, a.force);
-		if (rc)
-			code = fail(rc == Q_OUTPUT ? EXIT_OUTPUT : EXIT_INPUT, "%s", q_errmsg(db));
-	} else if (q_write(db, &p, a.format, a.metric, a.by_stack, stdout)) {
-		code = fail(ferror(stdout) ? EXIT_OUTPUT : EXIT_INPUT, "%s", q_errmsg(db));
-	} else if (fflush(stdout) || ferror(stdout)) {
-		code = fail(EXIT_OUTPUT, "writing to stdout failed");
+	if (!rc) {
+		warn_dropped(&p, a->format, a->metric);
+		rc = q_write_lacks(db, &p, "trace-snap: warning: ", stderr);
 	}
+	rc = emit(db, a, rc, profile_file, profile_stream, &p);
 	q_profile_free(&p);
+	return rc;
+}
+
+static int hist_file(struct q_db *db, const struct args *a, const void *h)
+{
+	return q_write_hist_file(db, h, a->out, a->force);
+}
+
+static int hist_stream(struct q_db *db, const struct args *a, const void *h, FILE *f)
+{
+	(void)a;
+	return q_write_hist(db, h, f);
+}
+
+/* --histogram: of the instant (--at, --peak), the window (--growth,
+ * --steady: what it allocated) or, alone, the whole run. */
+static int histogram(struct q_db *db, const struct args *a, int64_t pid, int64_t t1, int64_t t2)
+{
+	struct q_hist h;
+	enum q_kind kind = Q_TOP;
+	int rc = 0;
+	if (a->question == OPT_AT)
+		kind = Q_SNAPSHOT;
+	else if (a->question == OPT_PEAK && !(rc = q_peak_time(db, pid, &t2)))
+		kind = Q_PEAK;
+	else if (a->question == OPT_GROWTH || a->question == OPT_STEADY)
+		kind = Q_STEADY;
+	if (!rc && !(rc = q_histogram(db, pid, kind, t1, t2, &h)))
+		rc = q_write_hist_lacks(db, &h, "trace-snap: warning: ", stderr);
+	return emit(db, a, rc, hist_file, hist_stream, &h);
+}
+
+/* Opens the database and answers what a asks; returns the exit code. */
+static int answer(const struct args *a)
+{
+	int rc = 0;
+	char err[600];
+	struct q_db *db = q_open(a->db, err, sizeof err);
+	if (!db)
+		return fail(EXIT_INPUT, "%s", err);
+	if (a->lines)
+		q_by_lines(db);
+	if (a->question == OPT_PROCESSES) {
+		rc = list_processes(db);
+		q_close(db);
+		return rc;
+	}
+	const struct q_process *proc = a->have_pid ? q_process(db, a->pid) : q_default_process(db);
+	if (!proc) {
+		if (a->have_pid)
+			rc = fail(EXIT_NOT_FOUND, "%s: no process with pid %lld in the database", a->db,
+			          (long long)a->pid);
+		else
+			rc = fail(EXIT_NOT_FOUND, "%s: the database holds no process", a->db);
+		q_close(db);
+		return rc;
+	}
+	/* The output and the instants first: their failures are the user's. */
+	if (a->out && q_output_ok(db, a->out, a->force)) {
+		rc = fail(EXIT_OUTPUT, "%s", q_errmsg(db));
+		q_close(db);
+		return rc;
+	}
+	int64_t pid = proc->pid, t1 = proc->t_start, t2 = proc->t_end;
+	if (a->question == OPT_AT)
+		rc = q_time(db, pid, a->arg, &t2);
+	else if (a->question == OPT_GROWTH || a->question == OPT_STEADY)
+		rc = q_window(db, pid, a->arg, &t1, &t2);
+	else if (a->question == OPT_TOP && a->window)
+		rc = q_window(db, pid, a->window, &t1, &t2);
+	if (rc) {
+		rc = time_fail(db, rc);
+	} else if (a->ntids && (rc = q_set_threads(db, pid, a->tids, a->ntids))) {
+		rc = fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_INPUT, "%s", q_errmsg(db));
+	} else {
+		rc = a->histogram ? histogram(db, a, pid, t1, t2) : profile(db, a, pid, t1, t2);
+	}
 	q_close(db);
-	return code;
+	return rc;
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { .format = -1, .metric = Q_INUSE_BYTES };
+	int rc = parse(argc, argv, &a);
+	if (!rc)
+		rc = answer(&a);
+	free(a.tids);
+	return rc;
 }

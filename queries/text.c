@@ -37,6 +37,7 @@ static int by_function(struct q_db *db, const struct q_profile *p, int key, FILE
 		tot += u.v[key];
 	}
 	fprintf(f, "Total: %" PRId64 " %s\n", tot, is_bytes(key) ? "B" : "objects");
+	q_write_threads_line(db, f);
 	if (q_write_lacks(db, p, WARNING, f)) {
 		q_fn_table_free(&t);
 		return -1;
@@ -84,6 +85,7 @@ static int by_stack(struct q_db *db, const struct q_profile *p, int key, FILE *f
 	qsort_r(u, p->n, sizeof *u, cmp_stack, &key);
 	fprintf(f, "Total: %" PRId64 " %s, %" PRId64 " %s\n", tot,
 	        is_bytes(key) ? "B" : "objects", tot_other, is_bytes(other) ? "B" : "objects");
+	q_write_threads_line(db, f);
 	int rc = q_write_lacks(db, p, WARNING, f);
 	for (size_t i = 0; i < p->n && !rc; i++) {
 		const struct q_row *r = &u[i];

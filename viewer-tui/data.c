@@ -6,6 +6,8 @@
  * as --at mark:LABEL), and turns q's per-stack profiles into the
  * unbiased rows the model aggregates. Stacks are resolved by q_stack, which
  * caches them for the session, so a cursor step costs one q_snapshot.
+ * A thread filter (q_set_threads) narrows every view, the chart and the
+ * peak; the histogram of a view is q_histogram's.
  *
  * Never: write SQL (q.h has a function for everything trace-tui needs);
  * print; take over the terminal.
@@ -49,6 +51,27 @@ struct tui_data {
 	struct tui_sv *sv;
 	size_t cap;
 };
+
+/* The chart's points from q's timeline (filtered or not). */
+static int load_points(struct tui_data *d, char *err, size_t errn)
+{
+	const struct q_bucket *b;
+	size_t n;
+	if (q_timeline(d->db, d->pid, &b, &n) < 0) {
+		snprintf(err, errn, "%s", q_errmsg(d->db));
+		return -1;
+	}
+	struct tui_point *pts = realloc(d->pts, (n ? n : 1) * sizeof *pts);
+	if (!pts) {
+		snprintf(err, errn, "%s: out of memory", d->path);
+		return -1;
+	}
+	d->pts = pts;
+	d->npts = n;
+	for (size_t i = 0; i < n; i++)
+		d->pts[i] = (struct tui_point){ b[i].t, b[i].max_bytes };
+	return 0;
+}
 
 /* Resolves every stack that ever allocated (the rows of the snapshot at the
  * end) while the user still waits for the screen: otherwise the first cursor
@@ -126,13 +149,8 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, bool *no_pid, char
 		                                       : "");
 		goto fail;
 	}
-	d->pts = malloc(d->npts * sizeof *d->pts);
-	if (!d->pts) {
-		snprintf(err, errn, "%s: out of memory", path);
+	if (load_points(d, err, errn) < 0)
 		goto fail;
-	}
-	for (size_t i = 0; i < d->npts; i++)
-		d->pts[i] = (struct tui_point){ b[i].t, b[i].max_bytes };
 	if (warm(d) < 0) {
 		snprintf(err, errn, "%s", q_errmsg(d->db));
 		goto fail;
@@ -299,4 +317,61 @@ int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t 
 		snprintf(err, errn, "%s", q_errmsg(d->db));
 	q_profile_free(&p);
 	return rc;
+}
+
+int tui_data_threads(struct tui_data *d, const struct q_thread **t, size_t *n, char *err,
+                     size_t errn)
+{
+	if (q_threads(d->db, d->pid, t, n) < 0) {
+		snprintf(err, errn, "%s", q_errmsg(d->db));
+		return -1;
+	}
+	return 0;
+}
+
+/* The peak of what the filter keeps: its instant (q_peak_time) and the
+ * live bytes then. */
+static int filtered_peak(struct tui_data *d)
+{
+	int64_t tot[Q_NVAL];
+	if (q_peak(d->db, d->pid, &d->prof) < 0)
+		return -1;
+	q_totals(&d->prof, tot);
+	d->peak_t = d->prof.t2;
+	d->peak_bytes = tot[Q_INUSE_BYTES];
+	return 0;
+}
+
+int tui_data_set_threads(struct tui_data *d, const int64_t *tids, size_t n, char *err,
+                         size_t errn)
+{
+	int rc = q_set_threads(d->db, d->pid, tids, n);
+	if (rc == 0 && n)
+		rc = filtered_peak(d);
+	if (rc < 0) {
+		snprintf(err, errn, "%s", q_errmsg(d->db));
+		q_set_threads(d->db, d->pid, NULL, 0);   /* all threads again */
+		n = 0;
+	}
+	if (!n) {
+		d->peak_t = d->proc->peak_t;
+		d->peak_bytes = d->proc->peak_bytes;
+	}
+	return load_points(d, err, errn) < 0 || rc < 0 ? -1 : 0;
+}
+
+const int64_t *tui_data_filter(const struct tui_data *d, size_t *n)
+{
+	int64_t pid;
+	return q_thread_filter(d->db, &pid, n);
+}
+
+int tui_data_hist(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t t2,
+                  struct q_hist *h, char *err, size_t errn)
+{
+	if (q_histogram(d->db, d->pid, kind == TUI_SNAPSHOT ? Q_SNAPSHOT : Q_STEADY, t1, t2, h) < 0) {
+		snprintf(err, errn, "%s", q_errmsg(d->db));
+		return -1;
+	}
+	return 0;
 }

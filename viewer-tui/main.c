@@ -5,8 +5,10 @@
  * changes the state in struct tui_ui, the views that depend on it are
  * re-read through data.c, and screen.c draws. A cursor step reads one
  * snapshot; the chart, the stacks' frames and a window's view are cached.
- * Prompts (search, go to, export, replace?) and the lists (help, marks)
- * take the keys while open. `P` reopens the database on another process.
+ * Prompts (search, go to, export, replace?) and the lists (help, marks,
+ * threads) take the keys while open. `P` reopens the database on another
+ * process; `T` narrows everything to chosen threads; `h` shows the size
+ * histogram of the view.
  *
  * Never: print once curses owns the terminal (messages go to the last row);
  * read the database except through data.c.
@@ -52,6 +54,16 @@ static int64_t clamp(const struct tui_ui *u, int64_t t)
 	return t < u->t_start ? u->t_start : t > u->t_end ? u->t_end : t;
 }
 
+/* The size histogram of what the main pane shows: the window's
+ * allocations, or the blocks live at the cursor. */
+static int refresh_hist(struct tui_ui *u, char *err, size_t errn)
+{
+	int64_t lo = u->w1 < u->w2 ? u->w1 : u->w2, hi = u->w1 < u->w2 ? u->w2 : u->w1;
+	if (tui_window_on(u))
+		return tui_data_hist(u->d, u->win_kind, lo, hi, &u->hist_data, err, errn);
+	return tui_data_hist(u->d, TUI_SNAPSHOT, u->cursor, u->cursor, &u->hist_data, err, errn);
+}
+
 /* Reads the snapshot at the cursor (status line, and the main pane unless a
  * window is shown), or the window's view when rebuild_window is set. */
 static int refresh_view(struct tui_ui *u, bool rebuild_window)
@@ -79,6 +91,8 @@ static int refresh_view(struct tui_ui *u, bool rebuild_window)
 		snprintf(err, sizeof err, "out of memory");
 		goto fail;
 	}
+	if (u->hist && refresh_hist(u, err, sizeof err) < 0)
+		goto fail;
 
 	/* Keep the selected function or node selected. */
 	size_t nr;
@@ -151,22 +165,29 @@ static void search(struct tui_ui *u)
 }
 
 /* "phases-6s.heap", "phases-growth-1s-3s.heap": the database's name without
- * its extension, the view and its instants, in the current directory. */
+ * its extension, the view and its instants, in the current directory;
+ * "-tid12" or "-3tids" before the extension when a thread filter is set. */
 static void propose_name(const struct tui_ui *u, char *buf, size_t n)
 {
 	const char *base = strrchr(u->dbname, '/');
 	base = base ? base + 1 : u->dbname;
 	const char *dot = strrchr(base, '.');
 	int len = dot && dot != base ? (int)(dot - base) : (int)strlen(base);
-	char a[32], b[32];
+	char a[32], b[32], thr[40] = "";
+	size_t nf;
+	const int64_t *f = tui_data_filter(u->d, &nf);
+	if (nf == 1)
+		snprintf(thr, sizeof thr, "-tid%" PRId64, f[0]);
+	else if (nf > 1)
+		snprintf(thr, sizeof thr, "-%zutids", nf);
 	if (tui_window_on(u)) {
 		tui_fmt_time(a, sizeof a, u->w1 < u->w2 ? u->w1 : u->w2);
 		tui_fmt_time(b, sizeof b, u->w1 < u->w2 ? u->w2 : u->w1);
-		snprintf(buf, n, "%.*s-%s-%s-%s.heap", len, base,
-		         u->win_kind == TUI_STEADY ? "steady" : "growth", a, b);
+		snprintf(buf, n, "%.*s-%s-%s-%s%s.heap", len, base,
+		         u->win_kind == TUI_STEADY ? "steady" : "growth", a, b, thr);
 	} else {
 		tui_fmt_time(a, sizeof a, u->cursor);
-		snprintf(buf, n, "%.*s-%s.heap", len, base, a);
+		snprintf(buf, n, "%.*s-%s%s.heap", len, base, a, thr);
 	}
 }
 
@@ -288,6 +309,76 @@ static void open_prompt(struct tui_ui *u, enum tui_prompt prompt)
 	u->input[0] = '\0';
 }
 
+static void relayout(struct tui_ui *u);
+
+/* Opens the list of threads, each ticked if the filter keeps it. */
+static void open_threads(struct tui_ui *u)
+{
+	char err[512];
+	size_t nf;
+	const int64_t *f = tui_data_filter(u->d, &nf);
+	if (!u->threads && tui_data_threads(u->d, &u->threads, &u->nthreads, err, sizeof err) < 0) {
+		snprintf(u->msg, sizeof u->msg, "error: %s", err);
+		return;
+	}
+	bool *p = realloc(u->picked, (u->nthreads ? u->nthreads : 1) * sizeof *p);
+	if (!p) {
+		snprintf(u->msg, sizeof u->msg, "error: out of memory");
+		return;
+	}
+	u->picked = p;
+	for (size_t i = 0; i < u->nthreads; i++) {
+		p[i] = false;
+		for (size_t k = 0; k < nf; k++)
+			p[i] |= f[k] == u->threads[i].tid;
+	}
+	u->thread_list = true;
+	if (u->thread_sel >= u->nthreads)
+		u->thread_sel = 0;
+}
+
+/* Narrows everything to the ticked threads (none: all of them). */
+static void apply_threads(struct tui_ui *u)
+{
+	char err[512];
+	int64_t *tids = calloc(u->nthreads ? u->nthreads : 1, sizeof *tids);
+	size_t n = 0;
+	if (!tids) {
+		snprintf(u->msg, sizeof u->msg, "error: out of memory");
+		return;
+	}
+	for (size_t i = 0; i < u->nthreads; i++)
+		if (u->picked[i])
+			tids[n++] = u->threads[i].tid;
+	if (tui_data_set_threads(u->d, tids, n, err, sizeof err) < 0)
+		snprintf(u->msg, sizeof u->msg, "error: %s", err);
+	else
+		snprintf(u->msg, sizeof u->msg, n ? "%zu thread%s of %zu" : "all threads", n,
+		         n == 1 ? "" : "s", u->nthreads);
+	free(tids);
+	tui_data_peak(u->d, &u->peak_t, &u->peak_bytes);
+	u->chart.pts = tui_data_timeline(u->d, &u->chart.npts);
+	relayout(u);
+	refresh_view(u, true);
+}
+
+/* A key while the list of threads is open: Space ticks, Enter applies. */
+static void threads_key(struct tui_ui *u, int ch)
+{
+	if (ch == KEY_DOWN && u->thread_sel + 1 < u->nthreads) {
+		u->thread_sel++;
+	} else if (ch == KEY_UP && u->thread_sel > 0) {
+		u->thread_sel--;
+	} else if (ch == ' ' && u->thread_sel < u->nthreads) {
+		u->picked[u->thread_sel] = !u->picked[u->thread_sel];
+	} else if (ch == '\n' || ch == '\r' || ch == KEY_ENTER) {
+		u->thread_list = false;
+		apply_threads(u);
+	} else if (ch != KEY_DOWN && ch != KEY_UP) {
+		u->thread_list = false;
+	}
+}
+
 static void relayout(struct tui_ui *u)
 {
 	if (tui_chart_layout(&u->chart, tui_screen_chart_cols()) < 0)
@@ -331,6 +422,8 @@ static void switch_process(struct tui_ui *u)
 		u->d = d;
 		u->model = m;
 		load_process(u);
+		u->threads = NULL;          /* the new process's, when the list opens */
+		u->thread_sel = 0;
 		u->w1_set = u->w2_set = false;
 		u->sel = u->top = 0;
 		u->sel_fn = u->sel_node = -1;
@@ -365,6 +458,10 @@ static bool key(struct tui_ui *u, int ch)
 	}
 	if (u->mark_list) {
 		marks_key(u, ch);
+		return true;
+	}
+	if (u->thread_list) {
+		threads_key(u, ch);
 		return true;
 	}
 	u->msg[0] = '\0';
@@ -403,10 +500,12 @@ static bool key(struct tui_ui *u, int ch)
 	case 'a':        open_prompt(u, TUI_PROMPT_GOTO); break;
 	case 'l':        open_marks(u); break;
 	case 'P':        switch_process(u); break;
+	case 'T':        open_threads(u); break;
+	case 'h':        u->hist = !u->hist; u->hist_top = 0; rebuild = true; break;
 	case '<':        u->hscroll -= HSCROLL_STEP; break;
 	case '>':        u->hscroll += HSCROLL_STEP; break;
-	case KEY_UP:     if (u->sel) u->sel--; break;
-	case KEY_DOWN:   if (u->sel + 1 < nrows) u->sel++; break;
+	case KEY_UP:     if (u->hist) u->hist_top--; else if (u->sel) u->sel--; break;
+	case KEY_DOWN:   if (u->hist) u->hist_top++; else if (u->sel + 1 < nrows) u->sel++; break;
 	case 'u':        u->sel = u->sel > (size_t)page ? u->sel - (size_t)page : 0; break;
 	case 'd':
 		u->sel += (size_t)page;
@@ -582,6 +681,7 @@ int main(int argc, char **argv)
 	else if (rc < 0)
 		fprintf(stderr, "trace-tui: %s\n", u.msg);
 	tui_chart_free(&u.chart);
+	free(u.picked);
 	tui_model_free(u.model);
 	tui_data_close(u.d);
 	return rc < 0 ? EXIT_INPUT : 0;

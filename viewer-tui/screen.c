@@ -2,7 +2,8 @@
  *
  * Top to bottom: a title row, the chart (bars, axis, time labels), the
  * status line (the numbers at the cursor, the mark there and the current
- * view), the table header and rows of the main pane (or the list of marks),
+ * view with its thread filter), the table header and rows of the main pane
+ * (or the size histogram, or the list of marks or of threads),
  * optionally the selected row's stack, and a last row for prompts, messages
  * and the key hints. `?` draws the help over everything. Any size from 40x12
  * works; 80x24 shows a six-row chart and twelve rows. Lines too long for
@@ -82,10 +83,12 @@ static const char *sort_name(enum tui_sort s)
 
 /* Forms of the status line and the title, longest first: each level drops
  * or shortens one more thing, so that a narrow terminal loses words whole. */
-enum { FULL, NO_MIB, SHORT_VIEW, SHORT_WORDS, NO_LIVE, NLEVELS };
+enum { FULL, NO_MIB, SHORT_VIEW, SHORT_WORDS, NO_LIVE, NO_SORT, NLEVELS };
 
-/* "snapshot, flat, by bytes", or terse "snap flat bytes". */
-static void view_name(const struct tui_ui *u, bool terse, char *buf, size_t n)
+/* "snapshot, flat, by bytes", or terse "snap flat bytes" (without the
+ * sort when sort is false), then the thread filter: ", thread 12" or
+ * ", 3 threads", terse " T12" or " T3". */
+static void view_name(const struct tui_ui *u, bool terse, bool sort, char *buf, size_t n)
 {
 	char a[32], b[32];
 	const char *kind = terse ? "snap" : "snapshot";
@@ -99,8 +102,19 @@ static void view_name(const struct tui_ui *u, bool terse, char *buf, size_t n)
 		snprintf(buf, n, "%s", kind);
 	}
 	size_t len = strlen(buf);
-	snprintf(buf + len, n - len, terse ? " %s %s" : ", %s, by %s", u->tree ? "tree" : "flat",
-	         sort_name(u->sort));
+	const char *shape = u->tree ? "tree" : "flat";
+	if (!terse)
+		len += (size_t)snprintf(buf + len, n - len, ", %s, by %s", shape, sort_name(u->sort));
+	else if (sort)
+		len += (size_t)snprintf(buf + len, n - len, " %s %s", shape, sort_name(u->sort));
+	else
+		len += (size_t)snprintf(buf + len, n - len, " %s", shape);
+	size_t nf;
+	const int64_t *f = tui_data_filter(u->d, &nf);
+	if (nf == 1 && len < n)
+		snprintf(buf + len, n - len, terse ? " T%" PRId64 : ", thread %" PRId64, f[0]);
+	else if (nf > 1 && len < n)
+		snprintf(buf + len, n - len, terse ? " T%zu" : ", %zu threads", nf);
 }
 
 /* " ! after loss, stopped" (terse " ! loss, stopped"): what the snapshot at
@@ -158,7 +172,7 @@ static void status_line(struct tui_ui *u, int level, size_t label_max, char *lin
 {
 	char t[32], hb[40] = "", view[96], note[64], mark[TUI_INPUT_MAX + 48];
 	tui_fmt_time(t, sizeof t, u->cursor);
-	view_name(u, level >= SHORT_VIEW, view, sizeof view);
+	view_name(u, level >= SHORT_VIEW, level < NO_SORT, view, sizeof view);
 	lack_note(u->lacks, level >= SHORT_WORDS, note, sizeof note);
 	mark_note(u, level >= SHORT_WORDS, label_max, mark, sizeof mark);
 	if (level < NO_MIB) {
@@ -394,20 +408,26 @@ static void draw_table(struct tui_ui *u, int y, int nrows)
 	}
 }
 
+/* Clears rows [y, y + rows) and writes title underlined on the first. */
+static void pane_title(int y, int rows, const char *title)
+{
+	for (int r = 0; r < rows; r++) {
+		move(y + r, 0);
+		clrtoeol();
+	}
+	attron(A_UNDERLINE);
+	mvhline(y, 0, ' ', COLS);
+	mvaddnstr(y, 0, title, COLS);
+	attroff(A_UNDERLINE);
+}
+
 static void draw_stack(struct tui_ui *u, int y, int nrows)
 {
 	size_t n;
 	const struct tui_row *rows = tui_model_rows(u->model, &n);
 	char line[1024];
 
-	for (int r = 0; r < nrows; r++) {
-		move(y + r, 0);
-		clrtoeol();
-	}
-	attron(A_UNDERLINE);
-	mvhline(y, 0, ' ', COLS);
-	mvaddnstr(y, 0, "heaviest stack through the selected row (leaf first)", COLS);
-	attroff(A_UNDERLINE);
+	pane_title(y, nrows, "heaviest stack through the selected row (leaf first)");
 	if (u->sel >= n)
 		return;
 	int64_t sid = tui_model_stack_of(u->model, u->d, &rows[u->sel]);
@@ -456,6 +476,9 @@ static const char *const help_text[] = {
 	"  / , n             search a function, next match",
 	"  e                 export the view (.heap .pb.gz",
 	"                    .folded .txt: the name's extension)",
+	"  T                 threads: Space picks, Enter shows",
+	"                    only theirs (none picked: all)",
+	"  h                 the view's allocation sizes",
 	"  ?                 this help         q   quit",
 	"flat: the function's own bytes; cum: with its callees;",
 	"objects and allocs (allocations so far): its own.",
@@ -490,14 +513,7 @@ static void draw_help(struct tui_ui *u)
 static void draw_marks(struct tui_ui *u, int y, int nrows)
 {
 	char t[32], line[TUI_INPUT_MAX + 64];
-	for (int r = 0; r <= nrows; r++) {
-		move(y + r, 0);
-		clrtoeol();
-	}
-	attron(A_UNDERLINE);
-	mvhline(y, 0, ' ', COLS);
-	mvaddnstr(y, 0, u->nmarks ? "marks (Enter: go, Esc: close)" : "no marks", COLS);
-	attroff(A_UNDERLINE);
+	pane_title(y, nrows + 1, u->nmarks ? "marks (Enter: go, Esc: close)" : "no marks");
 	size_t top = u->mark_sel >= (size_t)nrows ? u->mark_sel - (size_t)nrows + 1 : 0;
 	for (int r = 0; r < nrows && top + (size_t)r < u->nmarks; r++) {
 		size_t i = top + (size_t)r;
@@ -511,12 +527,123 @@ static void draw_marks(struct tui_ui *u, int y, int nrows)
 	}
 }
 
+/* The threads of the process, ticked if picked; the selected one is where
+ * Space ticks. */
+static void draw_threads(struct tui_ui *u, int y, int nrows)
+{
+	char t[32], line[512];
+	pane_title(y, nrows + 1, "threads (Space: pick, Enter: show; none: all)");
+	size_t top = u->thread_sel >= (size_t)nrows ? u->thread_sel - (size_t)nrows + 1 : 0;
+	for (int r = 0; r < nrows && top + (size_t)r < u->nthreads; r++) {
+		size_t i = top + (size_t)r;
+		const struct q_thread *th = &u->threads[i];
+		if (th->t_first == Q_NEVER)
+			snprintf(t, sizeof t, "-");
+		else
+			tui_fmt_time(t, sizeof t, th->t_first);
+		snprintf(line, sizeof line, "[%c] %8" PRId64 " %9" PRId64 " allocs from %-8s %s",
+		         u->picked[i] ? 'x' : ' ', th->tid, th->allocs, t, th->name);
+		if (i == u->thread_sel)
+			attron(A_REVERSE);
+		put_name(u, y + 1 + r, 0, line);
+		if (i == u->thread_sel)
+			attroff(A_REVERSE);
+	}
+}
+
+/* What the histogram counts: "live at 6s", "made in 2s..6s". */
+static void hist_what(const struct tui_ui *u, char *buf, size_t n)
+{
+	char a[32], b[32];
+	const struct q_hist *h = &u->hist_data;
+	tui_fmt_time(a, sizeof a, h->t1);
+	tui_fmt_time(b, sizeof b, h->t2);
+	if (h->kind == Q_SNAPSHOT)
+		snprintf(buf, n, "sizes live at %s", b);
+	else
+		snprintf(buf, n, "sizes made in %s..%s", a, b);
+}
+
+/* "top: 1000 B x5, 100 B x3": the most frequent sizes that fit whole. */
+static void hist_top_sizes(const struct q_hist *h, char *buf, size_t n)
+{
+	size_t len = (size_t)snprintf(buf, n, "most frequent:");
+	for (size_t i = 0; i < h->ntop; i++) {
+		char s[32], item[64];
+		tui_fmt_bytes(s, sizeof s, h->top[i].size);
+		int k = snprintf(item, sizeof item, "%s %s x%" PRId64, i ? "," : "", s, h->top[i].objects);
+		if (len + (size_t)k >= (size_t)COLS || len + (size_t)k >= n)
+			break;
+		memcpy(buf + len, item, (size_t)k + 1);
+		len += (size_t)k;
+	}
+}
+
+/* The histogram of the view: a row per power-of-two bin used (size range,
+ * objects, bytes in binary units, a bar of objects as wide as the room
+ * left; the empty bins left out, so that it is read whole on a small
+ * terminal), then the most frequent sizes. */
+static void draw_hist(struct tui_ui *u, int y, int nrows)
+{
+	const struct q_hist *h = &u->hist_data;
+	char range[48], obj[32], by[32], line[128];
+	int used[Q_HIST_BINS], nused = 0, wr = (int)strlen("size"), wo = (int)strlen("objects");
+	int wb = (int)strlen("bytes");
+	int64_t most = 0;
+	for (int k = 0; k < Q_HIST_BINS; k++) {
+		const struct q_hist_count *c = &h->bin[k];
+		if (!c->objects)
+			continue;
+		used[nused++] = k;
+		most = c->objects > most ? c->objects : most;
+		int w = snprintf(range, sizeof range, "%" PRId64 "..%" PRId64, c->size, q_hist_bin_max(k));
+		wr = w > wr ? w : wr;
+		w = snprintf(obj, sizeof obj, "%" PRId64, c->objects);
+		wo = w > wo ? w : wo;
+		tui_fmt_bytes(by, sizeof by, c->bytes);
+		wb = (int)strlen(by) > wb ? (int)strlen(by) : wb;
+	}
+	pane_title(y, nrows + 1, "");
+	hist_what(u, line, sizeof line);
+	attron(A_UNDERLINE);
+	mvprintw(y, 0, "%*s %*s %*s  ", wr, "size", wo, "objects", wb, "bytes");
+	addnstr(line, COLS - (wr + wo + wb + 4));
+	attroff(A_UNDERLINE);
+	if (!nused) {
+		mvaddnstr(y + 1, 0, "  (no block in this view)", COLS);
+		return;
+	}
+	int rows = nused + 1 < nrows ? nused : nrows - 1;
+	if (u->hist_top > nused - rows)
+		u->hist_top = nused - rows;
+	if (u->hist_top < 0)
+		u->hist_top = 0;
+	int room = COLS - (wr + wo + wb + 4);
+	for (int r = 0; r < rows; r++) {
+		int k = used[u->hist_top + r];
+		const struct q_hist_count *c = &h->bin[k];
+		snprintf(range, sizeof range, "%" PRId64 "..%" PRId64, c->size, q_hist_bin_max(k));
+		tui_fmt_bytes(by, sizeof by, c->bytes);
+		mvprintw(y + 1 + r, 0, "%*s %*" PRId64 " %*s  ", wr, range, wo, c->objects, wb, by);
+		int64_t bar = room > 0 ? c->objects * room / most : 0;
+		if (u->color)
+			attron(COLOR_PAIR(TUI_PAIR_BAR));
+		for (int64_t i = 0; i < bar || (i == 0 && c->objects && room > 0); i++)
+			addch('#');
+		if (u->color)
+			attroff(COLOR_PAIR(TUI_PAIR_BAR));
+	}
+	hist_top_sizes(h, line, sizeof line);
+	mvaddnstr(y + 1 + rows, 0, line, COLS);
+}
+
 /* The key hints that fit on the last row, most useful first. */
 static void draw_hints(void)
 {
 	static const char *const hint[] = {
 		"?:help", "q:quit", "arrows:step", "a:go to", "m:mark", "l:marks", "p:peak",
-		"[ ]:window", "t:tree", "<>:scroll", "s:sort", "/:find", "e:export",
+		"[ ]:window", "t:tree", "<>:scroll", "s:sort", "/:find", "e:export", "T:threads",
+		"h:sizes",
 	};
 	int x = 0;
 	for (size_t i = 0; i < sizeof hint / sizeof *hint; i++) {
@@ -590,6 +717,10 @@ void tui_screen_draw(struct tui_ui *u)
 	int nrows = tui_screen_table_rows(u);
 	if (u->mark_list) {
 		draw_marks(u, ty, LINES - 2 - ty);
+	} else if (u->thread_list) {
+		draw_threads(u, ty, LINES - 2 - ty);
+	} else if (u->hist) {
+		draw_hist(u, ty, LINES - 2 - ty);
 	} else {
 		draw_table(u, ty, nrows);
 		if (u->show_stack)

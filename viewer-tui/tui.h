@@ -91,6 +91,20 @@ int tui_data_fn_count(const struct tui_data *d);
 int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t t2,
                     const char *path, bool replace, char *err, size_t errn);
 
+/* The process's threads with their names and allocation counts. */
+int tui_data_threads(struct tui_data *d, const struct q_thread **t, size_t *n, char *err,
+                     size_t errn);
+/* Narrows every view, the chart and the peak to the threads tids[0..n)
+ * (n = 0: all threads again); on failure all threads are shown again. */
+int tui_data_set_threads(struct tui_data *d, const int64_t *tids, size_t n, char *err,
+                         size_t errn);
+/* The threads the views are narrowed to, sorted; n = 0: all. */
+const int64_t *tui_data_filter(const struct tui_data *d, size_t *n);
+/* The allocation sizes of a view: TUI_SNAPSHOT the blocks live at t2, a
+ * window the allocations made in (t1, t2]. */
+int tui_data_hist(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t t2,
+                  struct q_hist *h, char *err, size_t errn);
+
 /* Colour pairs, set up by screen.c when colours are used. */
 enum { TUI_PAIR_BAR = 1, TUI_PAIR_CURSOR, TUI_PAIR_PEAK, TUI_PAIR_MARK, TUI_PAIR_STATUS };
 
@@ -202,6 +216,13 @@ struct tui_ui {
 	int hscroll;                /* columns of function names scrolled away */
 	bool mark_list;             /* the list of marks is open */
 	size_t mark_sel;            /* its selected mark */
+	bool thread_list;           /* the list of threads is open */
+	const struct q_thread *threads;   /* the process's, once the list was opened */
+	size_t nthreads, thread_sel;
+	bool *picked;               /* per thread: ticked in the list */
+	bool hist;                  /* the main pane shows the view's size histogram */
+	struct q_hist hist_data;
+	int hist_top;               /* first bin row shown */
 
 	enum tui_prompt prompt;     /* what the line being read is for */
 	char input[TUI_INPUT_MAX];

@@ -27,6 +27,7 @@ class Proc:
         self.ppid = 1
         self.marks = []
         self.modules = []
+        self.threads = []         # (tid, name): the threads table's rows
         self.lost_events = self.damaged = self.unknown_frees = self.inherited = 0
         self.t_loss = self.t_damaged = self.fork_t = None
 
@@ -131,6 +132,10 @@ class Fixture:
                        (pid, p.ppid, p.exe, p.exe, "/tmp/x.trc", p.t_start, p.t_end,
                         p.sample_period, pk[0], max(pk[1], 0), pk[2], proc[pid])
                        + tuple(getattr(p, k) for k in Proc.LACKS))
+            for tid, name in p.threads:
+                mine = [a["t_alloc"] for a in allocs if a["pid"] == pid and a["tid"] == tid]
+                db.execute("INSERT INTO threads(pid,tid,name,t_first,t_last) VALUES(?,?,?,?,?)",
+                           (pid, tid, name, min(mine, default=None), max(mine, default=None)))
             for t, label in p.marks:
                 db.execute("INSERT INTO marks VALUES(?,?,?)", (pid, t, label))
             for m in p.modules:
