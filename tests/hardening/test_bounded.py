@@ -40,6 +40,7 @@ WORKERS, KEEP = 3, 100
 SEG_HEADER = 56
 KEY_GAP = 20000             # raced: events the program publishes before each ring's cut
 RACED_ROUNDS = 150          # raced: rounds (the ring wraps about 5 times)
+MIN_MARKS = 10              # marks the window holds at least, all checked exact
 SITES = ("call_keep", "call_hold", "call_churn", "call_grow", "call_pass")
 
 
@@ -78,15 +79,20 @@ def window_of(c):
     return hardtest.meta(c, "window_start_ns")
 
 
-def check_window(db, min_marks):
+def check_window(db):
     c = hardtest.connect(db)
     window = window_of(c)
     assert window and window > 0, "no window start in meta: the import did not use a keyframe"
     marks = [(t, l) for t, l in c.execute("SELECT t, label FROM marks WHERE label LIKE 'round-%' "
                                          "ORDER BY t")]
     inside = [l for t, l in marks if t >= window]
-    assert len(inside) >= min_marks, "%d marks in the window (from %d ns), want %d" % (
-        len(inside), window, min_marks)
+    # The window starts at the oldest whole keyframe, and one is written
+    # every quarter of the bound: it holds most of what the file holds,
+    # measured in marks since bytes per round vary with the load (a busy
+    # writer drains smaller chunks, which compress less).
+    least = max(MIN_MARKS, len(marks) // 2)
+    assert len(inside) >= least, "%d of %d marks in the window (from %d ns), want %d" % (
+        len(inside), len(marks), window, least)
     for label in inside:
         got = per_site(db, ["--at", "mark:" + label])
         assert got == want(int(label.split("-")[1])), (label, got, want(int(label.split("-")[1])))
@@ -109,7 +115,7 @@ def case_exact(d):
     assert s["wrapped"] == 1 and s["keyframes"] >= 2 and s["end"] == 1, s
     assert not os.path.exists(trace + ".ring")
     hardtest.trace_import([trace], db)
-    c = check_window(db, 20)
+    c = check_window(db)
     assert per_site(db, ["--at", "end"]) == dict.fromkeys(SITES, (0, 0))
     # before the window: refused, not a partial answer
     early = hrtest.run([hrtest.TRACE_SNAP, db, "--at", "%dns" % (window_of(c) - 1)], check=False)
@@ -135,7 +141,7 @@ def case_killed(d):
     assert os.path.exists(trace + ".ring"), "no staging file left by the killed run"
     assert os.path.getsize(trace) <= MAX_SIZE + largest_segment(trace)
     hardtest.trace_import([trace], db, ok=(0, 5))
-    c = check_window(db, 10)
+    c = check_window(db)
     hardtest.consistency(c)
 
 
@@ -147,7 +153,7 @@ def case_flushed(d):
                        capture_output=True, timeout=240)
     assert p.returncode == 0 and p.stdout == b"rounds %d\n" % ROUNDS and not p.stderr, p
     hardtest.trace_import([trace], db)
-    c = check_window(db, 20)
+    c = check_window(db)
     hardtest.consistency(c)
 
 
@@ -160,7 +166,7 @@ def case_raced(d):
                        timeout=240)
     assert p.returncode == 0 and p.stdout == b"rounds %d\n" % RACED_ROUNDS and not p.stderr, p
     hardtest.trace_import([trace], db)
-    c = check_window(db, 10)
+    c = check_window(db)
     hardtest.consistency(c)
 
 
