@@ -4,10 +4,12 @@
  * Never: create the output through a planted symlink, leave a partial
  * file under the requested name (a new 0600 file, O_EXCL, moved to the
  * target only once complete), replace an existing file unless forced, or
- * replace the database being read, whatever it is called.
+ * replace the database being read, whatever it is called; nor leave the
+ * temporary file behind, on an error or a signal (SIGKILL aside).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +86,64 @@ static int move_into_place(struct q_db *db, const char *tmp, const char *path, b
 	return Q_OUTPUT;
 }
 
+/* Signals that would end the process between the temporary file's creation
+ * and its move or removal, leaving it behind: held until then (a Ctrl-C
+ * during the write takes effect right after it). SIGXFSZ is ignored instead,
+ * so that the file size limit is a write error (EFBIG), as a full disk is,
+ * not a kill. SIGKILL alone can still leave the temporary file. */
+struct held {
+	sigset_t mask;
+	struct sigaction xfsz;
+};
+
+static void hold_signals(struct held *h)
+{
+	static const int ending[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	sigset_t s;
+	sigemptyset(&s);
+	for (size_t i = 0; i < sizeof ending / sizeof *ending; i++)
+		sigaddset(&s, ending[i]);
+	sigprocmask(SIG_BLOCK, &s, &h->mask);
+	struct sigaction ignore = { .sa_handler = SIG_IGN };
+	sigaction(SIGXFSZ, &ignore, &h->xfsz);
+}
+
+static void release_signals(const struct held *h)
+{
+	sigaction(SIGXFSZ, &h->xfsz, NULL);
+	sigprocmask(SIG_SETMASK, &h->mask, NULL);
+}
+
+/* Creates the temporary file tmp (a template ending in XXXXXX) and writes
+ * the profile into it; on failure removes it again. */
+static int write_temp(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
+                      bool by_stack, char *tmp, const char *path)
+{
+	int fd = mkostemp(tmp, O_CLOEXEC);     /* mode 0600, O_EXCL */
+	if (fd < 0) {
+		q_fail(db, "%s: %s", path, strerror(errno));
+		return Q_OUTPUT;
+	}
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		q_fail(db, "%s: %s", path, strerror(errno));
+		close(fd);
+		unlink(tmp);
+		return Q_OUTPUT;
+	}
+	int rc = q_write(db, p, fmt, key, by_stack, f);
+	int werr = ferror(f) ? (errno ? errno : EIO) : 0;
+	if (fclose(f) && !werr)
+		werr = errno ? errno : EIO;
+	if (werr) {                            /* the output's fault, even if a writer saw it */
+		q_fail(db, "%s: %s", path, strerror(werr));
+		rc = Q_OUTPUT;
+	}
+	if (rc)
+		unlink(tmp);
+	return rc;
+}
+
 int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
                  bool by_stack, const char *path, bool force)
 {
@@ -96,32 +156,12 @@ int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, 
 		return q_fail(db, "out of memory");
 	memcpy(tmp, path, n);
 	memcpy(tmp + n, ".XXXXXX", sizeof ".XXXXXX");
-	int fd = mkostemp(tmp, O_CLOEXEC);     /* mode 0600, O_EXCL */
-	if (fd < 0) {
-		q_fail(db, "%s: %s", path, strerror(errno));
-		free(tmp);
-		return Q_OUTPUT;
-	}
-	FILE *f = fdopen(fd, "w");
-	if (!f) {
-		q_fail(db, "%s: %s", path, strerror(errno));
-		close(fd);
+	struct held h;
+	hold_signals(&h);
+	rc = write_temp(db, p, fmt, key, by_stack, tmp, path);
+	if (!rc && (rc = move_into_place(db, tmp, path, force)))
 		unlink(tmp);
-		free(tmp);
-		return Q_OUTPUT;
-	}
-	rc = q_write(db, p, fmt, key, by_stack, f);
-	int werr = ferror(f) ? (errno ? errno : EIO) : 0;
-	if (fclose(f) && !werr)
-		werr = errno ? errno : EIO;
-	if (werr) {                            /* the output's fault, even if a writer saw it */
-		q_fail(db, "%s: %s", path, strerror(werr));
-		rc = Q_OUTPUT;
-	}
-	if (!rc)
-		rc = move_into_place(db, tmp, path, force);
-	if (rc)
-		unlink(tmp);
+	release_signals(&h);
 	free(tmp);
 	return rc;
 }
