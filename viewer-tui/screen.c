@@ -579,7 +579,9 @@ static const char *prompt_text(const struct tui_ui *u, char *buf, size_t n)
 	return "";
 }
 
-/* The prompt and what is typed; when too long, the end of the input shows. */
+/* The prompt and what is typed; when too long, the end of the input shows.
+ * A prompt wider than the screen (a file to replace, with its long path)
+ * takes the rows above, as a message does. */
 static void draw_prompt(const struct tui_ui *u)
 {
 	char buf[TUI_INPUT_MAX + 64];
@@ -587,7 +589,7 @@ static void draw_prompt(const struct tui_ui *u)
 	int plen = (int)strlen(p), ilen = (int)strlen(u->input);
 	int room = COLS - 1 - plen;          /* the terminal's cursor takes the last cell */
 	if (room < 1) {
-		mvaddnstr(LINES - 1, 0, p + (plen - (COLS - 1)), COLS - 1);
+		draw_msg(p);
 		return;
 	}
 	mvaddstr(LINES - 1, 0, p);

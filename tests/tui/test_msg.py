@@ -1,7 +1,9 @@
 """trace-tui's messages at 80x24 and 60x20 (issue 22): a message longer
 than the width (an export that failed, naming a long path) takes as many
 rows as it needs at the bottom, words whole, and reads whole: it was cut
-at the width. The next key clears it and the key hints come back.
+at the width. The next key clears it and the key hints come back. So does
+the prompt asking whether to replace a file with a long path (its start
+was cut), and the message saying it was kept.
 """
 import os
 
@@ -12,6 +14,20 @@ D = hrtest.tmpdir("tui-msg")
 DB = os.path.join(D, "m.db")
 tt.build_fixture(DB)
 MISSING = os.path.join(D, "a-directory-that-does-not-exist-with-a-long-name")
+KEPT = os.path.join(D, "a-directory-that-exists-with-a-long-name-too")
+os.mkdir(KEPT)
+
+
+def bottom(tm, want, w, h):
+    """Waits for the screen's last rows to be the rows `want`; asserts
+    that every row is within the width. The screen."""
+    def shows(scr):
+        lines = scr.rstrip("\n").split("\n")
+        return [l.rstrip() for l in lines[-len(want):]] == [r.rstrip() for r in want]
+    _, scr = tm.wait(shows)
+    lines = scr.rstrip("\n").split("\n")
+    assert len(lines) == h and all(len(l) <= w for l in lines), scr
+    return scr
 
 
 def wrapped(msg, w):
@@ -39,17 +55,27 @@ for w, h in ((80, 24), (60, 20)):
         tm.keys("C-u")
         tm.text(out)
         tm.keys("Enter")
-        _, scr = tm.wait(lambda scr: "No such file or directory" in scr)
         want = wrapped(msg, w)
-        lines = scr.rstrip("\n").split("\n")
-        assert len(lines) == h and all(len(l) <= w for l in lines), scr
-        assert len(want) > 1 and [l.rstrip() for l in lines[h - len(want):]] == want, \
-            (want, scr)
-        assert " ".join(want).replace(" ", "") == msg.replace(" ", ""), want
+        assert len(want) > 1 and " ".join(want).replace(" ", "") == msg.replace(" ", ""), want
+        scr = bottom(tm, want, w, h)
         st = tt.status(scr)
         assert st and st[0] == "6", scr          # the status line stays
         tm.keys("Right")
         _, scr = tm.wait(lambda scr: scr.rstrip("\n").split("\n")[-1].startswith("?:help"))
         assert "export failed" not in scr, scr
+        # A file to replace: the question, then the answer, whole.
+        old = os.path.join(KEPT, "exported-before-%dx%d.heap" % (w, h))
+        with open(old, "w") as fh:
+            fh.write("keep")
+        tm.keys("e")
+        tm.wait(r"^export \(")
+        tm.keys("C-u")
+        tm.text(old)
+        tm.keys("Enter")
+        bottom(tm, wrapped("%s exists: replace it? (y/N) " % old, w), w, h)
+        tm.keys("n")
+        bottom(tm, wrapped("%s kept, nothing written" % old, w), w, h)
+        with open(old) as fh:
+            assert fh.read() == "keep"
     print("%dx%d: the message reads whole on %d rows" % (w, h, len(want)))
 print("ok")
