@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,9 @@
 #include <unistd.h>
 
 #include "qi.h"
+
+/* The temporary file's name: the output's and a random part (mkostemp). */
+#define TEMP_SUFFIX ".XXXXXX"
 
 static const struct { const char *name, *ext; } formats[] = {
 	[Q_FMT_HEAP] = { "heap", ".heap" },
@@ -86,6 +90,24 @@ static int move_into_place(struct q_db *db, const char *tmp, const char *path, b
 	return Q_OUTPUT;
 }
 
+/* mkostemp's template beside path: path.XXXXXX, its file name cut so that
+ * the whole stays a valid name (a path whose name is already near
+ * NAME_MAX can still be written). NULL: no memory. */
+static char *temp_name(const char *path)
+{
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	size_t n = strlen(path), keep = NAME_MAX - (sizeof TEMP_SUFFIX - 1);
+	if (strlen(base) > keep)
+		n = (size_t)(base - path) + keep;
+	char *tmp = malloc(n + sizeof TEMP_SUFFIX);
+	if (tmp) {
+		memcpy(tmp, path, n);
+		memcpy(tmp + n, TEMP_SUFFIX, sizeof TEMP_SUFFIX);
+	}
+	return tmp;
+}
+
 /* Signals that would end the process between the temporary file's creation
  * and its move or removal, leaving it behind: held until then (a Ctrl-C
  * during the write takes effect right after it). SIGXFSZ is ignored instead,
@@ -114,7 +136,7 @@ static void release_signals(const struct held *h)
 	sigprocmask(SIG_SETMASK, &h->mask, NULL);
 }
 
-/* Creates the temporary file tmp (a template ending in XXXXXX) and writes
+/* Creates the temporary file tmp (temp_name's template) and writes
  * the profile into it; on failure removes it again. */
 static int write_temp(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
                       bool by_stack, char *tmp, const char *path)
@@ -150,12 +172,9 @@ int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, 
 	int rc = q_output_ok(db, path, force);
 	if (rc)
 		return rc;
-	size_t n = strlen(path);
-	char *tmp = malloc(n + sizeof ".XXXXXX");
+	char *tmp = temp_name(path);
 	if (!tmp)
 		return q_fail(db, "out of memory");
-	memcpy(tmp, path, n);
-	memcpy(tmp + n, ".XXXXXX", sizeof ".XXXXXX");
 	struct held h;
 	hold_signals(&h);
 	rc = write_temp(db, p, fmt, key, by_stack, tmp, path);

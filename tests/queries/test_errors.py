@@ -185,6 +185,16 @@ with open(target) as fh:
 assert not os.path.islink(link) and os.stat(link).st_mode & 0o777 == 0o600
 assert not [n for n in os.listdir(tmp) if ".heap." in n or ".txt." in n], os.listdir(tmp)
 checks += 1
+# A file name of NAME_MAX (255) bytes is written: the temporary file's name
+# beside it is cut to fit (it was FILE.XXXXXX, too long: exit 3).
+longest = os.path.join(tmp, "x" * 251 + ".txt")
+hrtest.run([SNAP, DB, "--peak", "-o", longest])
+with open(longest) as fh:
+    assert fh.read() == hrtest.run([SNAP, DB, "--peak"]).stdout
+assert [n for n in os.listdir(tmp) if n.startswith("xxx")] == [os.path.basename(longest)], \
+    os.listdir(tmp)
+os.unlink(longest)
+checks += 1
 # The file size limit is a write error like a full disk: exit 3, one line,
 # the existing file kept and no temporary file left (it was killed by
 # SIGXFSZ, leaving PATH.XXXXXX).
