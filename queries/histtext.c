@@ -15,25 +15,6 @@
 #define WARNING "Warning: "
 /* Width of the longest bar, in characters. */
 #define BAR_WIDTH 40
-/* Binary units of the human sizes. */
-static const char *const units[] = { "B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-#define KIB 1024.0
-
-/* "512 B", "1.5 KiB", "24.0 MiB". */
-static void human(char *buf, size_t n, int64_t bytes)
-{
-	double v = (double)bytes;
-	size_t u = 0;
-	while ((v >= KIB || v <= -KIB) && u + 1 < sizeof units / sizeof *units) {
-		v /= KIB;
-		u++;
-	}
-	if (u)
-		snprintf(buf, n, "%.1f %s", v, units[u]);
-	else
-		snprintf(buf, n, "%" PRId64 " B", bytes);
-}
-
 static double pct(int64_t v, int64_t tot)
 {
 	return tot ? 100.0 * (double)v / (double)tot : 0.0;
@@ -72,7 +53,7 @@ static void bins(const struct q_hist *h, FILE *f)
 	static const char title[] = "size (bytes)";
 	int first = Q_HIST_BINS, last = -1, width = (int)sizeof title - 1;
 	int64_t most = 0;
-	char range[48], hs[24];
+	char range[48], hs[Q_HUMAN_BYTES];
 	for (int k = 0; k < Q_HIST_BINS; k++) {
 		if (!h->bin[k].objects)
 			continue;
@@ -87,7 +68,7 @@ static void bins(const struct q_hist *h, FILE *f)
 	for (int k = first; k <= last; k++) {
 		const struct q_hist_count *c = &h->bin[k];
 		range_of(range, sizeof range, h, k);
-		human(hs, sizeof hs, c->bytes);
+		q_human_bytes(hs, sizeof hs, c->bytes);
 		fprintf(f, "%*s %10" PRId64 " %5.1f%% %12" PRId64 " %9s", width, range, c->objects,
 		        pct(c->objects, h->objects), c->bytes, hs);
 		int64_t bar = c->objects * BAR_WIDTH / most;
@@ -112,10 +93,10 @@ static void top_sizes(const struct q_hist *h, FILE *f)
 
 int q_write_hist(struct q_db *db, const struct q_hist *h, FILE *f)
 {
-	char hs[24];
+	char hs[Q_HUMAN_BYTES];
 	heading(h, f);
 	q_write_threads_line(db, f);
-	human(hs, sizeof hs, h->bytes);
+	q_human_bytes(hs, sizeof hs, h->bytes);
 	fprintf(f, "Total: %" PRId64 " objects, %" PRId64 " B (%s)\n", h->objects, h->bytes, hs);
 	if (h->sample_period > 0)
 		fprintf(f, "Sampled every %" PRId64 " bytes: counts unbiased per size (estimates)\n",

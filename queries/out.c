@@ -4,10 +4,13 @@
  * Never: create the output through a planted symlink, leave a partial
  * file under the requested name (a new 0600 file, O_EXCL, moved to the
  * target only once complete), replace an existing file unless forced, or
- * replace the database being read, whatever it is called.
+ * replace the database being read, whatever it is called; nor leave the
+ * temporary file behind, on an error or a signal (SIGKILL aside).
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +18,9 @@
 #include <unistd.h>
 
 #include "qi.h"
+
+/* The temporary file's name: the output's and a random part (mkostemp). */
+#define TEMP_SUFFIX ".XXXXXX"
 
 static const struct { const char *name, *ext; } formats[] = {
 	[Q_FMT_HEAP] = { "heap", ".heap" },
@@ -84,22 +90,60 @@ static int move_into_place(struct q_db *db, const char *tmp, const char *path, b
 	return Q_OUTPUT;
 }
 
-int q_write_atomic(struct q_db *db, const char *path, bool force,
-                   int (*writer)(struct q_db *db, const void *ctx, FILE *f), const void *ctx)
+/* mkostemp's template beside path: path.XXXXXX, its file name cut so that
+ * the whole stays a valid name (a path whose name is already near
+ * NAME_MAX can still be written). NULL: no memory. */
+static char *temp_name(const char *path)
 {
-	int rc = q_output_ok(db, path, force);
-	if (rc)
-		return rc;
-	size_t n = strlen(path);
-	char *tmp = malloc(n + sizeof ".XXXXXX");
-	if (!tmp)
-		return q_fail(db, "out of memory");
-	memcpy(tmp, path, n);
-	memcpy(tmp + n, ".XXXXXX", sizeof ".XXXXXX");
+	const char *base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	size_t n = strlen(path), keep = NAME_MAX - (sizeof TEMP_SUFFIX - 1);
+	if (strlen(base) > keep)
+		n = (size_t)(base - path) + keep;
+	char *tmp = malloc(n + sizeof TEMP_SUFFIX);
+	if (tmp) {
+		memcpy(tmp, path, n);
+		memcpy(tmp + n, TEMP_SUFFIX, sizeof TEMP_SUFFIX);
+	}
+	return tmp;
+}
+
+/* Signals that would end the process between the temporary file's creation
+ * and its move or removal, leaving it behind: held until then (a Ctrl-C
+ * during the write takes effect right after it). SIGXFSZ is ignored instead,
+ * so that the file size limit is a write error (EFBIG), as a full disk is,
+ * not a kill. SIGKILL alone can still leave the temporary file. */
+struct held {
+	sigset_t mask;
+	struct sigaction xfsz;
+};
+
+static void hold_signals(struct held *h)
+{
+	static const int ending[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT };
+	sigset_t s;
+	sigemptyset(&s);
+	for (size_t i = 0; i < sizeof ending / sizeof *ending; i++)
+		sigaddset(&s, ending[i]);
+	sigprocmask(SIG_BLOCK, &s, &h->mask);
+	struct sigaction ignore = { .sa_handler = SIG_IGN };
+	sigaction(SIGXFSZ, &ignore, &h->xfsz);
+}
+
+static void release_signals(const struct held *h)
+{
+	sigaction(SIGXFSZ, &h->xfsz, NULL);
+	sigprocmask(SIG_SETMASK, &h->mask, NULL);
+}
+
+/* Creates the temporary file tmp (temp_name's template) and writes into
+ * it with writer; on failure removes it again. */
+static int write_temp(struct q_db *db, const char *path, char *tmp,
+                      int (*writer)(struct q_db *db, const void *ctx, FILE *f), const void *ctx)
+{
 	int fd = mkostemp(tmp, O_CLOEXEC);     /* mode 0600, O_EXCL */
 	if (fd < 0) {
 		q_fail(db, "%s: %s", path, strerror(errno));
-		free(tmp);
 		return Q_OUTPUT;
 	}
 	FILE *f = fdopen(fd, "w");
@@ -107,10 +151,9 @@ int q_write_atomic(struct q_db *db, const char *path, bool force,
 		q_fail(db, "%s: %s", path, strerror(errno));
 		close(fd);
 		unlink(tmp);
-		free(tmp);
 		return Q_OUTPUT;
 	}
-	rc = writer(db, ctx, f);
+	int rc = writer(db, ctx, f);
 	int werr = ferror(f) ? (errno ? errno : EIO) : 0;
 	if (fclose(f) && !werr)
 		werr = errno ? errno : EIO;
@@ -118,10 +161,26 @@ int q_write_atomic(struct q_db *db, const char *path, bool force,
 		q_fail(db, "%s: %s", path, strerror(werr));
 		rc = Q_OUTPUT;
 	}
-	if (!rc)
-		rc = move_into_place(db, tmp, path, force);
 	if (rc)
 		unlink(tmp);
+	return rc;
+}
+
+int q_write_atomic(struct q_db *db, const char *path, bool force,
+                   int (*writer)(struct q_db *db, const void *ctx, FILE *f), const void *ctx)
+{
+	int rc = q_output_ok(db, path, force);
+	if (rc)
+		return rc;
+	char *tmp = temp_name(path);
+	if (!tmp)
+		return q_fail(db, "out of memory");
+	struct held h;
+	hold_signals(&h);
+	rc = write_temp(db, path, tmp, writer, ctx);
+	if (!rc && (rc = move_into_place(db, tmp, path, force)))
+		unlink(tmp);
+	release_signals(&h);
 	free(tmp);
 	return rc;
 }

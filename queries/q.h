@@ -349,6 +349,10 @@ void q_folded_dropped(const struct q_profile *p, int key, int64_t *stacks, int64
  * pprof-style per-function table. After the Total line, a "Warning: " line
  * for each sentence of what the answer lacks (q_lacks). */
 int q_write_text(struct q_db *db, const struct q_profile *p, int key, bool by_stack, FILE *f);
+/* bytes for people, in binary units rounded to a tenth ("1.5 MiB", "-20.5
+ * KiB"; "512 B" below 1 KiB): shown beside the exact count, never instead. */
+void q_human_bytes(char *buf, size_t n, int64_t bytes);
+#define Q_HUMAN_BYTES 16   /* room for any of them: "-1023.9 KiB" and the NUL */
 int q_write(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
             bool by_stack, FILE *f);
 

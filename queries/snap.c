@@ -276,12 +276,15 @@ static int list_processes(struct q_db *db)
 {
 	size_t n;
 	const struct q_process *ps = q_processes(db, &n), *def = q_default_process(db);
-	printf("  %10s %10s %12s %14s  %s\n", "pid", "ppid", "start (s)", "peak (bytes)",
-	       "executable");
-	for (size_t i = 0; i < n; i++)
-		printf("%c %10lld %10lld %12.6f %14lld  %s\n", &ps[i] == def ? '*' : ' ',
+	printf("  %10s %10s %12s %14s %10s  %s\n", "pid", "ppid", "start (s)", "peak (bytes)",
+	       "human", "executable");
+	for (size_t i = 0; i < n; i++) {
+		char h[Q_HUMAN_BYTES];
+		q_human_bytes(h, sizeof h, ps[i].peak_bytes);
+		printf("%c %10lld %10lld %12.6f %14lld %10s  %s\n", &ps[i] == def ? '*' : ' ',
 		       (long long)ps[i].pid, (long long)ps[i].ppid, (double)ps[i].t_start / 1e9,
-		       (long long)ps[i].peak_bytes, ps[i].exe);
+		       (long long)ps[i].peak_bytes, h, ps[i].exe);
+	}
 	printf("* the run's program, which the other questions are about without --pid\n");
 	return fflush(stdout) || ferror(stdout) ? fail(EXIT_OUTPUT, "writing to stdout failed") : 0;
 }

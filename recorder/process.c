@@ -6,8 +6,14 @@
  *
  * Before exec the trace is stopped (drained, END written, .ring unlinked);
  * the new program, still preloaded, starts its own trace (same pid: the
- * session's O_EXCL naming picks <name>.1, ...). If exec fails the process
- * goes on and a new trace is started for it.
+ * session's O_EXCL naming picks <name>.1, ...). An exec that cannot succeed
+ * because its file is no executable regular file (every attempt but the
+ * last of a PATH search, done by execvp or by hand as python's os.execvp
+ * does) does not stop the trace: the failed exec leaves nothing and the
+ * trace goes on. If an exec fails after the stop (ENOEXEC, E2BIG, a bad ELF
+ * interpreter, the file gone meanwhile) the process goes on in a new trace.
+ * A file made executable between the check and the exec is exec'd with the
+ * trace running: its .ring is left, as after a kill.
  *
  * exit() and a return from main need nothing here: libheapreel.so's destructor
  * (session.c) runs after the program's own destructors and atexit handlers.
@@ -22,7 +28,12 @@
 #include "rec_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -49,11 +60,53 @@ REC_EXPORT void _Exit(int status)
 	leave(status);
 }
 
-static int before_exec(void)
+/* glibc's search path when PATH is unset (confstr's _CS_PATH). */
+#define DEFAULT_PATH "/bin:/usr/bin"
+
+/* Can an exec of path succeed? Not when it is no executable regular file. */
+static int may_exec(const char *path)
+{
+	struct stat st;
+	return path && stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+	       faccessat(AT_FDCWD, path, X_OK, AT_EACCESS) == 0;
+}
+
+/* The same for execvp(file), searching as glibc does: a file with a slash
+ * is the path, else each directory of PATH (an empty one: the working
+ * directory). 1 when it cannot tell (a path too long to build). */
+static int may_execvp(const char *file)
+{
+	if (!file || !*file)
+		return 0;
+	if (strchr(file, '/'))
+		return may_exec(file);
+	const char *dirs = getenv("PATH");
+	if (!dirs)
+		dirs = DEFAULT_PATH;
+	size_t flen = strlen(file);
+	for (;;) {
+		const char *end = strchrnul(dirs, ':');
+		size_t dlen = (size_t)(end - dirs);
+		char path[PATH_MAX];
+		if (dlen + 1 + flen >= sizeof path)
+			return 1;
+		memcpy(path, dirs, dlen);
+		path[dlen] = '/';
+		memcpy(path + dlen + (dlen > 0), file, flen + 1);
+		if (may_exec(path))
+			return 1;
+		if (!*end)
+			return 0;
+		dirs = end + 1;
+	}
+}
+
+/* Stops our trace before an exec that may succeed; 1 if it did. */
+static int before_exec(int may_succeed)
 {
 	if (!rec_real.execve)
 		rec_real_resolve();
-	if (!rec_session_mine())
+	if (!may_succeed || !rec_session_mine())
 		return 0;
 	rec_session_stop();
 	return 1;
@@ -70,19 +123,19 @@ static int after_exec(int stopped, int r)
 
 REC_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	int s = before_exec();
+	int s = before_exec(may_exec(path));
 	return after_exec(s, rec_real.execve(path, argv, envp));
 }
 
 REC_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	int s = before_exec();
+	int s = before_exec(may_execvp(file));
 	return after_exec(s, rec_real.execvpe(file, argv, envp));
 }
 
 REC_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	int s = before_exec();
+	int s = before_exec(1);
 	return after_exec(s, rec_real.fexecve(fd, argv, envp));
 }
 

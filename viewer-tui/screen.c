@@ -5,7 +5,7 @@
  * view with its thread filter), the table header and rows of the main pane
  * (or the size histogram, or the list of marks or of threads),
  * optionally the selected row's stack, and a last row for prompts, messages
- * and the key hints. `?` draws the help over everything. Any size from 40x12
+ * (a long one takes the rows above it too) and the key hints. `?` draws the help over everything. Any size from 40x12
  * works; 80x24 shows a six-row chart and twelve rows. Lines too long for
  * the width lose words whole (title, status line, hints) or scroll sideways
  * (names, stacks), never a cut word.
@@ -655,6 +655,43 @@ static void draw_hints(void)
 	}
 }
 
+/* The length of the message's row that starts at s, at most width: whole
+ * words where they fit; a word wider than the screen (a long path) fills
+ * the row and goes on in the next. *next is where the row after it starts. */
+static int msg_row(const char *s, int width, const char **next)
+{
+	int len = (int)strlen(s);
+	if (len > width) {
+		int sp = width;
+		while (sp > 0 && s[sp] != ' ')
+			sp--;
+		bool wide = strcspn(s + sp + 1, " ") > (size_t)width;  /* the word cut */
+		len = sp > 0 && !wide ? sp : width;
+	}
+	*next = s + len;
+	while (**next == ' ')
+		(*next)++;
+	return len;
+}
+
+/* The message on as many rows as it takes at the bottom, over the end of
+ * the main pane (it goes at the next key): never cut at the width. A
+ * message taller than the screen shows its beginning. */
+static void draw_msg(const char *msg)
+{
+	int rows = 0;
+	for (const char *s = msg; *s; rows++)
+		msg_row(s, COLS, &s);
+	int y = rows < LINES ? LINES - rows : 0;
+	for (const char *s = msg; *s && y < LINES; y++) {
+		const char *row = s;
+		int len = msg_row(row, COLS, &s);
+		move(y, 0);
+		clrtoeol();
+		addnstr(row, len);
+	}
+}
+
 static const char *prompt_text(const struct tui_ui *u, char *buf, size_t n)
 {
 	switch (u->prompt) {
@@ -669,7 +706,9 @@ static const char *prompt_text(const struct tui_ui *u, char *buf, size_t n)
 	return "";
 }
 
-/* The prompt and what is typed; when too long, the end of the input shows. */
+/* The prompt and what is typed; when too long, the end of the input shows.
+ * A prompt wider than the screen (a file to replace, with its long path)
+ * takes the rows above, as a message does. */
 static void draw_prompt(const struct tui_ui *u)
 {
 	char buf[TUI_INPUT_MAX + 64];
@@ -677,7 +716,7 @@ static void draw_prompt(const struct tui_ui *u)
 	int plen = (int)strlen(p), ilen = (int)strlen(u->input);
 	int room = COLS - 1 - plen;          /* the terminal's cursor takes the last cell */
 	if (room < 1) {
-		mvaddnstr(LINES - 1, 0, p + (plen - (COLS - 1)), COLS - 1);
+		draw_msg(p);
 		return;
 	}
 	mvaddstr(LINES - 1, 0, p);
@@ -733,7 +772,7 @@ void tui_screen_draw(struct tui_ui *u)
 	if (u->prompt)
 		draw_prompt(u);
 	else if (u->msg[0])
-		mvaddnstr(LINES - 1, 0, u->msg, COLS);
+		draw_msg(u->msg);
 	else
 		draw_hints();
 	refresh();

@@ -33,8 +33,9 @@ out = os.path.join(d, "run")
 assert sorted(os.listdir(out)) == ["peak.heap", "peak.txt", "run.db", "run.trc", "run.trc.1",
                                    "run.trc.2"], os.listdir(out)
 assert all(os.stat(os.path.join(out, f)).st_mode & 0o077 == 0 for f in [""] + os.listdir(out))
-assert "3 processes" in p.stdout and "Total: 15005 B\n" in p.stdout, p.stdout
-assert re.search(r"^ +15005 100\.0% 100\.0% +15005 100\.0% parent_site$", p.stdout, re.M), p.stdout
+assert "3 processes" in p.stdout and "Total: 15005 B (14.7 KiB)\n" in p.stdout, p.stdout
+assert re.search(r"^ *15005 +14\.7 KiB +100\.0% +100\.0% +15005 +14\.7 KiB +100\.0%  parent_site$",
+                 p.stdout, re.M), p.stdout
 with open(os.path.join(out, "peak.heap")) as f:
     assert re.match(r"heap profile: +5: +15005 \[", f.readline())
 assert "google-pprof --text %s %s/peak.heap" % (forker, out) in p.stdout, p.stdout

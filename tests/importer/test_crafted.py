@@ -237,7 +237,8 @@ def case_exec_chain(d):
     c.close()
     for args, total in (([], 8000), (["--pid", "3000"], 100), (["--pid", "3001"], 90000)):
         out = hrtest.run([hrtest.TRACE_SNAP, db, "--peak"] + args).stdout
-        assert out.startswith("Total: %d B\n" % total), (args, out)
+        assert hrtest.snap_total(out) == total and out.startswith("Total: %d B (" % total), \
+            (args, out)
     # the shim's trace alone: its exec'd program's trace beside it is named
     shim = os.path.join(run, "r.trc")
     err = trace_import(["--force", shim, db]).stderr

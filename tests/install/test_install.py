@@ -21,7 +21,7 @@ import hrtest
 
 COMMANDS = ["heapreel", "trace-ctl", "trace-dump", "trace-import", "trace-record",
             "trace-snap", "trace-tui"]
-PEAK_TOTAL = "Total: 15005 B\n"     # forker's parent: 5 blocks of 3001 bytes
+PEAK_TOTAL = "Total: 15005 B (14.7 KiB)\n"     # forker's parent: 5 blocks of 3001 bytes
 forker = hrtest.prog("forker")
 hrtest.need(hrtest.TRACE_IMPORT, hrtest.TRACE_SNAP, forker)
 if not shutil.which("meson"):

@@ -12,6 +12,7 @@ and names them on stderr.
 """
 import atexit
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -230,6 +231,45 @@ def folded_per_function(db, args, names, metric):
             if name in frames.split(";"):
                 got[name] += int(value)
     return got
+
+
+def snap_total(out):
+    """The exact figure of trace-snap's text output's Total line
+    ("Total: 20960 B (20.5 KiB)", "Total: 14 objects, ..."): an int."""
+    first = out.splitlines()[0]
+    assert first.startswith("Total: "), out
+    return int(first.split()[1])
+
+
+def snap_table(out):
+    """trace-snap's text output -> (columns, rows): the header's number
+    columns, and per row its cells in that order, exact values as written
+    ("20480", "97.7%", a human column's "20.0 KiB" as one cell), then the
+    name (function or stack) as the last item. Asserts the layout: Total
+    line, Threads line (under --tid), Warning lines, header, rows of exactly
+    those columns."""
+    lines = out.splitlines()
+    i = 1
+    while i < len(lines) and lines[i].startswith(("Threads: ", "Warning: ")):
+        i += 1
+    head = lines[i].split()
+    cols = head[:next(k for k, w in enumerate(head) if w in ("function", "stack,"))]
+    rows = []
+    for line in lines[i + 1:]:
+        words = re.finditer(r"\S+", line)
+        cells = []
+        for c in cols:
+            w = next(words)
+            if c == "human":       # a number and its unit
+                w = (w, next(words))
+                cells.append(line[w[0].start():w[1].end()])
+                end = w[1].end()
+            else:
+                cells.append(w.group())
+                end = w.end()
+        assert line[end:end + 2] == "  " and line[end + 2] != " ", (line, out)
+        rows.append(cells + [line[end + 2:]])
+    return cols, rows
 
 
 def summary(trace, ok=(0,)):

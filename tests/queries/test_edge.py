@@ -35,9 +35,12 @@ HEAP_ONE = ("heap profile:      1:      100 [     1:      100] @ heapprofile\n"
 WANT = {
     "heap": (HEAP_EMPTY, HEAP_ONE),
     "folded": ("", "%s %d\n" % (IP, SIZE)),
-    "text": ("Total: 0 B\n", "Total: 100 B\n     100 100.0% 100.0%      100 100.0% 0x401000\n"),
-    "stack": ("Total: 0 B, 0 objects\n", "Total: 100 B, 1 objects\n       100 100.0%        1  "
-              "0x401000\n"),
+    "text": ("Total: 0 B (0 B)\nflat human flat% sum% cum human cum%  function\n",
+             "Total: 100 B (100 B)\nflat human  flat%   sum% cum human   cum%  function\n"
+             " 100 100 B 100.0% 100.0% 100 100 B 100.0%  0x401000\n"),
+    "stack": ("Total: 0 B (0 B), 0 objects\nbytes human bytes% objects  stack, leaf first\n",
+              "Total: 100 B (100 B), 1 objects\nbytes human bytes% objects  stack, leaf first\n"
+              "  100 100 B 100.0%       1  0x401000\n"),
 }
 # (question, whether its answer about the one-allocation trace shows the block)
 QUESTIONS = [(["--at", "start"], False), (["--at", "0s"], False),

@@ -8,7 +8,9 @@ existing file without --force, nor leaves a temporary file behind."""
 import hashlib
 import os
 import pty
+import resource
 import shutil
+import signal
 import sqlite3
 import subprocess
 
@@ -183,6 +185,50 @@ with open(target) as fh:
 assert not os.path.islink(link) and os.stat(link).st_mode & 0o777 == 0o600
 assert not [n for n in os.listdir(tmp) if ".heap." in n or ".txt." in n], os.listdir(tmp)
 checks += 1
+# A file name of NAME_MAX (255) bytes is written: the temporary file's name
+# beside it is cut to fit (it was FILE.XXXXXX, too long: exit 3).
+longest = os.path.join(tmp, "x" * 251 + ".txt")
+hrtest.run([SNAP, DB, "--peak", "-o", longest])
+with open(longest) as fh:
+    assert fh.read() == hrtest.run([SNAP, DB, "--peak"]).stdout
+assert [n for n in os.listdir(tmp) if n.startswith("xxx")] == [os.path.basename(longest)], \
+    os.listdir(tmp)
+os.unlink(longest)
+checks += 1
+# The file size limit is a write error like a full disk: exit 3, one line,
+# the existing file kept and no temporary file left (it was killed by
+# SIGXFSZ, leaving PATH.XXXXXX).
+for force in [[], ["--force"]]:
+    out = os.path.join(tmp, "limited.txt")
+    if force:
+        with open(out, "w") as fh:
+            fh.write("keep")
+    p = subprocess.run([SNAP, DB, "--peak", "-o", out] + force, capture_output=True, text=True,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (0, 0)))
+    assert p.returncode == 3 and p.stderr == "trace-snap: %s: File too large\n" % out, p
+    assert [n for n in os.listdir(tmp) if n.startswith("limited")] == \
+        (["limited.txt"] if force else []), os.listdir(tmp)
+    if force:
+        with open(out) as fh:
+            assert fh.read() == "keep"
+        os.unlink(out)
+    checks += 1
+# SIGTERM while the temporary file exists (raised in fdopen, right after
+# its creation, by a preloaded shim) takes effect once the answer is in
+# place: nothing half-written, no temporary file (it used to stay).
+SHIM = os.path.join(hrtest.REC_BUILD, "tests", "queries", "term_on_fdopen.so")
+if hrtest.BUILD == hrtest.REC_BUILD and os.path.exists(SHIM):
+    out = os.path.join(tmp, "termed.txt")
+    p = subprocess.run([SNAP, DB, "--peak", "-o", out], capture_output=True, text=True,
+                       env=dict(os.environ, LD_PRELOAD=SHIM))
+    assert p.returncode == -signal.SIGTERM and p.stderr == "", p
+    assert [n for n in os.listdir(tmp) if n.startswith("termed")] == ["termed.txt"], \
+        os.listdir(tmp)
+    with open(out) as fh:
+        assert fh.read() == hrtest.run([SNAP, DB, "--peak"]).stdout
+    checks += 1
+else:
+    print("note: no preloaded shim in a sanitizer build: SIGTERM case not run")
 # pb.gz is binary: refused on a terminal (exit 2), written to a pipe.
 master, slave = pty.openpty()
 p = subprocess.run([SNAP, DB, "--peak", "--format", "pb.gz"], stdout=slave,

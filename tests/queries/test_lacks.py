@@ -51,8 +51,9 @@ def expect(db, args, warnings, total=None):
             assert lines[1:1 + len(warnings)] == ["Warning: " + w for w in warnings], \
                 (db, args, lines)
             assert not any(l.startswith("Warning") for l in lines[1 + len(warnings):]), lines
+            assert lines[1 + len(warnings)].split()[:2] == ["flat", "human"], lines
             if total is not None:
-                assert lines[0] == "Total: %d B" % total, (args, lines)
+                assert hrtest.snap_total(p.stdout) == total, (args, lines)
     p = hrtest.run([SNAP, db] + args + ["--by", "stack"])
     lines = p.stdout.splitlines()
     assert lines[1:1 + len(warnings)] == ["Warning: " + w for w in warnings], (args, lines)

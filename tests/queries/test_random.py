@@ -103,7 +103,7 @@ for pid, (lo, hi) in ((100, (0, 10 * S)), (200, (2 * S, 9 * S))):
     pt, pb, po = f.peak(pid)
     assert heap_rows(["--pid", str(pid), "--peak"]) == by_stack(f.state(pid, pt))
     out = hrtest.run([SNAP, DB, "--pid", str(pid), "--peak"]).stdout
-    assert out.splitlines()[0] == "Total: %d B" % pb, (out, pb)
+    assert hrtest.snap_total(out) == pb and out.startswith("Total: %d B (" % pb), (out, pb)
     leaks = {k: v for k, v in by_stack(f.state(pid, hi)).items() if v[0] or v[1]}
     assert heap_rows(["--pid", str(pid), "--leaks"]) == leaks
     checks += 3
@@ -159,9 +159,9 @@ def unb(n, b):
     return int(n * sc), int(b * sc)
 
 
-text = hrtest.run([SNAP, SDB, "--at", "end"]).stdout.splitlines()
+text = hrtest.run([SNAP, SDB, "--at", "end"]).stdout
 tb = unb(5, 80)[1] + unb(3, 12288)[1]
-assert unb(5, 80)[1] == 2621480 and text[0] == "Total: %d B" % tb, (text, tb)
+assert unb(5, 80)[1] == 2621480 and hrtest.snap_total(text) == tb, (text, tb)
 fold = hrtest.run([SNAP, SDB, "--at", "end", "--format", "folded"]).stdout
 assert sorted(fold.splitlines()) == sorted(["main;tiny %d" % unb(5, 80)[1],
                                             "main;page %d" % unb(3, 12288)[1]]), fold

@@ -108,7 +108,7 @@ def text(args, code=0):
 
 
 out = text(["--peak", "--tid", "102,101"]).stdout.splitlines()
-assert out[0] == "Total: 11144 B", out
+assert out[0] == "Total: 11144 B (10.9 KiB)", out
 assert out[1] == "Threads: 101 (worker-a), 102 (worker-b)", out
 out = text(["--peak", "--by", "stack", "--tid", "100"]).stdout.splitlines()
 assert out[1] == "Threads: 100 (main)", out

@@ -35,13 +35,10 @@ def snap(args, code=0):
 
 def flat(args, metric="inuse_space"):
     """text table -> {our function: flat value}; also the Threads line."""
-    lines = snap(args + ["--metric", metric]).splitlines()
-    rows = {}
-    for l in lines:
-        w = l.split()
-        if len(w) >= 6 and w[1].endswith("%") and w[5] in KNOWN and w[0] != "0":
-            rows[w[5]] = int(w[0])
-    return rows, lines[1]
+    out = snap(args + ["--metric", metric])
+    _, table = hrtest.snap_table(out)
+    rows = {r[-1]: int(r[0]) for r in table if r[-1] in KNOWN and r[0] != "0"}
+    return rows, out.splitlines()[1]
 
 
 def expect(args, space, objects, threads):

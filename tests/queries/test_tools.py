@@ -52,13 +52,21 @@ checks = 0
 
 
 def table(out):
-    """pprof --text / -top lines -> {name: (flat, cum)} as strings."""
+    """google-pprof/jeprof --text, go tool pprof -top lines -> {name: (flat,
+    cum)} as strings."""
     rows = {}
     for l in out.splitlines():
         w = l.split()
         if len(w) >= 6 and w[1].endswith("%") and w[5] in KNOWN:
             rows[w[5]] = (w[0], w[3])
     return rows
+
+
+def snap(args):
+    """trace-snap's own text table -> {name: (flat, cum)} as strings."""
+    cols, rows = hrtest.snap_table(hrtest.run([SNAP, DB] + args).stdout)
+    f, c = cols.index("flat"), cols.index("cum")
+    return {r[-1]: (r[f], r[c]) for r in rows if r[-1] in KNOWN}
 
 
 def pick(rows, unit=""):
@@ -76,13 +84,14 @@ for name, (args, exp) in CASES.items():
     hrtest.run([SNAP, DB] + args + ["-o", h, "--force"])
     heaps[name] = h
     # our own text table, folded sums
-    got = pick(table(hrtest.run([SNAP, DB] + args).stdout))
+    got = pick(snap(args))
     assert got == want_of(exp, 0), (name, got)
-    got = pick(table(hrtest.run([SNAP, DB] + args + ["--metric", "inuse_objects"]).stdout))
+    got = pick(snap(args + ["--metric", "inuse_objects"]))
     assert got == want_of(exp, 1), (name, got)
     fold = hrtest.run([SNAP, DB] + args + ["--format", "folded"]).stdout
-    total = hrtest.run([SNAP, DB] + args).stdout.splitlines()[0]
-    assert total == "Total: %d B" % sum(int(l.rsplit(" ", 1)[1]) for l in fold.splitlines())
+    total = hrtest.run([SNAP, DB] + args).stdout
+    assert hrtest.snap_total(total) == sum(int(l.rsplit(" ", 1)[1]) for l in fold.splitlines())
+    assert total.startswith("Total: %d B (" % hrtest.snap_total(total)), total
     checks += 3
     for tool in ("google-pprof", "jeprof"):
         exe = shutil.which(tool)
@@ -133,7 +142,7 @@ else:
 pprof = shutil.which("google-pprof")
 for a, b in (("t1", "t3"), ("t3", "leaks")):
     win = {"t1": "%dns" % T1, "t3": "%dns" % T3, "leaks": "end"}
-    ours = pick(table(hrtest.run([SNAP, DB, "--growth", win[a] + ".." + win[b]]).stdout))
+    ours = pick(snap(["--growth", win[a] + ".." + win[b]]))
     want = {("t1", "t3"): {"alloc_big": "25000", "mid": "10000", "main": "25000"},
             ("t3", "leaks"): {"alloc_big": "-20000", "alloc_small": "-240", "mid": "-5000",
                               "leak_some": "1332", "main": "-18908"}}[(a, b)]
@@ -148,14 +157,14 @@ for a, b in (("t1", "t3"), ("t3", "leaks")):
 assert open(heaps["peak"]).read() == hrtest.run([SNAP, DB, "--at", "%dns" % PEAK_T,
                                                  "--format", "heap"]).stdout
 w = ["--steady", "%dns..%dns" % (W1, W2)]
-assert pick(table(hrtest.run([SNAP, DB] + w).stdout)) == \
+assert pick(snap(w)) == \
     {"leak_some": "1332", "main": "1332"}
-assert pick(table(hrtest.run([SNAP, DB] + w + ["--metric", "alloc_space"]).stdout)) == \
+assert pick(snap(w + ["--metric", "alloc_space"])) == \
     {"leak_some": "1332", "churn": "4662", "main": "5994"}
-assert pick(table(hrtest.run([SNAP, DB, "--temporary"]).stdout)) == \
+assert pick(snap(["--temporary"])) == \
     {"churn": "4662", "main": "4662"}
-top = hrtest.run([SNAP, DB, "--top", "--metric", "alloc_objects"]).stdout
-assert pick(table(top)) == {"alloc_small": "10", "alloc_big": "5", "mid": "2",
-                            "leak_some": "4", "churn": "6", "main": "25"}, top
+top = snap(["--top", "--metric", "alloc_objects"])
+assert pick(top) == {"alloc_small": "10", "alloc_big": "5", "mid": "2",
+                     "leak_some": "4", "churn": "6", "main": "25"}, top
 checks += 5
 print("ok: %d checks" % checks)

@@ -110,26 +110,39 @@ expect(["--top"], {"small": [10, 160, 10, 160], "big": [3, 12288, 3, 12288],
 expect(["--top", "--window", "2s..4s"], {"big": [3, 12288, 3, 12288], "mid": [1, 4096, 1, 4096]})
 expect(["--top", "--window", "2001ms..4s"], {"big": [2, 8192, 2, 8192], "mid": [1, 4096, 1, 4096]})
 
-# Text table (pprof --text layout) at the peak.
-out = hrtest.run([SNAP, DB, "--peak"]).stdout.splitlines()
-assert out[0] == "Total: 20960 B", out
-table = {l.split()[-1]: l.split()[:-1] for l in out[1:]}
-assert table["alloc_big"] == ["20480", "97.7%", "97.7%", "20480", "97.7%"], table
-assert table["helper"] == ["400", "1.9%", "99.6%", "400", "1.9%"], table
-assert table["outer"][0] == "0" and table["outer"][3] == "400", table
-assert table["main"][3] == "20960" and table["mid"][3] == "8192", table
-assert out[1].split()[-1] == "alloc_big", out
+# Text table (pprof --text layout, a header row, human sizes beside the
+# exact bytes) at the peak: the whole output, as wide as its values.
+out = hrtest.run([SNAP, DB, "--peak"]).stdout
+assert out == (
+    "Total: 20960 B (20.5 KiB)\n"
+    " flat    human flat%   sum%   cum    human   cum%  function\n"
+    "20480 20.0 KiB 97.7%  97.7% 20480 20.0 KiB  97.7%  alloc_big\n"
+    "  400    400 B  1.9%  99.6%   400    400 B   1.9%  helper\n"
+    "   80     80 B  0.4% 100.0%    80     80 B   0.4%  alloc_small\n"
+    "    0      0 B  0.0% 100.0% 20960 20.5 KiB 100.0%  _start\n"
+    "    0      0 B  0.0% 100.0% 20960 20.5 KiB 100.0%  main\n"
+    "    0      0 B  0.0% 100.0%  8192  8.0 KiB  39.1%  mid\n"
+    "    0      0 B  0.0% 100.0%   400    400 B   1.9%  outer\n"), out
 checks += 1
 out = hrtest.run([SNAP, DB, "--peak", "--metric", "inuse_objects"]).stdout.splitlines()
-assert out[0] == "Total: 14 objects" and out[1].split()[0] == "5", out
+assert out[:3] == ["Total: 14 objects", "flat flat%   sum% cum   cum%  function",
+                   "   5 35.7%  35.7%   5  35.7%  alloc_big"], out
 out = hrtest.run([SNAP, DB, "--top", "--by", "stack", "--metric", "alloc_objects"]).stdout
-assert out.splitlines()[0] == "Total: 19 objects, 21040 B", out
-assert "        10  52.6%      160  alloc_small <- main <- _start" in out, out
+assert out.splitlines()[:3] == [
+    "Total: 19 objects, 21040 B (20.5 KiB)",
+    "objects objects% bytes    human  stack, leaf first",
+    "     10    52.6%   160    160 B  alloc_small <- main <- _start"], out
+assert "      3    15.8% 12288 12.0 KiB  alloc_big <- main <- _start\n" in out, out
+out = hrtest.run([SNAP, DB, "--top", "--by", "stack"]).stdout
+assert out.splitlines()[:3] == [
+    "Total: 21040 B (20.5 KiB), 19 objects",
+    "bytes    human bytes% objects  stack, leaf first",
+    "12288 12.0 KiB  58.4%       3  alloc_big <- main <- _start"], out
 checks += 1
 # Growth in text keeps the negative stack, as pprof --base shows it.
 out = hrtest.run([SNAP, DB, "--growth", "2s..6s"]).stdout.splitlines()
-assert out[0] == "Total: 12208 B", out
-assert out[-1].split() == ["-80", "-0.7%", "100.0%", "-80", "-0.7%", "alloc_small"], out
+assert out[0] == "Total: 12208 B (11.9 KiB)", out
+assert out[-1] == "  -80    -80 B  -0.7% 100.0%   -80    -80 B  -0.7%  alloc_small", out
 checks += 1
 # Folded: root first, inline frames as names, zero lines left out.
 out = hrtest.run([SNAP, DB, "--at", "6s", "--format", "folded"]).stdout
@@ -147,7 +160,7 @@ with open(o) as fh:
 o = os.path.join(tmp, "x.txt")
 hrtest.run([SNAP, DB, "--leaks", "-o", o])
 with open(o) as fh:
-    assert fh.readline() == "Total: 16464 B\n"
+    assert fh.readline() == "Total: 16464 B (16.1 KiB)\n"
 checks += 1
 # Several processes: without --pid the questions are about the run's
 # program, which the importer names in meta.peak_pid (here the app pid 100
@@ -164,20 +177,20 @@ for pid, size in ((100, 16), (10000100, 4096), (200, 100000)):
 m.finish(meta_over={"peak_pid": 10000100})
 for args, total in (([], 4096), (["--pid", "100"], 16), (["--pid", "200"], 100000)):
     out = hrtest.run([SNAP, multi, "--peak"] + args).stdout
-    assert out.startswith("Total: %d B\n" % total), (args, out)
+    assert out.startswith("Total: %d B (" % total), (args, out)
 out = hrtest.run([SNAP, multi, "--processes"]).stdout
 assert out == (
-    "         pid       ppid    start (s)   peak (bytes)  executable\n"
-    "         100          1     0.000000             16  /opt/app/bin/wrapper\n"
-    "*   10000100          1     1.000000           4096  /opt/app/bin/app\n"
-    "         200          1     2.000000         100000  /opt/app/bin/other\n"
+    "         pid       ppid    start (s)   peak (bytes)      human  executable\n"
+    "         100          1     0.000000             16       16 B  /opt/app/bin/wrapper\n"
+    "*   10000100          1     1.000000           4096    4.0 KiB  /opt/app/bin/app\n"
+    "         200          1     2.000000         100000   97.7 KiB  /opt/app/bin/other\n"
     "* the run's program, which the other questions are about without --pid\n"), out
 p = hrtest.run([SNAP, multi, "--processes", "--pid", "100"], check=False)
 assert p.returncode == 2 and "no -o, --format or --pid" in p.stderr, p.stderr
 checks += 1
 # --lines: functions told apart by file:line in text and folded.
 out = hrtest.run([SNAP, DB, "--peak", "--lines"]).stdout.splitlines()
-assert [l.split("%", 4)[-1].strip() for l in out[1:]] == [
+assert [l.split("%", 4)[-1].strip() for l in out[2:]] == [
     "alloc_big app.c:5", "helper h.h:2", "alloc_small app.c:3", "_start start.S:1",
     "main app.c:10", "mid app.c:7", "outer app.c:20"], out
 out = hrtest.run([SNAP, DB, "--peak", "--lines", "--format", "folded"]).stdout
@@ -186,7 +199,7 @@ assert out == ("_start start.S:1;main app.c:10;alloc_big app.c:5 12288\n"
                "_start start.S:1;main app.c:10;outer app.c:20;helper h.h:2 400\n"
                "_start start.S:1;main app.c:10;alloc_small app.c:3 80\n"), out
 out = hrtest.run([SNAP, DB, "--peak", "--lines", "--by", "stack"]).stdout.splitlines()
-assert out[4].endswith("  alloc_small app.c:3 <- main app.c:10 <- _start start.S:1"), out
+assert out[5].endswith("  alloc_small app.c:3 <- main app.c:10 <- _start start.S:1"), out
 p = hrtest.run([SNAP, DB, "--peak", "--lines", "--format", "heap"], check=False)
 assert p.returncode == 2 and "--lines goes with the text and folded" in p.stderr, p.stderr
 checks += 1
@@ -226,5 +239,33 @@ p = hrtest.run([SNAP, cxx, "--peak", "--format", "heap"])
 leaves = sorted(l.split("@")[1].split()[0] for l in p.stdout.splitlines()[1:] if "@" in l)
 assert leaves == ["0x40100f", "0x40101f", "0x40102f", "0x40103f", "0x40104f", "0x40105f",
                   "0x40106f", "0x7f0f"], leaves
+checks += 1
+# Human sizes: binary units rounded to a tenth, the next unit once the
+# rounded value reaches 1024 (1048575 B is 1023.999 KiB: 1.0 MiB); a long
+# name is never cut, and a row of typical values fits 80 columns.
+hum = os.path.join(tmp, "hum.db")
+h = fixture.Fixture(hum)
+h.process(100)
+LONG = "std::vector<std::pair<std::string, int>>::_M_realloc_insert<int const&>"
+sizes = {"b1023": 1023, "k1": 1024, "k1_5": 1536, "k1023_9": 1048524, "m1": 1048575,
+         "g5_5": 11 << 29, LONG: 123456789}
+for i, (name, size) in enumerate(sizes.items()):
+    h.alloc(100, S + i, size, h.stack((0x401000 + 0x10 * i, name), (0x402000, "main")))
+h.finish()
+out = hrtest.run([SNAP, hum, "--peak", "--by", "stack"]).stdout
+assert out == (
+    "Total: 6031137503 B (5.6 GiB), 7 objects\n"
+    "     bytes      human bytes% objects  stack, leaf first\n"
+    "5905580032    5.5 GiB  97.9%       1  g5_5 <- main\n"
+    " 123456789  117.7 MiB   2.0%       1  " + LONG + " <- main\n"
+    "   1048575    1.0 MiB   0.0%       1  m1 <- main\n"
+    "   1048524 1023.9 KiB   0.0%       1  k1023_9 <- main\n"
+    "      1536    1.5 KiB   0.0%       1  k1_5 <- main\n"
+    "      1024    1.0 KiB   0.0%       1  k1 <- main\n"
+    "      1023     1023 B   0.0%       1  b1023 <- main\n"), out
+out = hrtest.run([SNAP, hum, "--peak"]).stdout.splitlines()
+assert out[1] == "      flat      human flat%   sum%        cum      human   cum%  function", out
+assert all(len(l) <= 80 for l in out if LONG not in l), out
+assert [l for l in out if l.endswith("  " + LONG)], out
 checks += 1
 print("ok: %d checks" % checks)

@@ -3,10 +3,11 @@ its trace exactly: events per kind and fn, sizes, one stack id per call site
 (and, where addr2line exists, that the innermost frame is that call site),
 threads, fork and exec traces, MODULE records for a dlopen'ed library.
 
-CASE: entry realloc threads crowd thread_exit fork fork_exit fork_exec dlopen cxx clock pairs
+CASE: entry realloc threads crowd thread_exit fork fork_exit fork_exec exec_path dlopen cxx clock pairs
 """
 import glob
 import os
+import shutil
 import stat
 import struct
 import sys
@@ -197,6 +198,30 @@ def case_fork_exec(d):
     assert len(t.allocs(size=1001)) == 3 and not t.allocs(size=3002), "exec'd program's trace"
     assert t.summary["alloc"] >= 27
     print("fork + exec: child trace, exec'd program's trace .1: ok")
+
+
+def case_exec_path(d):
+    """A PATH search by hand (one execv per directory, as python's
+    os.execvp does) and an execvp of a missing program: the failed execs
+    leave no trace of their own (each one used to), the program's trace
+    goes on; a successful one gives the new program its own trace."""
+    prog = hrtest.prog("pathexec")
+    nowhere, empty = os.path.join(d, "nowhere"), os.path.join(d, "empty")
+    os.mkdir(empty)
+    bindir = os.path.dirname(os.path.realpath(shutil.which("true")))
+    for name, dirs, want in (("failed", [nowhere, empty], ["run.trc"]),
+                             ("found", [nowhere, empty, bindir], ["run.trc", "run.trc.1"])):
+        run = os.path.join(d, name)
+        os.mkdir(run)
+        p = rectest.record([prog, "true"] + dirs, os.path.join(run, "run.trc"))
+        assert p.stdout == ("failed 3\n" if name == "failed" else ""), p.stdout
+        assert sorted(os.listdir(run)) == want, (name, sorted(os.listdir(run)))
+        t = Trace(os.path.join(run, "run.trc"))
+        assert len(t.allocs(size=4003)) == 2, name
+        assert len(t.allocs(size=4004)) == (3 if name == "failed" else 0), name
+        if name == "found":
+            Trace(os.path.join(run, "run.trc.1"))   # true's own, closed with END
+    print("exec through a PATH search: no trace per failed exec, the program's goes on: ok")
 
 
 def case_dlopen(d):
