@@ -201,9 +201,15 @@ struct imp_ids {                      /* next free row ids, shared by traces */
 struct imp_symstats {
 	uint64_t ips, unresolved, frames, stacks, mismatched;
 };
+/* Every module file an import reads, opened once, and the symbols of the
+ * addresses looked up in it so far: shared by the import's traces. */
+struct imp_symcache;
+int imp_symcache_new(struct imp_symcache **c);     /* -1 on ENOMEM */
+void imp_symcache_free(struct imp_symcache *c);    /* NULL is fine */
 /* Writes modules, frames and stacks rows for the trace and fills
  * tr->node_db, db_first/db_count and unknown_stack. */
-int imp_symbolize(struct imp_db *db, struct imp_trace *tr, struct imp_ids *ids,
+int imp_symbolize(struct imp_db *db, struct imp_symcache *cache,
+		  struct imp_trace *tr, struct imp_ids *ids,
 		  struct imp_symstats *st, struct imp_err *e);
 /* The stacks.id an event's stack id stands for ("[unknown]" for 0 and
  * ids the trace never defined). */

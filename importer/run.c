@@ -336,6 +336,7 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 {
 	struct imp_ids ids = {0};
 	struct imp_db *db = NULL;
+	struct imp_symcache *syms = NULL;
 	char **inputs = r->inputs;
 	size_t ninputs = r->ninputs;
 	uint64_t t0 = UINT64_MAX, tmax = 0;
@@ -399,9 +400,15 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 
 	if (imp_db_create(&db, r->out, r->force, e))
 		return -1;
+	if (imp_symcache_new(&syms)) {
+		imp_errf(e, "out of memory");
+		goto fail;
+	}
 	for (size_t i = 0; i < r->ntr; i++)
-		if (imp_symbolize(db, &tr[i], &ids, &r->sst, e))
+		if (imp_symbolize(db, syms, &tr[i], &ids, &r->sst, e))
 			goto fail;
+	imp_symcache_free(syms);
+	syms = NULL;
 	if (imp_replay(db, tr, r->ntr, o, r->ps, &r->tot, e))
 		goto fail;
 	for (size_t i = 0; i < r->ntr; i++) {
@@ -418,6 +425,7 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 dbfail:
 	imp_errf(e, "%s: sqlite: %s", r->out, imp_db_errmsg(db));
 fail:
+	imp_symcache_free(syms);
 	imp_db_abort(db);
 	return -1;
 }

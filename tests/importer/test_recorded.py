@@ -4,7 +4,7 @@ imp_known and imp_inline): exact counts and byte sums per function, a call
 site's file:line, an inlined frame, realloc chains, pairing across threads,
 the peak.
 
-usage: test_recorded.py known|inline"""
+usage: test_recorded.py CASE (known, inline, killed, forker, cxx, inherit, forkstorm, shared)"""
 import os
 import sys
 
@@ -329,6 +329,68 @@ def case_cxx(d):
     assert "work(int, int)" in names, sorted(names)[:50]
     assert any(n.startswith("std::") for n in names), sorted(names)[:50]
     assert not [n for n in names if n.startswith("_Z")], [n for n in names if n.startswith("_Z")]
+
+
+SHARED_PADS = (0, 256)               # MiB reserved before the dlopen, per run
+SHARED_SIZES = (5003, 4001, 4002)    # imp_shared's own site, libhrdltest's two
+
+
+def symbolized_stacks(db, pid):
+    """pid's allocations of SHARED_SIZES, in order: (size, every frame of
+    its stack from the leaf, as (function, file, line, inline_depth))."""
+    c = connect(db)
+    out = []
+    for size, sid in c.execute("SELECT size, stack_id FROM allocations WHERE pid = ? "
+                               "AND size IN (%s) ORDER BY id" % ",".join("?" * len(SHARED_SIZES)),
+                               (pid,) + SHARED_SIZES).fetchall():
+        chain = []
+        while sid is not None:
+            sid, fn, file, line, depth = c.execute(
+                """SELECT s.parent_id, f.function, f.file, f.line, f.inline_depth
+                   FROM stacks s JOIN frames f ON f.id = s.frame_id WHERE s.id = ?""",
+                (sid,)).fetchone()
+            chain.append((fn, file, line, depth))
+        out.append((size, tuple(chain)))
+    return out
+
+
+def case_shared(d):
+    """Two processes of one program (tests/importer/imp_shared), its library
+    libhrdltest.so loaded at different addresses in each, imported
+    together: trace-import opens each module file once per import and
+    resolves through that cache at each mapping's bias, so both processes
+    get the same function/file/line for every frame, and the same as each
+    trace imported alone."""
+    prog, lib = program("imp_shared"), hrtest.prog("libhrdltest.so")
+    for p in (hrtest.LIBREC, prog, lib, hrtest.TRACE_IMPORT):
+        if not os.path.exists(p):
+            hrtest.skip("%s not built" % p)
+    traces = []
+    for pad in SHARED_PADS:
+        traces.append(os.path.join(d, "pad%d.trc" % pad))
+        hrtest.record([prog, lib, str(pad)], traces[-1])
+    db = os.path.join(d, "both.db")
+    trace_import(["-q"] + traces + [db])
+    c = connect(db)
+    check_invariants(c)
+    pids = [r[0] for r in c.execute("SELECT pid FROM processes ORDER BY t_start")]
+    starts = [one(c, "SELECT start FROM modules WHERE pid = ? AND path LIKE '%/libhrdltest.so'", p)
+              for p in pids]
+    assert len(pids) == 2 and starts[0] != starts[1], (pids, starts)
+    both = [symbolized_stacks(db, p) for p in pids]
+    line = site_line("imp_shared.c", "SHARED_SITE")
+    want_sizes = [5003] * 3 + [4001] * 2 + [4002] * 4
+    assert [size for size, _ in both[0]] == want_sizes, both[0]
+    assert both[0] == both[1], [x for x in zip(both[0], both[1]) if x[0] != x[1]][:2]
+    leaves = {size: chain[0] for size, chain in both[0]}
+    assert leaves[5003][:3] == ("shared_site", os.path.join(HERE, "imp_shared.c"), line), leaves
+    assert leaves[4001][0] == "ctor_site" and leaves[4002][0] == "work_site", leaves
+    assert all(fr[1] and fr[1].endswith("hrdltest.c") and fr[2] > 0
+               for fr in (leaves[4001], leaves[4002])), leaves
+    for p, trc in zip(pids, traces):
+        alone = os.path.join(d, os.path.basename(trc) + ".db")
+        trace_import(["-q", trc, alone])
+        assert symbolized_stacks(alone, p) == symbolized_stacks(db, p)
 
 
 def main():
