@@ -145,6 +145,9 @@ int imp_trace_node(struct imp_trace *tr, uint32_t id, uint32_t parent,
 int imp_trace_thread(struct imp_trace *tr, uint32_t tid, const char *name);
 /* Sets every trace's pid key: -1 (e) if two cannot be told apart. */
 int imp_trace_keys(struct imp_trace *tr, size_t ntr, struct imp_err *e);
+/* Sets every forked child's parent (IMP_NO_TRACE: not here, or not
+ * before it, and for traces not forked); -1 (e) on ENOMEM. */
+int imp_trace_parents(struct imp_trace *tr, size_t ntr, struct imp_err *e);
 /* The run's program: the trace of the program the process of trace
  * `first` ran last (itself, or the last program it exec'd). */
 size_t imp_main_trace(const struct imp_trace *tr, size_t ntr, size_t first);

@@ -207,12 +207,6 @@ static uint8_t inheritance(struct imp_trace *tr, size_t ntr, size_t i)
 	if (!c->forked || c->inherited != IMP_INHERIT_NONE)
 		return c->inherited;
 	c->inherited = IMP_INHERIT_UNKNOWN;
-	c->parent = IMP_NO_TRACE;
-	for (size_t k = 0; k < ntr; k++)
-		if (tr[k].hdr->pid == c->fork_ppid && tr[k].hdr->t0_mono_ns == c->fork_parent_t0 &&
-		    c->fork_parent_t0 <= c->fork_mono && c->fork_mono < c->hdr->t0_mono_ns)
-			c->parent = k;     /* strictly earlier: no cycle, and
-					      the seeding precedes the child's events */
 	if (c->parent == IMP_NO_TRACE || c->keyed)
 		return c->inherited;
 	p = &tr[c->parent];
@@ -379,7 +373,7 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 			r->first = r->ntr - 1;
 		}
 	}
-	if (imp_trace_keys(tr, r->ntr, e))
+	if (imp_trace_keys(tr, r->ntr, e) || imp_trace_parents(tr, r->ntr, e))
 		return -1;
 	r->main = imp_main_trace(tr, r->ntr, r->first);
 	for (size_t i = 0; i < r->ntr; i++) {

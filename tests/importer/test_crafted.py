@@ -714,6 +714,32 @@ def case_bounded(d):
     assert not os.path.exists(os.path.join(d, "s.db"))
 
 
+def pid_trace(pid, t0):
+    return "header %d 1 %d 1700000000000000000 0 /bin/p p\nclose 10\n" % (pid, t0)
+
+
+def case_keys(d):
+    """Process keys (importer/keys.c): later traces of a pid get pid + n *
+    10^7 in start order, whatever the order listed; a key that clashes with
+    a real pid, or one beyond 32 bits, is refused naming the trace."""
+    mk = lambda name, pid, t0: mktrace(os.path.join(d, name), pid_trace(pid, t0))
+    late, first, mid = mk("late.trc", 7, 3000000000), mk("first.trc", 7, 1000000000), \
+        mk("mid.trc", 7, 2000000000)
+    db = os.path.join(d, "k.db")
+    trace_import(["-q", late, first, mid, db])
+    c = connect(db)
+    assert c.execute("SELECT pid, trace_path FROM processes ORDER BY pid").fetchall() == \
+        [(7, first), (10000007, mid), (20000007, late)]
+    c.close()
+    other = mk("other.trc", 10000007, 1500000000)
+    p = trace_import([first, mid, other, os.path.join(d, "x.db")], expect=1)
+    assert p.stderr == "trace-import: %s: its process key 10000007 clashes with %s's\n" % (
+        other, mid), p.stderr
+    big = [mk("big%d.trc" % i, 4294967295, 1000000000 * (2 - i)) for i in range(2)]
+    p = trace_import(big + [os.path.join(d, "y.db")], expect=1)
+    assert p.stderr == "trace-import: %s: too many traces of pid 4294967295\n" % big[0], p.stderr
+
+
 def main():
     name = sys.argv[1]
     if not os.path.exists(MKTRACE):
