@@ -28,6 +28,8 @@
 
 struct imp_err {
 	char msg[IMP_ERR_MAX];
+	bool unwritable;              /* the output could not be written (disk
+	                                 full, file size limit, I/O): exit 3 */
 };
 
 /* util.c */
@@ -192,6 +194,9 @@ int imp_db_finish(struct imp_db *db, struct imp_err *e);
 void imp_db_abort(struct imp_db *db);
 const char *imp_db_path(const struct imp_db *db); /* the final path */
 const char *imp_db_errmsg(const struct imp_db *db); /* last SQLite error */
+/* A write to the database failed (disk full, file size limit, I/O error);
+ * imp_db_errmsg says why. */
+bool imp_db_unwritable(const struct imp_db *db);
 /* Directory to put scratch files in (the output's). */
 const char *imp_db_dir(const struct imp_db *db);
 

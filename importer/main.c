@@ -8,7 +8,8 @@
  * Exit codes (README "Exit codes", the same for every tool): 0 imported;
  * 1 unusable input, nothing written; 2 usage error; 3 output not writable
  * (it exists and --force was not given, it is one of the inputs, it is not
- * a heapreel database, its directory is not writable); 5 imported, but a
+ * a heapreel database, its directory is not writable, the disk is full, a
+ * file size limit or an I/O error stopped the writing); 5 imported, but a
  * trace had a damaged or truncated tail (everything before the damage is in
  * the database, meta.damaged=1).
  *
@@ -22,6 +23,7 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,7 +58,8 @@ static const char usage_text[] =
 	"\n"
 	"Exit status: 0 imported; 1 unusable input (nothing written); 2 usage\n"
 	"error; 3 output not writable (exists without --force, one of the inputs,\n"
-	"not a heapreel database, directory not writable); 5 imported, but a\n"
+	"not a heapreel database, directory not writable, disk full, file size\n"
+	"limit, I/O error); 5 imported, but a\n"
 	"trace was damaged or truncated (what precedes the damage is imported,\n"
 	"meta.damaged=1).\n";
 
@@ -202,7 +205,7 @@ int main(int argc, char **argv)
 	bool quiet = false;
 	struct imp_run r = { .o.ckpt_interval = CKPT_INTERVAL_DEFAULT };
 	struct progress pg = {0};
-	struct imp_err e = {{0}};
+	struct imp_err e = { .msg = "" };
 	uint64_t started = now_ns();
 	int c, rc = EXIT_UNUSABLE;
 
@@ -244,6 +247,10 @@ int main(int argc, char **argv)
 
 	if ((rc = check_output(&r)))
 		return rc;
+	/* A file size limit (ulimit -f) then fails a write with EFBIG, which
+	 * is reported and the temporary file removed, instead of killing the
+	 * import. */
+	signal(SIGXFSZ, SIG_IGN);
 	pg.on = !quiet && isatty(2);
 	r.o.progress = progress;
 	r.o.progress_ctx = &pg;
@@ -326,7 +333,7 @@ fail:
 	if (pg.on)
 		fputs("\r\033[K", stderr);
 	fprintf(stderr, "trace-import: %s\n", e.msg);
-	rc = EXIT_UNUSABLE;
+	rc = e.unwritable ? EXIT_UNWRITABLE : EXIT_UNUSABLE;
 done:
 	imp_run_free(&r);
 	return rc;
