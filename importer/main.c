@@ -24,6 +24,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,20 @@ static const char usage_text[] =
 	"limit, I/O error); 5 imported, but a\n"
 	"trace was damaged or truncated (what precedes the damage is imported,\n"
 	"meta.damaged=1).\n";
+
+/* A usage error: one line saying what is wrong, where to read more. */
+__attribute__((format(printf, 1, 2)))
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("trace-import: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (see trace-import --help)\n", stderr);
+	return EXIT_USAGE;
+}
 
 struct progress {
 	bool on;
@@ -209,7 +224,8 @@ int main(int argc, char **argv)
 	uint64_t started = now_ns();
 	int c, rc = EXIT_UNUSABLE;
 
-	while ((c = getopt_long(argc, argv, "fqc:h", longopts, NULL)) != -1) {
+	opterr = 0;                       /* usage errors: one line of ours */
+	while ((c = getopt_long(argc, argv, ":fqc:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			r.force = true;
@@ -232,15 +248,17 @@ int main(int argc, char **argv)
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
-		default:
-			fputs(usage_text, stderr);
-			return EXIT_USAGE;
+		case ':':      /* it was the last argument */
+			return usage_error("option %s needs a value", argv[optind - 1]);
+		default:       /* a short option's letter, or a whole long one */
+			if (optopt)
+				return usage_error("unknown option '-%c'", optopt);
+			return usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
-	if (argc - optind < 2) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
+	if (argc - optind < 2)
+		return usage_error("%s", argc == optind ? "no trace and no database given" :
+				   "give the traces (or their directory), then the database");
 	r.out = argv[argc - 1];
 	r.inputs = &argv[optind];
 	r.ninputs = (size_t)(argc - 1 - optind);

@@ -401,10 +401,25 @@ def case_output(d):
     assert p.stderr.startswith("trace-import: %s: cannot create" % target), p.stderr
     assert not os.path.exists(target)
     os.chmod(ro, 0o700)
-    # usage errors
-    trace_import([trc], expect=2)
-    trace_import(["--bogus", trc, db], expect=2)
     assert "usage:" in trace_import(["--help"]).stdout
+
+
+def case_usage(d):
+    """A usage error is one line saying what is wrong and where to read
+    more (not the whole usage text), exit 2, nothing written."""
+    trc = mktrace(os.path.join(d, "t.trc"), PAIRING)
+    db = os.path.join(d, "t.db")
+    for args, what in (([trc], "give the traces (or their directory), then the database"),
+                       ([], "no trace and no database given"),
+                       (["--bogus", trc, db], "unknown option '--bogus'"),
+                       (["-x", trc, db], "unknown option '-x'"),
+                       (["-qx", trc, db], "unknown option '-x'"),
+                       ([trc, db, "-c"], "option -c needs a value"),
+                       ([trc, db, "--checkpoint-interval"],
+                        "option --checkpoint-interval needs a value")):
+        p = trace_import(args, expect=2)
+        assert p.stderr == "trace-import: %s (see trace-import --help)\n" % what, (args, p.stderr)
+        assert not os.path.exists(db)
 
 
 RECOVER = HEADER + """
