@@ -763,7 +763,7 @@ def bench_import_many(tools, work, runs, quick):
             res[k].append(r)
     events = db_events(os.path.join(work, "many.db"))
     many, one = (statistics.median(r.wall for r in res[k]) for k in ("many", "one"))
-    cpu = statistics.median(r.cpu for r in res["many"])
+    cpu, cpu_one = (statistics.median(r.cpu for r in res[k]) for k in ("many", "one"))
     print("import_many: spawn %d %d %d, %d traces, %d events (%d alternating imports of each)" % (
         children, MANY_BLOCKS, MANY_WAVE, ntraces, events, runs))
     print("  %d traces        %.2f s (CPU %.2f s), %.2f ms/trace, %.2f M events/s, peak RSS %.0f MiB"
@@ -771,9 +771,10 @@ def bench_import_many(tools, work, runs, quick):
               ntraces, many, cpu, many / ntraces * 1e3, events / many / 1e6,
               median_run(res["many"]).rss / MIB,
               ("MET" if many < 10 else "NOT MET") if children == MANY_CHILDREN else "n/a (--quick)"))
-    print("  1 trace           %.2f s, same allocations in one process (median)" % one)
-    print("  per extra trace   %.2f ms ((many - one) / %d)" % ((many - one) / (ntraces - 1) * 1e3,
-                                                             ntraces - 1))
+    print("  1 trace           %.2f s (CPU %.2f s), same allocations in one process (median)" % (
+        one, cpu_one))
+    print("  per extra trace   %.2f ms (CPU %.2f ms): (many - one) / %d" % (
+        (many - one) / (ntraces - 1) * 1e3, (cpu - cpu_one) / (ntraces - 1) * 1e3, ntraces - 1))
 
 
 def find_tools(build):

@@ -267,8 +267,7 @@ def case_forkstorm(d):
     (tests/programs/forkstorm, 50 alive at a time): every child's trace is
     written (no name runs out: before, names stopped at .99), the directory
     imports, and each child's allocations are exact, its inherited blocks
-    included. 150 children pass the old limit; 500 cost minutes of
-    symbolizing each trace's modules again."""
+    included. 150 children pass the old limit."""
     prog = hrtest.prog("forkstorm")
     for p in (hrtest.LIBREC, prog, hrtest.TRACE_IMPORT):
         if not os.path.exists(p):
