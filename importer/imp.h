@@ -214,6 +214,10 @@ struct imp_symstats {
 struct imp_symcache;
 int imp_symcache_new(struct imp_symcache **c);     /* -1 on ENOMEM */
 void imp_symcache_free(struct imp_symcache *c);    /* NULL is fine */
+/* Opens the files at the trace's module paths: every trace's, before any
+ * is symbolized, so that a module is found by its build id wherever the
+ * import has that file, whatever the order of the traces. -1 on ENOMEM. */
+int imp_symcache_add(struct imp_symcache *c, const struct imp_trace *tr);
 /* Writes modules, frames and stacks rows for the trace and fills
  * tr->node_db, db_first/db_count and unknown_stack. */
 int imp_symbolize(struct imp_db *db, struct imp_symcache *cache,

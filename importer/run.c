@@ -399,6 +399,11 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 		goto fail;
 	}
 	for (size_t i = 0; i < r->ntr; i++)
+		if (imp_symcache_add(syms, &tr[i])) {
+			imp_errf(e, "out of memory");
+			goto fail;
+		}
+	for (size_t i = 0; i < r->ntr; i++)
 		if (imp_symbolize(db, syms, &tr[i], &ids, &r->sst, e))
 			goto fail;
 	imp_symcache_free(syms);

@@ -6,7 +6,8 @@
  * Symbols come from libdwfl, offline, through a cache shared by every trace
  * of one import (struct imp_symcache): each module file is opened and
  * reported once, alone in a Dwfl of its own at its link-time addresses, and
- * each of its addresses is resolved once. A file is found by the build id
+ * each of its addresses is resolved once. Every trace's module paths are
+ * opened first (imp_symcache_add); then a module is found by the build id
  * the trace recorded (a file whose own build id is that one is the code
  * that ran, whatever its path), else by path, checked against the file's
  * identity (device, inode, size, mtime), so a file replaced during the
@@ -231,22 +232,15 @@ static bool has_build_id(const struct sym_file *f, const uint8_t *id,
 	return f->build_id_len == len && !memcmp(f->build_id, id, len);
 }
 
-/* The file a recorded module ran from: by its build id if one in the cache
- * has it, else the file at its path now (opened on first use). *f is NULL
- * when nothing is there to read. -1 only for ENOMEM. */
-static int file_of(struct imp_symcache *c, const struct imp_module *m,
-		   struct sym_file **f)
+/* The file at the module's path now, opened on first use; *f is NULL when
+ * nothing is there to read. -1 only for ENOMEM. */
+static int file_at_path(struct imp_symcache *c, const struct imp_module *m,
+			struct sym_file **f)
 {
 	struct sym_file *nf;
 	struct stat sb;
 
 	*f = NULL;
-	for (size_t i = 0; m->build_id_len && i < c->nfiles; i++)
-		if (c->files[i]->dwfl &&
-		    has_build_id(c->files[i], m->build_id, m->build_id_len)) {
-			*f = c->files[i];
-			return 0;
-		}
 	if (m->path[0] != '/' || stat(m->path, &sb))
 		return 0;
 	for (size_t i = 0; i < c->nfiles; i++)
@@ -266,6 +260,30 @@ static int file_of(struct imp_symcache *c, const struct imp_module *m,
 	c->files[c->nfiles++] = nf;
 	*f = nf;
 	return 0;
+}
+
+int imp_symcache_add(struct imp_symcache *c, const struct imp_trace *tr)
+{
+	struct sym_file *f;
+
+	for (size_t i = 0; i < tr->nmods; i++)
+		if (file_at_path(c, &tr->mods[i], &f))
+			return -1;
+	return 0;
+}
+
+/* The file a recorded module ran from: the one of the import's files whose
+ * build id is the recorded one, else the file at its path. */
+static int file_of(struct imp_symcache *c, const struct imp_module *m,
+		   struct sym_file **f)
+{
+	for (size_t i = 0; m->build_id_len && i < c->nfiles; i++)
+		if (c->files[i]->dwfl &&
+		    has_build_id(c->files[i], m->build_id, m->build_id_len)) {
+			*f = c->files[i];
+			return 0;
+		}
+	return file_at_path(c, m, f);
 }
 
 static void hex(char *out, const uint8_t *b, uint32_t n)

@@ -4,8 +4,10 @@ imp_known and imp_inline): exact counts and byte sums per function, a call
 site's file:line, an inlined frame, realloc chains, pairing across threads,
 the peak.
 
-usage: test_recorded.py CASE (known, inline, killed, forker, cxx, inherit, forkstorm, shared)"""
+usage: test_recorded.py CASE (known, inline, killed, forker, cxx, inherit, forkstorm,
+                             shared, rebuilt)"""
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -390,6 +392,41 @@ def case_shared(d):
         alone = os.path.join(d, os.path.basename(trc) + ".db")
         trace_import(["-q", trc, alone])
         assert symbolized_stacks(alone, p) == symbolized_stacks(db, p)
+
+
+def case_rebuilt(d):
+    """A module file replaced since recording (another build id) is not
+    used: its frames stay "libhrdltest.so+0x...", and the summary says
+    modules changed. The same code at another path (found by the build
+    id recorded) resolves them, whatever the order of the traces."""
+    prog, lib = program("imp_shared"), hrtest.prog("libhrdltest.so")
+    for p in (hrtest.LIBREC, prog, lib, hrtest.TRACE_IMPORT):
+        if not os.path.exists(p):
+            hrtest.skip("%s not built" % p)
+    libs = [os.path.join(d, sub, "libhrdltest.so") for sub in ("a", "b")]
+    traces = [os.path.join(d, sub + ".trc") for sub in ("a", "b")]
+    os.mkdir(os.path.dirname(libs[0]))
+    shutil.copy(lib, libs[0])
+    hrtest.record([prog, libs[0], "0"], traces[0])
+    os.unlink(libs[0])
+    shutil.copy(hrtest.LIBREC, libs[0])       # another library: another build id
+    db = os.path.join(d, "a.db")
+    err = trace_import([traces[0], db]).stderr
+    assert "; some modules changed since recording (build id)\n" in err, err
+    pid = one(connect(db), "SELECT pid FROM processes")
+    work = [chain[0] for size, chain in symbolized_stacks(db, pid) if size == 4002]
+    assert len(work) == 4 and all(f[0].startswith("libhrdltest.so+0x") and f[1] is None
+                                  for f in work), work
+    os.mkdir(os.path.dirname(libs[1]))
+    shutil.copy(lib, libs[1])
+    hrtest.record([prog, libs[1], "0"], traces[1])
+    both = os.path.join(d, "both.db")
+    err = trace_import(traces + [both]).stderr
+    assert "changed since recording" not in err, err
+    pids = [r[0] for r in connect(both).execute("SELECT pid FROM processes ORDER BY t_start")]
+    got = [symbolized_stacks(both, p) for p in pids]
+    assert got[0] == got[1], [x for x in zip(got[0], got[1]) if x[0] != x[1]][:2]
+    assert [chain[0][0] for size, chain in got[0] if size == 4002] == ["work_site"] * 4, got[0]
 
 
 def main():
