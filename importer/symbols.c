@@ -38,8 +38,7 @@ extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
 
 #define MAX_INLINE 64                 /* deepest inline chain kept per ip */
 #define NAME_MAX_LEN 4096             /* longest "module+0x..." name */
-#define IP_MIN_CAP 1024               /* initial ip -> frames slots */
-#define PC_MIN_CAP 256                /* initial pc -> frames slots of a file */
+#define SLOTS_MIN 256                 /* first capacity of an address table */
 
 struct sym_frame {                    /* one level of one ip, outermost first */
 	char *function;
@@ -47,11 +46,21 @@ struct sym_frame {                    /* one level of one ip, outermost first */
 	int line;
 };
 
-struct pc_entry {                     /* a file's pc -> its resolved frames */
-	uint64_t pc;                  /* link-time address looked up */
-	struct sym_frame *f;          /* n frames; NULL if n == 0 */
-	uint32_t n;                   /* 0: unresolved */
+/* An address's frames: in a file's table (pc -> the frames resolved) or
+ * in a trace's (ip -> its frames rows). */
+struct slot {
+	uint64_t key;                 /* pc or ip */
 	bool full;                    /* slot in use */
+	uint32_t n;                   /* frames (0: pc unresolved) */
+	union {
+		struct sym_frame *f;  /* a file's: n frames, NULL if none */
+		int64_t first_frame;  /* a trace's: frames.id of the first */
+	};
+};
+
+struct table {                        /* open addressing, linear probing */
+	struct slot *s;
+	size_t cap, n;                /* cap: a power of two, or 0 */
 };
 
 struct sym_file {                     /* one module file, opened once per import */
@@ -61,19 +70,12 @@ struct sym_file {                     /* one module file, opened once per import
 	uint32_t build_id_len;
 	Dwfl *dwfl;                   /* this file alone, at bias 0; NULL: unusable */
 	Dwfl_Module *mod;
-	struct pc_entry *pcs;
-	size_t pccap, npcs;
+	struct table pcs;             /* pc (link-time) -> resolved frames */
 };
 
 struct imp_symcache {
 	struct sym_file **files;      /* pointers: entries never move */
 	size_t nfiles, capfiles;
-};
-
-struct ip_entry {                     /* ip -> its frames rows */
-	uint64_t ip;
-	int64_t first_frame;          /* 0 = empty slot */
-	uint32_t nframes;
 };
 
 struct sym {
@@ -84,8 +86,7 @@ struct sym {
 	struct imp_symstats *st;
 	struct sym_file **file;       /* per tr->mods: its file, NULL if unusable */
 	uint64_t *bias;               /* per tr->mods: load bias, if file */
-	struct ip_entry *ips;
-	size_t ipcap, nips;
+	struct table ips;             /* ip -> its frames rows */
 	uint8_t *state;               /* per node: 0 new, 1 in progress, 2 done */
 	struct imp_err *e;
 };
@@ -165,11 +166,13 @@ static void frames_free(struct sym_frame *f, int n)
 
 static void file_free(struct sym_file *f)
 {
-	for (size_t i = 0; i < f->pccap; i++) {
-		frames_free(f->pcs[i].f, (int)f->pcs[i].n);
-		free(f->pcs[i].f);
+	for (size_t i = 0; i < f->pcs.cap; i++) {
+		if (!f->pcs.s[i].full)
+			continue;
+		frames_free(f->pcs.s[i].f, (int)f->pcs.s[i].n);
+		free(f->pcs.s[i].f);
 	}
-	free(f->pcs);
+	free(f->pcs.s);
 	if (f->dwfl)
 		dwfl_end(f->dwfl);
 	free(f->build_id);
@@ -531,52 +534,50 @@ static int resolve(Dwfl *dwfl, uint64_t pc, struct sym_frame *f)
 	return n;
 }
 
-/* Open addressing, Fibonacci hashing: the slot where key's search starts. */
-static size_t hash_slot(uint64_t key, size_t cap)
+/* The slot of key, or the empty one where it goes (Fibonacci hashing). */
+static struct slot *slot_of(struct table *t, uint64_t key)
 {
-	return (size_t)((key * IMP_HASH_MUL) >> 17) & (cap - 1);
+	size_t i = (size_t)((key * IMP_HASH_MUL) >> 17) & (t->cap - 1);
+
+	while (t->s[i].full && t->s[i].key != key)
+		i = (i + 1) & (t->cap - 1);
+	return &t->s[i];
 }
 
-static struct pc_entry *pc_slot(struct sym_file *f, uint64_t pc)
+/* Room for one more entry (at most half full); -1 on ENOMEM, t intact. */
+static int table_room(struct table *t)
 {
-	size_t i = hash_slot(pc, f->pccap);
+	struct slot *old = t->s;
+	size_t oldcap = t->cap;
 
-	while (f->pcs[i].full && f->pcs[i].pc != pc)
-		i = (i + 1) & (f->pccap - 1);
-	return &f->pcs[i];
-}
-
-static int pc_grow(struct sym_file *f)
-{
-	struct pc_entry *old = f->pcs;
-	size_t oldcap = f->pccap;
-
-	f->pccap = oldcap ? oldcap * 2 : PC_MIN_CAP;
-	f->pcs = calloc(f->pccap, sizeof *f->pcs);
-	if (!f->pcs) {
-		f->pcs = old;      /* file_free still frees what it holds */
-		f->pccap = oldcap;
+	if ((t->n + 1) * 2 <= t->cap)
+		return 0;
+	t->cap = oldcap ? oldcap * 2 : SLOTS_MIN;
+	t->s = calloc(t->cap, sizeof *t->s);
+	if (!t->s) {
+		t->s = old;
+		t->cap = oldcap;
 		return -1;
 	}
 	for (size_t i = 0; i < oldcap; i++)
 		if (old[i].full)
-			*pc_slot(f, old[i].pc) = old[i];
+			*slot_of(t, old[i].key) = old[i];
 	free(old);
 	return 0;
 }
 
 /* The frames of the code at pc (link-time address) of file f, resolved on
  * first use by any trace of the import; NULL on ENOMEM. */
-static const struct pc_entry *pc_frames(struct sym_file *f, uint64_t pc)
+static const struct slot *pc_frames(struct sym_file *f, uint64_t pc)
 {
 	struct sym_frame tmp[MAX_INLINE];
-	struct pc_entry *ent;
+	struct slot *ent;
 	bool oom = false;
 	int n;
 
-	if ((f->npcs + 1) * 2 > f->pccap && pc_grow(f))
+	if (table_room(&f->pcs))
 		return NULL;
-	ent = pc_slot(f, pc);
+	ent = slot_of(&f->pcs, pc);
 	if (ent->full)
 		return ent;
 	n = resolve(f->dwfl, pc, tmp);
@@ -590,36 +591,11 @@ static const struct pc_entry *pc_frames(struct sym_file *f, uint64_t pc)
 	}
 	if (n > 0)
 		memcpy(ent->f, tmp, (size_t)n * sizeof *tmp);
-	ent->pc = pc;
+	ent->key = pc;
 	ent->n = (uint32_t)n;
 	ent->full = true;
-	f->npcs++;
+	f->pcs.n++;
 	return ent;
-}
-
-static struct ip_entry *ip_slot(struct sym *s, uint64_t ip)
-{
-	size_t i = hash_slot(ip, s->ipcap);
-
-	while (s->ips[i].first_frame && s->ips[i].ip != ip)
-		i = (i + 1) & (s->ipcap - 1);
-	return &s->ips[i];
-}
-
-static int ip_grow(struct sym *s)
-{
-	struct ip_entry *old = s->ips;
-	size_t oldcap = s->ipcap;
-
-	s->ipcap = oldcap ? oldcap * 2 : IP_MIN_CAP;
-	s->ips = calloc(s->ipcap, sizeof *s->ips);
-	if (!s->ips)
-		return -1;
-	for (size_t i = 0; i < oldcap; i++)
-		if (old[i].first_frame)
-			*ip_slot(s, old[i].ip) = old[i];
-	free(old);
-	return 0;
 }
 
 /* "module+0xoffset" (the offset in its file) or "0xip": an unresolved ip. */
@@ -643,23 +619,23 @@ static int unresolved_name(const struct imp_module *m, uint64_t ip,
 }
 
 /* The frames rows of ip, written on first use. */
-static struct ip_entry *frames_of(struct sym *s, uint64_t ip)
+static struct slot *frames_of(struct sym *s, uint64_t ip)
 {
 	struct sym_frame own;
 	const struct sym_frame *f = NULL;
-	const struct pc_entry *pe;
-	struct ip_entry *ent;
+	const struct slot *pe;
+	struct slot *ent;
 	const struct imp_module *m;
 	size_t mi = 0;
 	uint32_t n = 0;
 	int rc = 0;
 
-	if ((s->nips + 1) * 2 > s->ipcap && ip_grow(s)) {
+	if (table_room(&s->ips)) {
 		imp_errf(s->e, "out of memory");
 		return NULL;
 	}
-	ent = ip_slot(s, ip);
-	if (ent->first_frame)
+	ent = slot_of(&s->ips, ip);
+	if (ent->full)
 		return ent;
 	m = module_of(s, ip, &mi);
 	if (m && s->file[mi]) {
@@ -682,10 +658,11 @@ static struct ip_entry *frames_of(struct sym *s, uint64_t ip)
 		n = 1;
 		s->st->unresolved++;
 	}
-	ent->ip = ip;
+	ent->key = ip;
+	ent->full = true;
 	ent->first_frame = s->ids->frame + 1;
-	ent->nframes = n;
-	s->nips++;
+	ent->n = n;
+	s->ips.n++;
 	for (uint32_t i = 0; i < n && !rc; i++)
 		rc = imp_db_insert(s->db, "INSERT INTO frames VALUES(?,?,?,?,?,?,?)",
 				   "iuzttzi", ++s->ids->frame, ip,
@@ -730,12 +707,12 @@ static int resolve_node(struct sym *s, uint32_t id)
 		uint32_t par = tr->nodes[k].parent;
 		int64_t parent = par && par < tr->nnodes && s->state[par] == 2 ?
 				 tr->node_db[par] : 0;
-		struct ip_entry *ent = frames_of(s, tr->nodes[k].ip);
+		struct slot *ent = frames_of(s, tr->nodes[k].ip);
 		int64_t sid = 0;
 
 		if (!ent)
 			goto out;
-		for (uint32_t d = 0; d < ent->nframes; d++) {
+		for (uint32_t d = 0; d < ent->n; d++) {
 			if (add_stack(s, parent, ent->first_frame + d, &sid))
 				goto out;
 			parent = sid;
@@ -764,7 +741,7 @@ int imp_symbolize(struct imp_db *db, struct imp_symcache *cache,
 	tr->db_first = (uint32_t)(ids->stack + 1);
 	tr->node_db = calloc(tr->nnodes ? tr->nnodes : 1, sizeof *tr->node_db);
 	s.state = calloc(tr->nnodes ? tr->nnodes : 1, 1);
-	if (!tr->node_db || !s.state || ip_grow(&s) || attach_modules(&s)) {
+	if (!tr->node_db || !s.state || attach_modules(&s)) {
 		imp_errf(e, "out of memory");
 		goto out;
 	}
@@ -788,7 +765,7 @@ int imp_symbolize(struct imp_db *db, struct imp_symcache *cache,
 out:
 	free(s.file);
 	free(s.bias);
-	free(s.ips);
+	free(s.ips.s);
 	free(s.state);
 	return rc;
 }
