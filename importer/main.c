@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -63,6 +64,20 @@ static const char usage_text[] =
 	"limit, I/O error); 5 imported, but a\n"
 	"trace was damaged or truncated (what precedes the damage is imported,\n"
 	"meta.damaged=1).\n";
+
+/* Pass 1 keeps every trace open until the import ends, and the symbol
+ * cache each module file: a run of thousands of processes needs more file
+ * descriptors than the usual soft limit (1024). The hard limit is ours to
+ * take; if even that is too low, opening a trace fails with one line. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
 
 /* A usage error: one line saying what is wrong, where to read more. */
 __attribute__((format(printf, 1, 2)))
@@ -269,6 +284,7 @@ int main(int argc, char **argv)
 	 * is reported and the temporary file removed, instead of killing the
 	 * import. */
 	signal(SIGXFSZ, SIG_IGN);
+	raise_fd_limit();
 	pg.on = !quiet && isatty(2);
 	r.o.progress = progress;
 	r.o.progress_ctx = &pg;

@@ -6,10 +6,12 @@ traces into one database, .ring recovery, and every kind of bad input.
 
 usage: test_crafted.py CASE   (one of the functions named case_*)"""
 import os
+import resource
 import shutil
 import sqlite3
 import stat
 import struct
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -753,6 +755,31 @@ def case_keys(d):
     big = [mk("big%d.trc" % i, 4294967295, 1000000000 * (2 - i)) for i in range(2)]
     p = trace_import(big + [os.path.join(d, "y.db")], expect=1)
     assert p.stderr == "trace-import: %s: too many traces of pid 4294967295\n" % big[0], p.stderr
+
+
+MANY_TRACES = 200                       # traces of one import ...
+NOFILE_SOFT = 64                        # ... above this soft limit of descriptors
+NOFILE_HARD = 1024
+
+
+def case_nofile(d):
+    """A run of more traces than the soft limit of open files (1024 on most
+    systems; issue 22's run had 3042): trace-import keeps every trace open,
+    so it raises its soft limit to the hard one and imports them all."""
+    run = os.path.join(d, "run")
+    os.mkdir(run)
+    for i in range(MANY_TRACES):
+        mktrace(os.path.join(run, "p%d.trc" % i), pid_trace(1000 + i, 1000000000 + i))
+    db = os.path.join(d, "n.db")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE_SOFT, NOFILE_HARD))
+    p = subprocess.run([hrtest.TRACE_IMPORT, "-q", run, db], capture_output=True, text=True,
+                       preexec_fn=limit)
+    assert p.returncode == 0 and p.stderr == "", (p.returncode, p.stderr)
+    c = connect(db)
+    assert one(c, "SELECT COUNT(*) FROM processes") == MANY_TRACES
+    c.close()
 
 
 def main():
