@@ -61,9 +61,8 @@ static const char usage_text[] =
 	"Exit status: 0 imported; 1 unusable input (nothing written); 2 usage\n"
 	"error; 3 output not writable (exists without --force, one of the inputs,\n"
 	"not a heapreel database, directory not writable, disk full, file size\n"
-	"limit, I/O error); 5 imported, but a\n"
-	"trace was damaged or truncated (what precedes the damage is imported,\n"
-	"meta.damaged=1).\n";
+	"limit, I/O error); 5 imported, but a trace was damaged or truncated\n"
+	"(what precedes the damage is imported, meta.damaged=1).\n";
 
 /* Pass 1 keeps every trace open until the import ends, and the symbol
  * cache each module file: a run of thousands of processes needs more file
