@@ -10,6 +10,11 @@ workload: the median wall-time ratio vs the baseline with its min-max, trace
 bytes per event, the recorder's extra peak RSS and the issue-2 overhead
 target; then, for each later stage that is built, its figures (import,
 snapshots, TUI steps). A stage that is not built is skipped with one line.
+Then many small traces (issue 22): bench/workloads/spawn.c forks
+MANY_CHILDREN children under trace-record, one trace each, and the run's
+directory is imported alternately with the same allocations made by one
+process (spawn's WAVE 0): total import time, ms per trace, events per
+second, and the many traces' cost beyond their events (medians).
 Last, bounded recording's memory: our own workload bench/bounded_live.c
 (5 M live blocks, churned) run alternately without profiler, recorded and
 recorded under REC_MAX_SIZE, with the recorder's extra peak RSS per live
@@ -55,6 +60,10 @@ LIVE_ROUNDS = 40              # bounded_live: churn rounds (a tenth of the block
 # REC_MAX_SIZE of the bounded_live runs: a quarter must hold a keyframe of
 # 5 M blocks (about 16 bytes each), and the run writes several keyframes.
 LIVE_MAX_SIZE = "512M"
+MANY_CHILDREN = 3000          # import_many: traces of one run (issue 22: < 10 s)
+QUICK_MANY_CHILDREN = 300
+MANY_BLOCKS = 125             # allocations per child (~750 k events in all, as in issue 22)
+MANY_WAVE = 4                 # children alive at a time
 TUI_STEPS = 100               # cursor steps timed by trace-tui --bench-steps
 PTY_COLS, PTY_ROWS = 120, 40  # the terminal the TUI is timed in
 KIB = 1024
@@ -701,6 +710,73 @@ def bench_crowd(tools, work, runs):
               max(lent) if lent else "?"))
 
 
+def record_spawn(tools, spawn, work, name, children, wave):
+    """A trace-record run of spawn into the fresh directory work/name;
+    returns it, or None after saying why it failed."""
+    run = os.path.join(work, name)
+    p = subprocess.run([tools["record"], "-o", run + "/", "--", spawn, str(children),
+                        str(MANY_BLOCKS), str(wave)], stdin=subprocess.DEVNULL,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                       env=clean_env(), timeout=RUN_TIMEOUT_S)
+    if p.returncode != 0:
+        print("  %-17s recording FAILED (exit %d): %s" % (name, p.returncode, last_line(p.stderr)))
+        return None
+    return run
+
+
+def db_events(db):
+    con = sqlite3.connect("file:%s?mode=ro" % db, uri=True)
+    try:
+        return int(con.execute("SELECT value FROM meta WHERE key = 'events'").fetchone()[0])
+    finally:
+        con.close()
+
+
+def bench_import_many(tools, work, runs, quick):
+    """Issue 22: a run of many small processes. spawn's children recorded by
+    trace-record (one trace each), the directory imported alternately with
+    one trace of the same allocations (spawn WAVE 0); medians of the
+    import times, per trace and per event, and the many traces' extra time
+    per trace over the single one."""
+    if not (tools["import"] and tools["record"]):
+        print("import_many: skipped (trace-import or trace-record not built)")
+        return
+    spawn = os.path.join(work, "spawn")
+    subprocess.run(["cc", "-std=c17", "-O2", "-g", "-fno-omit-frame-pointer",
+                    os.path.join(WORKLOADS, "spawn.c"), "-o", spawn], check=True)
+    children = QUICK_MANY_CHILDREN if quick else MANY_CHILDREN
+    dirs = {"many": record_spawn(tools, spawn, work, "many", children, MANY_WAVE),
+            "one": record_spawn(tools, spawn, work, "one", children, 0)}
+    if None in dirs.values():
+        return
+    ntraces = len([f for f in os.listdir(dirs["many"]) if ".trc" in f])
+    res = {"many": [], "one": []}
+    for _ in range(runs):
+        for k, d in dirs.items():
+            db = os.path.join(work, k + ".db")
+            remove(db)
+            r = timed([tools["import"], "-q", d, db], cwd=work)
+            if not r.ok:
+                print("import_many: import of %s FAILED (exit %d): %s" % (
+                    d, r.rc, last_line(r.err)))
+                return
+            res[k].append(r)
+    events = db_events(os.path.join(work, "many.db"))
+    many, one = (statistics.median(r.wall for r in res[k]) for k in ("many", "one"))
+    cpu, cpu_one = (statistics.median(r.cpu for r in res[k]) for k in ("many", "one"))
+    print("import_many: spawn %d %d %d, %d traces, %d events (%d alternating imports of each)" % (
+        children, MANY_BLOCKS, MANY_WAVE, ntraces, events, runs))
+    print("  %d traces        %.2f s (CPU %.2f s), %.2f ms/trace, %.2f M events/s, peak RSS %.0f MiB"
+          " (median); issue 22 target < 10 s for 3000: %s" % (
+              ntraces, many, cpu, many / ntraces * 1e3, events / many / 1e6,
+              median_run(res["many"]).rss / MIB,
+              ("MET" if many < 10 else "NOT MET") if children == MANY_CHILDREN else "n/a (--quick)"))
+    print("  1 trace           %.2f s (CPU %.2f s), same allocations in one process (median)" % (
+        one, cpu_one))
+    print("  per extra trace   %.2f ms (CPU %.2f ms): (many - one) / %d" % (
+        (many - one) / (ntraces - 1) * 1e3, (cpu - cpu_one) / (ntraces - 1) * 1e3, ntraces - 1))
+
+
 def find_tools(build):
     def exe(*parts):
         p = os.path.join(build, *parts)
@@ -714,6 +790,7 @@ def find_tools(build):
         "bounded_live": exe("bench", "bounded_live"),
         "heaptrack": shutil.which("heaptrack"),
         "crowd": exe("tests", "programs", "crowd"),
+        "record": exe("recorder", "trace-record"),
     }
     if not os.path.exists(tools["librec"]):
         sys.exit("bench: %s not found: build first (./heapreel build)" % tools["librec"])
@@ -732,7 +809,8 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="1 run of smaller workloads, to check the harness")
     ap.add_argument("--only", metavar="WORD",
-                    help="only the workloads whose name contains WORD (churn, sqlite3, crowd, bounded)")
+                    help="only the workloads whose name contains WORD (churn, sqlite3, crowd, "
+                    "import_many, bounded)")
     ap.add_argument("--build", default=os.path.join(REPO, "build"), help="build directory")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--no-sampling", action="store_true",
@@ -746,7 +824,8 @@ def main():
     work = tempfile.mkdtemp(prefix="heapreel-bench-")
     try:
         # bounded_live and crowd are built by meson
-        workloads = [] if a.only in ("bounded", "crowd") else prepare_workloads(work, a.quick)
+        workloads = [] if a.only in ("bounded", "crowd", "import_many") else \
+            prepare_workloads(work, a.quick)
         if a.only:
             workloads = [w for w in workloads if a.only in w[0]]
         print("heapreel bench: %s, %d run(s) of each variant, work dir %s" % (
@@ -768,9 +847,12 @@ def main():
             if not a.keep:  # big files go as soon as their workload is done
                 for f in list(res["keep"].values()) + [db]:
                     remove(f)
-        print_table(rows)
+        if rows:
+            print_table(rows)
         if not a.only or a.only in "crowd":
             bench_crowd(tools, work, runs)
+        if not a.only or a.only in "import_many":
+            bench_import_many(tools, work, runs, a.quick)
         if not a.only or a.only in "bounded":
             bench_bounded_memory(tools, work, runs, a.quick)
     finally:

@@ -57,6 +57,7 @@ struct imp_db {
 	struct imp_bulk bulk;         /* the source imp_bulk reads */
 	struct stmt_slot cache[DB_STMT_CACHE];
 	char err[256];
+	bool unwritable;              /* a write to the output failed (sticky) */
 };
 
 /* The temporary path, for the signal handler: deleting it is the only
@@ -72,9 +73,35 @@ static void on_signal(int sig)
 	raise(sig);
 }
 
+/* An errno that only a write to a full or limited file system gives. */
+static bool write_errno(int err)
+{
+	return err == ENOSPC || err == EFBIG || err == EDQUOT;
+}
+
+/* Keeps SQLite's last error in db->err. One that the output's file
+ * system caused (disk full, file size limit, I/O error) marks the output
+ * unwritable and says the system's reason where it is known: SQLite keeps
+ * it for some codes only (not for SQLITE_IOERR_WRITE), so errno, read
+ * first thing, when it is one that only such a write gives. */
+static void note(struct imp_db *db)
+{
+	int err = errno;
+	int code = sqlite3_extended_errcode(db->h), sys = sqlite3_system_errno(db->h);
+	bool io = (code & 0xff) == SQLITE_FULL || (code & 0xff) == SQLITE_CANTOPEN ||
+		  ((code & 0xff) == SQLITE_IOERR && code != SQLITE_IOERR_NOMEM);
+
+	if (io && !sys && write_errno(err))
+		sys = err;
+	db->unwritable |= io;
+	snprintf(db->err, sizeof db->err, "%s",
+		 io && sys ? strerror(sys) : sqlite3_errmsg(db->h));
+}
+
 static int fail(struct imp_db *db, struct imp_err *e, const char *what)
 {
-	imp_errf(e, "%s: %s: %s", db->out, what, sqlite3_errmsg(db->h));
+	note(db);
+	imp_errf(e, "%s: %s: %s", db->out, what, db->err);
 	return -1;
 }
 
@@ -216,6 +243,7 @@ int imp_db_create(struct imp_db **dbp, const char *out, bool force,
 	if (fd < 0) {
 		imp_errf(e, "%s: cannot create %s: %s", out, db->tmp,
 			 strerror(errno));
+		e->unwritable = true;
 		db->tmp[0] = 0;
 		goto err;
 	}
@@ -283,7 +311,7 @@ static int step(struct imp_db *db, sqlite3_stmt *st)
 
 	sqlite3_reset(st);
 	if (rc != SQLITE_DONE) {
-		snprintf(db->err, sizeof db->err, "%s", sqlite3_errmsg(db->h));
+		note(db);
 		return -1;
 	}
 	return 0;
@@ -296,7 +324,7 @@ int imp_db_insert(struct imp_db *db, const char *sql, const char *types, ...)
 	int i, rc = 0;
 
 	if (!st) {
-		snprintf(db->err, sizeof db->err, "%s", sqlite3_errmsg(db->h));
+		note(db);
 		return -1;
 	}
 	va_start(ap, types);
@@ -337,7 +365,7 @@ int imp_db_insert(struct imp_db *db, const char *sql, const char *types, ...)
 	}
 	va_end(ap);
 	if (rc != SQLITE_OK) {
-		snprintf(db->err, sizeof db->err, "%s", sqlite3_errmsg(db->h));
+		note(db);
 		sqlite3_reset(st);
 		return -1;
 	}
@@ -354,7 +382,7 @@ int imp_db_bulk(struct imp_db *db, const char *sql,
 	rc = sqlite3_exec(db->h, sql, NULL, NULL, NULL);
 	db->bulk.next = NULL;
 	if (rc != SQLITE_OK) {
-		snprintf(db->err, sizeof db->err, "%s", sqlite3_errmsg(db->h));
+		note(db);
 		return -1;
 	}
 	return 0;
@@ -407,7 +435,9 @@ int imp_db_finish(struct imp_db *db, struct imp_err *e)
 		return fail(db, e, "close");
 	db->h = NULL;
 	if (sync_path(db->tmp, 0) || rename(db->tmp, db->out)) {
-		imp_errf(e, "%s: %s", db->out, strerror(errno));
+		snprintf(db->err, sizeof db->err, "%s", strerror(errno));
+		db->unwritable = true;
+		imp_errf(e, "%s: %s", db->out, db->err);
 		return -1;
 	}
 	tmp_armed = 0;
@@ -451,6 +481,11 @@ const char *imp_db_path(const struct imp_db *db)
 const char *imp_db_errmsg(const struct imp_db *db)
 {
 	return db->err;
+}
+
+bool imp_db_unwritable(const struct imp_db *db)
+{
+	return db->unwritable;
 }
 
 const char *imp_db_dir(const struct imp_db *db)

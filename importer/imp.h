@@ -28,6 +28,8 @@
 
 struct imp_err {
 	char msg[IMP_ERR_MAX];
+	bool unwritable;              /* the output could not be written (disk
+	                                 full, file size limit, I/O): exit 3 */
 };
 
 /* util.c */
@@ -145,6 +147,9 @@ int imp_trace_node(struct imp_trace *tr, uint32_t id, uint32_t parent,
 int imp_trace_thread(struct imp_trace *tr, uint32_t tid, const char *name);
 /* Sets every trace's pid key: -1 (e) if two cannot be told apart. */
 int imp_trace_keys(struct imp_trace *tr, size_t ntr, struct imp_err *e);
+/* Sets every forked child's parent (IMP_NO_TRACE: not here, or not
+ * before it, and for traces not forked); -1 (e) on ENOMEM. */
+int imp_trace_parents(struct imp_trace *tr, size_t ntr, struct imp_err *e);
 /* The run's program: the trace of the program the process of trace
  * `first` ran last (itself, or the last program it exec'd). */
 size_t imp_main_trace(const struct imp_trace *tr, size_t ntr, size_t first);
@@ -189,6 +194,9 @@ int imp_db_finish(struct imp_db *db, struct imp_err *e);
 void imp_db_abort(struct imp_db *db);
 const char *imp_db_path(const struct imp_db *db); /* the final path */
 const char *imp_db_errmsg(const struct imp_db *db); /* last SQLite error */
+/* A write to the database failed (disk full, file size limit, I/O error);
+ * imp_db_errmsg says why. */
+bool imp_db_unwritable(const struct imp_db *db);
 /* Directory to put scratch files in (the output's). */
 const char *imp_db_dir(const struct imp_db *db);
 
@@ -201,9 +209,19 @@ struct imp_ids {                      /* next free row ids, shared by traces */
 struct imp_symstats {
 	uint64_t ips, unresolved, frames, stacks, mismatched;
 };
+/* Every module file an import reads, opened once, and the symbols of the
+ * addresses looked up in it so far: shared by the import's traces. */
+struct imp_symcache;
+int imp_symcache_new(struct imp_symcache **c);     /* -1 on ENOMEM */
+void imp_symcache_free(struct imp_symcache *c);    /* NULL is fine */
+/* Opens the files at the trace's module paths: every trace's, before any
+ * is symbolized, so that a module is found by its build id wherever the
+ * import has that file, whatever the order of the traces. -1 on ENOMEM. */
+int imp_symcache_add(struct imp_symcache *c, const struct imp_trace *tr);
 /* Writes modules, frames and stacks rows for the trace and fills
  * tr->node_db, db_first/db_count and unknown_stack. */
-int imp_symbolize(struct imp_db *db, struct imp_trace *tr, struct imp_ids *ids,
+int imp_symbolize(struct imp_db *db, struct imp_symcache *cache,
+		  struct imp_trace *tr, struct imp_ids *ids,
 		  struct imp_symstats *st, struct imp_err *e);
 /* The stacks.id an event's stack id stands for ("[unknown]" for 0 and
  * ids the trace never defined). */

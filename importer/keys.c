@@ -12,7 +12,12 @@
  *
  * The run's program (imp_main_trace) is the last image of the first
  * process: what a wrapper script or a shim exec'd is what the user ran.
+ * A forked child's parent trace (imp_trace_parents) is found by its
+ * parent's pid and start. Both go through the traces sorted by pid and
+ * start, never by comparing every pair: a run can leave thousands.
  */
+#include <stdlib.h>
+
 #include "imp.h"
 
 /* 10^7: above PID_MAX_LIMIT (4194304); keys stay below 2^32 up to image 428. */
@@ -27,30 +32,127 @@ static bool started_before(const struct imp_trace *tr, size_t k, size_t i)
 	return tk < ti || (tk == ti && k < i);
 }
 
+/* One trace in a sorted index: by a, then b, then its index i. */
+struct ix {
+	uint64_t a, b;
+	size_t i;
+};
+
+static int ix_cmp(const void *pa, const void *pb)
+{
+	const struct ix *x = pa, *y = pb;
+
+	if (x->a != y->a)
+		return x->a < y->a ? -1 : 1;
+	if (x->b != y->b)
+		return x->b < y->b ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The traces by (header pid, start): a pid's images in started_before
+ * order, one after the other. NULL on ENOMEM. */
+static struct ix *by_pid_start(const struct imp_trace *tr, size_t ntr)
+{
+	struct ix *o = malloc((ntr ? ntr : 1) * sizeof *o);
+
+	if (!o)
+		return NULL;
+	for (size_t i = 0; i < ntr; i++)
+		o[i] = (struct ix){ tr[i].hdr->pid, tr[i].hdr->t0_mono_ns, i };
+	qsort(o, ntr, sizeof *o, ix_cmp);
+	return o;
+}
+
+/* Two traces given one key: the first in trace order that repeats an
+ * earlier trace's key, and that earlier one (-1 if none; 0 if they all
+ * differ). */
+static int clash(struct imp_trace *tr, size_t ntr, struct ix *o,
+		 struct imp_err *e)
+{
+	size_t best = SIZE_MAX, with = 0;
+
+	for (size_t i = 0; i < ntr; i++)
+		o[i] = (struct ix){ tr[i].pid, 0, i };
+	qsort(o, ntr, sizeof *o, ix_cmp);
+	/* in a run of equal keys, the second repeats the first */
+	for (size_t j = 1; j < ntr; j++)
+		if (o[j].a == o[j - 1].a && (j == 1 || o[j - 2].a != o[j].a) &&
+		    o[j].i < best) {
+			best = o[j].i;
+			with = o[j - 1].i;
+		}
+	if (best == SIZE_MAX)
+		return 0;
+	imp_errf(e, "%s: its process key %u clashes with %s's",
+		 tr[best].path, tr[best].pid, tr[with].path);
+	return -1;
+}
+
 int imp_trace_keys(struct imp_trace *tr, size_t ntr, struct imp_err *e)
 {
-	for (size_t i = 0; i < ntr; i++) {
-		const struct tf_header *h = tr[i].hdr;
-		uint64_t image = 0;
+	struct ix *o = by_pid_start(tr, ntr);
+	size_t first = 0, bad = SIZE_MAX;
+	int rc;
 
-		for (size_t k = 0; k < ntr; k++)
-			if (tr[k].hdr->pid == h->pid && started_before(tr, k, i))
-				image++;
-		uint64_t key = h->pid + image * IMP_IMAGE_STEP;
-		if (key > UINT32_MAX) {
-			imp_errf(e, "%s: too many traces of pid %u", tr[i].path, h->pid);
-			return -1;
-		}
-		tr[i].pid = (uint32_t)key;
+	if (!o) {
+		imp_errf(e, "out of memory");
+		return -1;
 	}
-	/* a header's pid is not trusted to stay below the step */
-	for (size_t i = 0; i < ntr; i++)
-		for (size_t k = 0; k < i; k++)
-			if (tr[k].pid == tr[i].pid) {
-				imp_errf(e, "%s: its process key %u clashes with %s's",
-					 tr[i].path, tr[i].pid, tr[k].path);
-				return -1;
-			}
+	for (size_t j = 0; j < ntr; j++) {
+		if (o[j].a != o[first].a)
+			first = j;
+		/* j - first: how many of its pid's traces started before it */
+		uint64_t key = o[j].a + (j - first) * (uint64_t)IMP_IMAGE_STEP;
+
+		if (key > UINT32_MAX && o[j].i < bad)
+			bad = o[j].i;      /* reported in trace order */
+		tr[o[j].i].pid = (uint32_t)key;
+	}
+	if (bad != SIZE_MAX) {
+		imp_errf(e, "%s: too many traces of pid %u", tr[bad].path, tr[bad].hdr->pid);
+		rc = -1;
+	} else {
+		/* a header's pid is not trusted to stay below the step */
+		rc = clash(tr, ntr, o, e);
+	}
+	free(o);
+	return rc;
+}
+
+/* A forked child's parent: the trace of pid fork_ppid that started at
+ * fork_parent_t0 (the last listed, if several), strictly before the fork,
+ * which precedes the child's start: no cycle, and the seeding precedes
+ * the child's events. */
+int imp_trace_parents(struct imp_trace *tr, size_t ntr, struct imp_err *e)
+{
+	struct ix *o = by_pid_start(tr, ntr);
+
+	if (!o) {
+		imp_errf(e, "out of memory");
+		return -1;
+	}
+	for (size_t i = 0; i < ntr; i++) {
+		struct imp_trace *c = &tr[i];
+		size_t lo = 0, hi = ntr;
+		/* past every trace of that pid and start */
+		struct ix want = { c->fork_ppid, c->fork_parent_t0, SIZE_MAX };
+
+		c->parent = IMP_NO_TRACE;
+		if (!c->forked || c->fork_parent_t0 > c->fork_mono ||
+		    c->fork_mono >= c->hdr->t0_mono_ns)
+			continue;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+
+			if (ix_cmp(&o[mid], &want) < 0)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		if (lo > 0 && o[lo - 1].a == want.a && o[lo - 1].b == want.b)
+			c->parent = o[lo - 1].i;
+	}
+	free(o);
 	return 0;
 }
 

@@ -8,7 +8,9 @@
 
 #include "imp.h"
 
-#define LIVE_MIN_CAP 4096             /* initial slots */
+/* Initial slots: small, as most processes of a many-process run hold few
+ * blocks (a table per process is allocated up front); doubling is cheap. */
+#define LIVE_MIN_CAP 64
 
 int imp_live_init(struct imp_livetab *t)
 {

@@ -8,7 +8,8 @@
  * Exit codes (README "Exit codes", the same for every tool): 0 imported;
  * 1 unusable input, nothing written; 2 usage error; 3 output not writable
  * (it exists and --force was not given, it is one of the inputs, it is not
- * a heapreel database, its directory is not writable); 5 imported, but a
+ * a heapreel database, its directory is not writable, the disk is full, a
+ * file size limit or an I/O error stopped the writing); 5 imported, but a
  * trace had a damaged or truncated tail (everything before the damage is in
  * the database, meta.damaged=1).
  *
@@ -22,10 +23,13 @@
 #include <inttypes.h>
 #include <libgen.h>
 #include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -56,9 +60,37 @@ static const char usage_text[] =
 	"\n"
 	"Exit status: 0 imported; 1 unusable input (nothing written); 2 usage\n"
 	"error; 3 output not writable (exists without --force, one of the inputs,\n"
-	"not a heapreel database, directory not writable); 5 imported, but a\n"
-	"trace was damaged or truncated (what precedes the damage is imported,\n"
-	"meta.damaged=1).\n";
+	"not a heapreel database, directory not writable, disk full, file size\n"
+	"limit, I/O error); 5 imported, but a trace was damaged or truncated\n"
+	"(what precedes the damage is imported, meta.damaged=1).\n";
+
+/* Pass 1 keeps every trace open until the import ends, and the symbol
+ * cache each module file: a run of thousands of processes needs more file
+ * descriptors than the usual soft limit (1024). The hard limit is ours to
+ * take; if even that is too low, opening a trace fails with one line. */
+static void raise_fd_limit(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+}
+
+/* A usage error: one line saying what is wrong, where to read more. */
+__attribute__((format(printf, 1, 2)))
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("trace-import: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (see trace-import --help)\n", stderr);
+	return EXIT_USAGE;
+}
 
 struct progress {
 	bool on;
@@ -202,11 +234,12 @@ int main(int argc, char **argv)
 	bool quiet = false;
 	struct imp_run r = { .o.ckpt_interval = CKPT_INTERVAL_DEFAULT };
 	struct progress pg = {0};
-	struct imp_err e = {{0}};
+	struct imp_err e = { .msg = "" };
 	uint64_t started = now_ns();
 	int c, rc = EXIT_UNUSABLE;
 
-	while ((c = getopt_long(argc, argv, "fqc:h", longopts, NULL)) != -1) {
+	opterr = 0;                       /* usage errors: one line of ours */
+	while ((c = getopt_long(argc, argv, ":fqc:h", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'f':
 			r.force = true;
@@ -229,21 +262,28 @@ int main(int argc, char **argv)
 		case 'h':
 			fputs(usage_text, stdout);
 			return 0;
-		default:
-			fputs(usage_text, stderr);
-			return EXIT_USAGE;
+		case ':':      /* it was the last argument */
+			return usage_error("option %s needs a value", argv[optind - 1]);
+		default:       /* a short option's letter, or a whole long one */
+			if (optopt)
+				return usage_error("unknown option '-%c'", optopt);
+			return usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
-	if (argc - optind < 2) {
-		fputs(usage_text, stderr);
-		return EXIT_USAGE;
-	}
+	if (argc - optind < 2)
+		return usage_error("%s", argc == optind ? "no trace and no database given" :
+				   "give the traces (or their directory), then the database");
 	r.out = argv[argc - 1];
 	r.inputs = &argv[optind];
 	r.ninputs = (size_t)(argc - 1 - optind);
 
 	if ((rc = check_output(&r)))
 		return rc;
+	/* A file size limit (ulimit -f) then fails a write with EFBIG, which
+	 * is reported and the temporary file removed, instead of killing the
+	 * import. */
+	signal(SIGXFSZ, SIG_IGN);
+	raise_fd_limit();
 	pg.on = !quiet && isatty(2);
 	r.o.progress = progress;
 	r.o.progress_ctx = &pg;
@@ -326,7 +366,7 @@ fail:
 	if (pg.on)
 		fputs("\r\033[K", stderr);
 	fprintf(stderr, "trace-import: %s\n", e.msg);
-	rc = EXIT_UNUSABLE;
+	rc = e.unwritable ? EXIT_UNWRITABLE : EXIT_UNUSABLE;
 done:
 	imp_run_free(&r);
 	return rc;

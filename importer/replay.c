@@ -120,6 +120,8 @@ static int db_err(struct replay *r)
 
 static int io_err(struct replay *r, const char *what)
 {
+	/* the scratch files live beside the output: theirs is its disk */
+	r->e->unwritable = errno != ENOMEM;
 	imp_errf(r->e, "%s: scratch file in %s: %s: %s", imp_db_path(r->db),
 		 imp_db_dir(r->db), what, strerror(errno));
 	return -1;

@@ -207,12 +207,6 @@ static uint8_t inheritance(struct imp_trace *tr, size_t ntr, size_t i)
 	if (!c->forked || c->inherited != IMP_INHERIT_NONE)
 		return c->inherited;
 	c->inherited = IMP_INHERIT_UNKNOWN;
-	c->parent = IMP_NO_TRACE;
-	for (size_t k = 0; k < ntr; k++)
-		if (tr[k].hdr->pid == c->fork_ppid && tr[k].hdr->t0_mono_ns == c->fork_parent_t0 &&
-		    c->fork_parent_t0 <= c->fork_mono && c->fork_mono < c->hdr->t0_mono_ns)
-			c->parent = k;     /* strictly earlier: no cycle, and
-					      the seeding precedes the child's events */
 	if (c->parent == IMP_NO_TRACE || c->keyed)
 		return c->inherited;
 	p = &tr[c->parent];
@@ -336,6 +330,7 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 {
 	struct imp_ids ids = {0};
 	struct imp_db *db = NULL;
+	struct imp_symcache *syms = NULL;
 	char **inputs = r->inputs;
 	size_t ninputs = r->ninputs;
 	uint64_t t0 = UINT64_MAX, tmax = 0;
@@ -378,7 +373,7 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 			r->first = r->ntr - 1;
 		}
 	}
-	if (imp_trace_keys(tr, r->ntr, e))
+	if (imp_trace_keys(tr, r->ntr, e) || imp_trace_parents(tr, r->ntr, e))
 		return -1;
 	r->main = imp_main_trace(tr, r->ntr, r->first);
 	for (size_t i = 0; i < r->ntr; i++) {
@@ -399,9 +394,20 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 
 	if (imp_db_create(&db, r->out, r->force, e))
 		return -1;
+	if (imp_symcache_new(&syms)) {
+		imp_errf(e, "out of memory");
+		goto fail;
+	}
 	for (size_t i = 0; i < r->ntr; i++)
-		if (imp_symbolize(db, &tr[i], &ids, &r->sst, e))
+		if (imp_symcache_add(syms, &tr[i])) {
+			imp_errf(e, "out of memory");
 			goto fail;
+		}
+	for (size_t i = 0; i < r->ntr; i++)
+		if (imp_symbolize(db, syms, &tr[i], &ids, &r->sst, e))
+			goto fail;
+	imp_symcache_free(syms);
+	syms = NULL;
 	if (imp_replay(db, tr, r->ntr, o, r->ps, &r->tot, e))
 		goto fail;
 	for (size_t i = 0; i < r->ntr; i++) {
@@ -418,6 +424,12 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 dbfail:
 	imp_errf(e, "%s: sqlite: %s", r->out, imp_db_errmsg(db));
 fail:
+	/* one line for every way the database could not be written */
+	if (imp_db_unwritable(db)) {
+		imp_errf(e, "%s: cannot write it: %s", r->out, imp_db_errmsg(db));
+		e->unwritable = true;
+	}
+	imp_symcache_free(syms);
 	imp_db_abort(db);
 	return -1;
 }

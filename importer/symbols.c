@@ -3,22 +3,32 @@
  * recorded mapping), frames (one per return address and inline level) and
  * stacks (the trie again, with every inlined frame its own node).
  *
- * Symbols come from libdwfl, offline: every recorded module is reported at
- * the load bias its mapping implies, checked against the recorded build id,
- * and each distinct ip is looked up once (at ip - 1: a return address points
- * after its call). C++ names are demangled with libstdc++'s __cxa_demangle.
- * An ip that cannot be resolved keeps "module+0xoffset" (or "0xip"): nothing
- * is ever dropped. It must never print; problems become unresolved frames.
+ * Symbols come from libdwfl, offline, through a cache shared by every trace
+ * of one import (struct imp_symcache): each module file is opened and
+ * reported once, alone in a Dwfl of its own at its link-time addresses, and
+ * each of its addresses is resolved once. Every trace's module paths are
+ * opened first (imp_symcache_add); then a module is found by the build id
+ * the trace recorded (a file whose own build id is that one is the code
+ * that ran, whatever its path), else by path, checked against the file's
+ * identity (device, inode, size, mtime), so a file replaced during the
+ * import is opened again. A mapping's ip is looked up at ip - 1 (a return
+ * address points after its call) minus the load bias its mapping implies;
+ * a file whose build id differs from the recorded one is not used (its
+ * code is not what ran). Many processes of one program thus cost one
+ * decompression of its debug sections, not one each, and every process
+ * gets the same function/file/line for the same code wherever it was
+ * loaded. C++ names are demangled with libstdc++'s __cxa_demangle. An ip
+ * that cannot be resolved keeps "module+0xoffset" (or "0xip"): nothing is
+ * ever dropped. It must never print; problems become unresolved frames.
  */
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <dwarf.h>
-#include <fcntl.h>
 #include <gelf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <sys/stat.h>
 
 #include "imp.h"
 
@@ -28,7 +38,7 @@ extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len,
 
 #define MAX_INLINE 64                 /* deepest inline chain kept per ip */
 #define NAME_MAX_LEN 4096             /* longest "module+0x..." name */
-#define IP_MIN_CAP 1024               /* initial ip -> frames slots */
+#define SLOTS_MIN 256                 /* first capacity of an address table */
 
 struct sym_frame {                    /* one level of one ip, outermost first */
 	char *function;
@@ -36,22 +46,47 @@ struct sym_frame {                    /* one level of one ip, outermost first */
 	int line;
 };
 
-struct ip_entry {                     /* ip -> its frames rows */
-	uint64_t ip;
-	int64_t first_frame;          /* 0 = empty slot */
-	uint32_t nframes;
+/* An address's frames: in a file's table (pc -> the frames resolved) or
+ * in a trace's (ip -> its frames rows). */
+struct slot {
+	uint64_t key;                 /* pc or ip */
+	bool full;                    /* slot in use */
+	uint32_t n;                   /* frames (0: pc unresolved) */
+	union {
+		struct sym_frame *f;  /* a file's: n frames, NULL if none */
+		int64_t first_frame;  /* a trace's: frames.id of the first */
+	};
+};
+
+struct table {                        /* open addressing, linear probing */
+	struct slot *s;
+	size_t cap, n;                /* cap: a power of two, or 0 */
+};
+
+struct sym_file {                     /* one module file, opened once per import */
+	char *path;
+	struct stat id;               /* st_dev, st_ino, st_size, st_mtim: identity */
+	uint8_t *build_id;            /* the file's own (NULL: it has none) */
+	uint32_t build_id_len;
+	Dwfl *dwfl;                   /* this file alone, at bias 0; NULL: unusable */
+	Dwfl_Module *mod;
+	struct table pcs;             /* pc (link-time) -> resolved frames */
+};
+
+struct imp_symcache {
+	struct sym_file **files;      /* pointers: entries never move */
+	size_t nfiles, capfiles;
 };
 
 struct sym {
 	struct imp_db *db;
+	struct imp_symcache *cache;
 	struct imp_trace *tr;
 	struct imp_ids *ids;
 	struct imp_symstats *st;
-	Dwfl *dwfl;
-	uint8_t *mod_ok;              /* per tr->mods: build id matched / usable */
-	uint64_t *bias;               /* per tr->mods: load bias, if reported */
-	struct ip_entry *ips;
-	size_t ipcap, nips;
+	struct sym_file **file;       /* per tr->mods: its file, NULL if unusable */
+	uint64_t *bias;               /* per tr->mods: load bias, if file */
+	struct table ips;             /* ip -> its frames rows */
 	uint8_t *state;               /* per node: 0 new, 1 in progress, 2 done */
 	struct imp_err *e;
 };
@@ -83,45 +118,175 @@ static char *demangle(const char *name)
 	return strdup(name);
 }
 
-/* ---- modules ---------------------------------------------------------------
+/* ---- the files, shared by every trace of an import ---------------------
  * Load bias of a mapping: the file offset it maps lies in one PT_LOAD,
  * whose p_vaddr + (offset - p_offset) the mapping's start corresponds to. */
-static int load_bias(const char *path, uint64_t start, uint64_t file_offset,
+static int load_bias(Elf *elf, uint64_t start, uint64_t file_offset,
 		     uint64_t *bias)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	Elf *elf;
 	GElf_Ehdr eh;
 	size_t n, i;
-	int rc = -1;
 
-	if (fd < 0)
+	if (!elf || !gelf_getehdr(elf, &eh) || elf_getphdrnum(elf, &n))
 		return -1;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (elf && gelf_getehdr(elf, &eh) && elf_getphdrnum(elf, &n) == 0) {
-		if (eh.e_type == ET_EXEC) {
-			*bias = 0;
-			rc = 0;
-		}
-		for (i = 0; i < n && rc; i++) {
-			GElf_Phdr ph;
+	if (eh.e_type == ET_EXEC) {
+		*bias = 0;
+		return 0;
+	}
+	for (i = 0; i < n; i++) {
+		GElf_Phdr ph;
 
-			if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
-				continue;
-			uint64_t pg = ph.p_align > 1 ? ph.p_align : 1;
-			uint64_t off0 = ph.p_offset & ~(pg - 1);
+		if (!gelf_getphdr(elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		uint64_t pg = ph.p_align > 1 ? ph.p_align : 1;
+		uint64_t off0 = ph.p_offset & ~(pg - 1);
 
-			if (file_offset >= off0 &&
-			    file_offset < ph.p_offset + ph.p_filesz) {
-				*bias = start - (ph.p_vaddr - ph.p_offset + file_offset);
-				rc = 0;
-			}
+		if (file_offset >= off0 &&
+		    file_offset < ph.p_offset + ph.p_filesz) {
+			*bias = start - (ph.p_vaddr - ph.p_offset + file_offset);
+			return 0;
 		}
 	}
-	if (elf)
-		elf_end(elf);
-	close(fd);
-	return rc;
+	return -1;
+}
+
+int imp_symcache_new(struct imp_symcache **c)
+{
+	*c = calloc(1, sizeof **c);
+	return *c ? 0 : -1;
+}
+
+static void frames_free(struct sym_frame *f, int n)
+{
+	for (int i = 0; i < n; i++) {
+		free(f[i].function);
+		free(f[i].file);
+	}
+}
+
+static void file_free(struct sym_file *f)
+{
+	for (size_t i = 0; i < f->pcs.cap; i++) {
+		if (!f->pcs.s[i].full)
+			continue;
+		frames_free(f->pcs.s[i].f, (int)f->pcs.s[i].n);
+		free(f->pcs.s[i].f);
+	}
+	free(f->pcs.s);
+	if (f->dwfl)
+		dwfl_end(f->dwfl);
+	free(f->build_id);
+	free(f->path);
+	free(f);
+}
+
+void imp_symcache_free(struct imp_symcache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->nfiles; i++)
+		file_free(c->files[i]);
+	free(c->files);
+	free(c);
+}
+
+static bool same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino &&
+	       a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec &&
+	       a->st_mtim.tv_nsec == b->st_mtim.tv_nsec;
+}
+
+/* Reports the file alone at bias 0 (link-time addresses) and keeps its
+ * own build id; a file libdwfl cannot use is kept with dwfl NULL, so it is
+ * not tried again. Only ENOMEM fails. */
+static int file_open(struct sym_file *f)
+{
+	const unsigned char *bits;
+	GElf_Addr vaddr;
+	int n;
+
+	f->dwfl = dwfl_begin(&offline_callbacks);
+	if (!f->dwfl)
+		return 0;
+	dwfl_report_begin(f->dwfl);
+	f->mod = dwfl_report_elf(f->dwfl, f->path, f->path, -1, 0, true);
+	dwfl_report_end(f->dwfl, NULL, NULL);
+	if (!f->mod) {
+		dwfl_end(f->dwfl);
+		f->dwfl = NULL;
+		return 0;
+	}
+	n = dwfl_module_build_id(f->mod, &bits, &vaddr);
+	if (n > 0) {
+		f->build_id = malloc((size_t)n);
+		if (!f->build_id)
+			return -1;
+		memcpy(f->build_id, bits, (size_t)n);
+		f->build_id_len = (uint32_t)n;
+	}
+	return 0;
+}
+
+static bool has_build_id(const struct sym_file *f, const uint8_t *id,
+			 uint32_t len)
+{
+	return f->build_id_len == len && !memcmp(f->build_id, id, len);
+}
+
+/* The file at the module's path now, opened on first use; *f is NULL when
+ * nothing is there to read. -1 only for ENOMEM. */
+static int file_at_path(struct imp_symcache *c, const struct imp_module *m,
+			struct sym_file **f)
+{
+	struct sym_file *nf;
+	struct stat sb;
+
+	*f = NULL;
+	if (m->path[0] != '/' || stat(m->path, &sb))
+		return 0;
+	for (size_t i = 0; i < c->nfiles; i++)
+		if (same_file(&c->files[i]->id, &sb) &&
+		    !strcmp(c->files[i]->path, m->path)) {
+			*f = c->files[i];
+			return 0;
+		}
+	if (imp_grow(&c->files, &c->capfiles, c->nfiles, sizeof *c->files) ||
+	    !(nf = calloc(1, sizeof *nf)))
+		return -1;
+	nf->id = sb;
+	if (!(nf->path = strdup(m->path)) || file_open(nf)) {
+		file_free(nf);
+		return -1;
+	}
+	c->files[c->nfiles++] = nf;
+	*f = nf;
+	return 0;
+}
+
+int imp_symcache_add(struct imp_symcache *c, const struct imp_trace *tr)
+{
+	struct sym_file *f;
+
+	for (size_t i = 0; i < tr->nmods; i++)
+		if (file_at_path(c, &tr->mods[i], &f))
+			return -1;
+	return 0;
+}
+
+/* The file a recorded module ran from: the one of the import's files whose
+ * build id is the recorded one, else the file at its path. */
+static int file_of(struct imp_symcache *c, const struct imp_module *m,
+		   struct sym_file **f)
+{
+	for (size_t i = 0; m->build_id_len && i < c->nfiles; i++)
+		if (c->files[i]->dwfl &&
+		    has_build_id(c->files[i], m->build_id, m->build_id_len)) {
+			*f = c->files[i];
+			return 0;
+		}
+	return file_at_path(c, m, f);
 }
 
 static void hex(char *out, const uint8_t *b, uint32_t n)
@@ -165,55 +330,34 @@ static int write_modules(struct sym *s)
 	return 0;
 }
 
-/* Reports every mapped file once per load bias; a file whose build id
- * differs from the recorded one is not used (its code is not what ran). */
-static int report_modules(struct sym *s)
+/* Finds every mapping's file and load bias; a file whose build id differs
+ * from the recorded one is not used (its code is not what ran). */
+static int attach_modules(struct sym *s)
 {
 	struct imp_trace *tr = s->tr;
 
-	s->mod_ok = calloc(tr->nmods ? tr->nmods : 1, 1);
+	s->file = calloc(tr->nmods ? tr->nmods : 1, sizeof *s->file);
 	s->bias = calloc(tr->nmods ? tr->nmods : 1, sizeof *s->bias);
-	if (!s->mod_ok || !s->bias)
+	if (!s->file || !s->bias)
 		return -1;
-	s->dwfl = dwfl_begin(&offline_callbacks);
-	if (!s->dwfl)
-		return 0;          /* no symbols at all: every frame unresolved */
-	dwfl_report_begin(s->dwfl);
 	for (size_t i = 0; i < tr->nmods; i++) {
-		struct imp_module *m = &tr->mods[i];
-		const unsigned char *bits;
-		GElf_Addr vaddr;
-		Dwfl_Module *mod;
-		uint64_t bias;
-		size_t k;
-		int n;
+		const struct imp_module *m = &tr->mods[i];
+		struct sym_file *f;
+		Dwarf_Addr b;
 
-		if (m->path[0] != '/' || load_bias(m->path, m->start,
-						   m->file_offset, &bias))
+		if (file_of(s->cache, m, &f))
+			return -1;
+		if (!f || !f->dwfl ||
+		    load_bias(dwfl_module_getelf(f->mod, &b), m->start,
+			      m->file_offset, &s->bias[i]))
 			continue;
-		s->bias[i] = bias;
-		/* Several mappings of one file at one bias: one module. */
-		for (k = 0; k < i; k++)
-			if (s->mod_ok[k] && s->bias[k] == bias &&
-			    !strcmp(tr->mods[k].path, m->path))
-				break;
-		if (k < i) {
-			s->mod_ok[i] = 1;
-			continue;
-		}
-		mod = dwfl_report_elf(s->dwfl, m->path, m->path, -1, bias, true);
-		if (!mod)
-			continue;
-		n = dwfl_module_build_id(mod, &bits, &vaddr);
-		if (m->build_id_len && n > 0 &&
-		    ((uint32_t)n != m->build_id_len ||
-		     memcmp(bits, m->build_id, (size_t)n))) {
+		if (m->build_id_len && f->build_id_len &&
+		    !has_build_id(f, m->build_id, m->build_id_len)) {
 			s->st->mismatched++;
 			continue;
 		}
-		s->mod_ok[i] = 1;
+		s->file[i] = f;
 	}
-	dwfl_report_end(s->dwfl, NULL, NULL);
 	return 0;
 }
 
@@ -293,11 +437,11 @@ static char *call_file(Dwarf_Die *cu, Dwarf_Die *die, int *line)
 	return source_path(comp_dir(cu), dwarf_filesrc(files, w, NULL, NULL));
 }
 
-/* Fills f[] outermost first; returns the count (>= 1), 0 if unresolved. */
-static int resolve(struct sym *s, uint64_t ip, struct sym_frame *f)
+/* Fills f[] outermost first for the code at pc (in dwfl's addresses);
+ * returns the count (>= 1), 0 if unresolved. */
+static int resolve(Dwfl *dwfl, uint64_t pc, struct sym_frame *f)
 {
-	uint64_t pc = ip ? ip - 1 : 0;
-	Dwfl_Module *mod = s->dwfl ? dwfl_addrmodule(s->dwfl, pc) : NULL;
+	Dwfl_Module *mod = dwfl_addrmodule(dwfl, pc);
 	struct sym_frame inner[MAX_INLINE];
 	Dwarf_Die *scopes = NULL, *cu;
 	Dwarf_Addr bias;
@@ -390,91 +534,144 @@ static int resolve(struct sym *s, uint64_t ip, struct sym_frame *f)
 	return n;
 }
 
-static struct ip_entry *ip_slot(struct sym *s, uint64_t ip)
+/* The slot of key, or the empty one where it goes (Fibonacci hashing). */
+static struct slot *slot_of(struct table *t, uint64_t key)
 {
-	size_t i = (size_t)((ip * IMP_HASH_MUL) >> 17) & (s->ipcap - 1);
+	size_t i = (size_t)((key * IMP_HASH_MUL) >> 17) & (t->cap - 1);
 
-	while (s->ips[i].first_frame && s->ips[i].ip != ip)
-		i = (i + 1) & (s->ipcap - 1);
-	return &s->ips[i];
+	while (t->s[i].full && t->s[i].key != key)
+		i = (i + 1) & (t->cap - 1);
+	return &t->s[i];
 }
 
-static int ip_grow(struct sym *s)
+/* Room for one more entry (at most half full); -1 on ENOMEM, t intact. */
+static int table_room(struct table *t)
 {
-	struct ip_entry *old = s->ips;
-	size_t oldcap = s->ipcap;
+	struct slot *old = t->s;
+	size_t oldcap = t->cap;
 
-	s->ipcap = oldcap ? oldcap * 2 : IP_MIN_CAP;
-	s->ips = calloc(s->ipcap, sizeof *s->ips);
-	if (!s->ips)
+	if ((t->n + 1) * 2 <= t->cap)
+		return 0;
+	t->cap = oldcap ? oldcap * 2 : SLOTS_MIN;
+	t->s = calloc(t->cap, sizeof *t->s);
+	if (!t->s) {
+		t->s = old;
+		t->cap = oldcap;
 		return -1;
+	}
 	for (size_t i = 0; i < oldcap; i++)
-		if (old[i].first_frame)
-			*ip_slot(s, old[i].ip) = old[i];
+		if (old[i].full)
+			*slot_of(t, old[i].key) = old[i];
 	free(old);
 	return 0;
 }
 
-/* The frames rows of ip, written on first use. */
-static struct ip_entry *frames_of(struct sym *s, uint64_t ip)
+/* The frames of the code at pc (link-time address) of file f, resolved on
+ * first use by any trace of the import; NULL on ENOMEM. */
+static const struct slot *pc_frames(struct sym_file *f, uint64_t pc)
 {
-	struct sym_frame f[MAX_INLINE];
-	struct ip_entry *ent;
+	struct sym_frame tmp[MAX_INLINE];
+	struct slot *ent;
+	bool oom = false;
+	int n;
+
+	if (table_room(&f->pcs))
+		return NULL;
+	ent = slot_of(&f->pcs, pc);
+	if (ent->full)
+		return ent;
+	n = resolve(f->dwfl, pc, tmp);
+	for (int i = 0; i < n; i++)
+		oom |= !tmp[i].function;
+	if (!oom && n > 0 && !(ent->f = malloc((size_t)n * sizeof *ent->f)))
+		oom = true;
+	if (oom) {
+		frames_free(tmp, n);
+		return NULL;
+	}
+	if (n > 0)
+		memcpy(ent->f, tmp, (size_t)n * sizeof *tmp);
+	ent->key = pc;
+	ent->n = (uint32_t)n;
+	ent->full = true;
+	f->pcs.n++;
+	return ent;
+}
+
+/* "module+0xoffset" (the offset in its file) or "0xip": an unresolved ip. */
+static int unresolved_name(const struct imp_module *m, uint64_t ip,
+			   struct sym_frame *f)
+{
+	char name[NAME_MAX_LEN];
+
+	if (m) {
+		const char *b = strrchr(m->path, '/');
+
+		snprintf(name, sizeof name, "%s+0x%llx", b ? b + 1 : m->path,
+			 (unsigned long long)(ip - m->start + m->file_offset));
+	} else {
+		snprintf(name, sizeof name, "0x%llx", (unsigned long long)ip);
+	}
+	f->function = strdup(name);
+	f->file = NULL;
+	f->line = 0;
+	return f->function ? 0 : -1;
+}
+
+/* The frames rows of ip, written on first use. */
+static struct slot *frames_of(struct sym *s, uint64_t ip)
+{
+	struct sym_frame own;
+	const struct sym_frame *f = NULL;
+	const struct slot *pe;
+	struct slot *ent;
 	const struct imp_module *m;
 	size_t mi = 0;
-	int n, i, rc = 0;
+	uint32_t n = 0;
+	int rc = 0;
 
-	if ((s->nips + 1) * 2 > s->ipcap && ip_grow(s)) {
+	if (table_room(&s->ips)) {
 		imp_errf(s->e, "out of memory");
 		return NULL;
 	}
-	ent = ip_slot(s, ip);
-	if (ent->first_frame)
+	ent = slot_of(&s->ips, ip);
+	if (ent->full)
 		return ent;
 	m = module_of(s, ip, &mi);
-	n = m && s->mod_ok[mi] ? resolve(s, ip, f) : 0;
+	if (m && s->file[mi]) {
+		/* a return address points after its call: look up ip - 1 */
+		pe = pc_frames(s->file[mi], (ip ? ip - 1 : 0) - s->bias[mi]);
+		if (!pe) {
+			imp_errf(s->e, "out of memory");
+			return NULL;
+		}
+		f = pe->f;
+		n = pe->n;
+	}
 	s->st->ips++;
 	if (n == 0) {
-		char name[NAME_MAX_LEN];
-
-		if (m) {
-			const char *b = strrchr(m->path, '/');
-
-			snprintf(name, sizeof name, "%s+0x%llx", b ? b + 1 : m->path,
-				 (unsigned long long)(ip - m->start + m->file_offset));
-		} else {
-			snprintf(name, sizeof name, "0x%llx", (unsigned long long)ip);
+		if (unresolved_name(m, ip, &own)) {
+			imp_errf(s->e, "out of memory");
+			return NULL;
 		}
-		f[0].function = strdup(name);
-		f[0].file = NULL;
-		f[0].line = 0;
+		f = &own;
 		n = 1;
 		s->st->unresolved++;
 	}
-	ent->ip = ip;
+	ent->key = ip;
+	ent->full = true;
 	ent->first_frame = s->ids->frame + 1;
-	ent->nframes = (uint32_t)n;
-	s->nips++;
-	for (i = 0; i < n; i++) {
-		if (!rc && (!f[i].function ||
-			    imp_db_insert(s->db, "INSERT INTO frames VALUES(?,?,?,?,?,?,?)",
-					  "iuzttzi", ++s->ids->frame, ip,
-					  m ? m->db_id : (int64_t)0, f[i].function,
-					  f[i].file, (int64_t)f[i].line,
-					  (int64_t)i)))
-			rc = -1;
-		free(f[i].function);
-		free(f[i].file);
-	}
-	s->st->frames += (uint64_t)n;
-	if (rc) {
-		if (!f[0].function)
-			imp_errf(s->e, "out of memory");
-		else
-			db_err(s);
-		return NULL;
-	}
-	return ent;
+	ent->n = n;
+	s->ips.n++;
+	for (uint32_t i = 0; i < n && !rc; i++)
+		rc = imp_db_insert(s->db, "INSERT INTO frames VALUES(?,?,?,?,?,?,?)",
+				   "iuzttzi", ++s->ids->frame, ip,
+				   m ? m->db_id : (int64_t)0, f[i].function,
+				   f[i].file, (int64_t)f[i].line, (int64_t)i);
+	if (f == &own)
+		free(own.function);
+	s->st->frames += n;
+	return rc ? (db_err(s), NULL) : ent;
 }
 
 static int add_stack(struct sym *s, int64_t parent, int64_t frame, int64_t *id)
@@ -510,12 +707,12 @@ static int resolve_node(struct sym *s, uint32_t id)
 		uint32_t par = tr->nodes[k].parent;
 		int64_t parent = par && par < tr->nnodes && s->state[par] == 2 ?
 				 tr->node_db[par] : 0;
-		struct ip_entry *ent = frames_of(s, tr->nodes[k].ip);
+		struct slot *ent = frames_of(s, tr->nodes[k].ip);
 		int64_t sid = 0;
 
 		if (!ent)
 			goto out;
-		for (uint32_t d = 0; d < ent->nframes; d++) {
+		for (uint32_t d = 0; d < ent->n; d++) {
 			if (add_stack(s, parent, ent->first_frame + d, &sid))
 				goto out;
 			parent = sid;
@@ -531,10 +728,12 @@ out:
 	return rc;
 }
 
-int imp_symbolize(struct imp_db *db, struct imp_trace *tr, struct imp_ids *ids,
+int imp_symbolize(struct imp_db *db, struct imp_symcache *cache,
+		  struct imp_trace *tr, struct imp_ids *ids,
 		  struct imp_symstats *st, struct imp_err *e)
 {
-	struct sym s = { .db = db, .tr = tr, .ids = ids, .st = st, .e = e };
+	struct sym s = { .db = db, .cache = cache, .tr = tr, .ids = ids,
+			 .st = st, .e = e };
 	int64_t frame, sid;
 	int rc = -1;
 
@@ -542,7 +741,7 @@ int imp_symbolize(struct imp_db *db, struct imp_trace *tr, struct imp_ids *ids,
 	tr->db_first = (uint32_t)(ids->stack + 1);
 	tr->node_db = calloc(tr->nnodes ? tr->nnodes : 1, sizeof *tr->node_db);
 	s.state = calloc(tr->nnodes ? tr->nnodes : 1, 1);
-	if (!tr->node_db || !s.state || ip_grow(&s) || report_modules(&s)) {
+	if (!tr->node_db || !s.state || attach_modules(&s)) {
 		imp_errf(e, "out of memory");
 		goto out;
 	}
@@ -564,11 +763,9 @@ int imp_symbolize(struct imp_db *db, struct imp_trace *tr, struct imp_ids *ids,
 	tr->db_count = (uint32_t)(ids->stack + 1 - tr->db_first);
 	rc = 0;
 out:
-	if (s.dwfl)
-		dwfl_end(s.dwfl);
-	free(s.mod_ok);
+	free(s.file);
 	free(s.bias);
-	free(s.ips);
+	free(s.ips.s);
 	free(s.state);
 	return rc;
 }

@@ -6,10 +6,12 @@ traces into one database, .ring recovery, and every kind of bad input.
 
 usage: test_crafted.py CASE   (one of the functions named case_*)"""
 import os
+import resource
 import shutil
 import sqlite3
 import stat
 import struct
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -402,10 +404,25 @@ def case_output(d):
     assert p.stderr.startswith("trace-import: %s: cannot create" % target), p.stderr
     assert not os.path.exists(target)
     os.chmod(ro, 0o700)
-    # usage errors
-    trace_import([trc], expect=2)
-    trace_import(["--bogus", trc, db], expect=2)
     assert "usage:" in trace_import(["--help"]).stdout
+
+
+def case_usage(d):
+    """A usage error is one line saying what is wrong and where to read
+    more (not the whole usage text), exit 2, nothing written."""
+    trc = mktrace(os.path.join(d, "t.trc"), PAIRING)
+    db = os.path.join(d, "t.db")
+    for args, what in (([trc], "give the traces (or their directory), then the database"),
+                       ([], "no trace and no database given"),
+                       (["--bogus", trc, db], "unknown option '--bogus'"),
+                       (["-x", trc, db], "unknown option '-x'"),
+                       (["-qx", trc, db], "unknown option '-x'"),
+                       ([trc, db, "-c"], "option -c needs a value"),
+                       ([trc, db, "--checkpoint-interval"],
+                        "option --checkpoint-interval needs a value")):
+        p = trace_import(args, expect=2)
+        assert p.stderr == "trace-import: %s (see trace-import --help)\n" % what, (args, p.stderr)
+        assert not os.path.exists(db)
 
 
 RECOVER = HEADER + """
@@ -713,6 +730,57 @@ def case_bounded(d):
     p = trace_import([small, os.path.join(d, "s.db")], expect=1)
     assert "no whole keyframe survived" in p.stderr and p.stderr.count("\n") == 1, p.stderr
     assert not os.path.exists(os.path.join(d, "s.db"))
+
+
+def pid_trace(pid, t0):
+    return "header %d 1 %d 1700000000000000000 0 /bin/p p\nclose 10\n" % (pid, t0)
+
+
+def case_keys(d):
+    """Process keys (importer/keys.c): later traces of a pid get pid + n *
+    10^7 in start order, whatever the order listed; a key that clashes with
+    a real pid, or one beyond 32 bits, is refused naming the trace."""
+    mk = lambda name, pid, t0: mktrace(os.path.join(d, name), pid_trace(pid, t0))
+    late, first, mid = mk("late.trc", 7, 3000000000), mk("first.trc", 7, 1000000000), \
+        mk("mid.trc", 7, 2000000000)
+    db = os.path.join(d, "k.db")
+    trace_import(["-q", late, first, mid, db])
+    c = connect(db)
+    assert c.execute("SELECT pid, trace_path FROM processes ORDER BY pid").fetchall() == \
+        [(7, first), (10000007, mid), (20000007, late)]
+    c.close()
+    other = mk("other.trc", 10000007, 1500000000)
+    p = trace_import([first, mid, other, os.path.join(d, "x.db")], expect=1)
+    assert p.stderr == "trace-import: %s: its process key 10000007 clashes with %s's\n" % (
+        other, mid), p.stderr
+    big = [mk("big%d.trc" % i, 4294967295, 1000000000 * (2 - i)) for i in range(2)]
+    p = trace_import(big + [os.path.join(d, "y.db")], expect=1)
+    assert p.stderr == "trace-import: %s: too many traces of pid 4294967295\n" % big[0], p.stderr
+
+
+MANY_TRACES = 200                       # traces of one import ...
+NOFILE_SOFT = 64                        # ... above this soft limit of descriptors
+NOFILE_HARD = 1024
+
+
+def case_nofile(d):
+    """A run of more traces than the soft limit of open files (1024 on most
+    systems; issue 22's run had 3042): trace-import keeps every trace open,
+    so it raises its soft limit to the hard one and imports them all."""
+    run = os.path.join(d, "run")
+    os.mkdir(run)
+    for i in range(MANY_TRACES):
+        mktrace(os.path.join(run, "p%d.trc" % i), pid_trace(1000 + i, 1000000000 + i))
+    db = os.path.join(d, "n.db")
+
+    def limit():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (NOFILE_SOFT, NOFILE_HARD))
+    p = subprocess.run([hrtest.TRACE_IMPORT, "-q", run, db], capture_output=True, text=True,
+                       preexec_fn=limit)
+    assert p.returncode == 0 and p.stderr == "", (p.returncode, p.stderr)
+    c = connect(db)
+    assert one(c, "SELECT COUNT(*) FROM processes") == MANY_TRACES
+    c.close()
 
 
 def main():

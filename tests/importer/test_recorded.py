@@ -4,8 +4,10 @@ imp_known and imp_inline): exact counts and byte sums per function, a call
 site's file:line, an inlined frame, realloc chains, pairing across threads,
 the peak.
 
-usage: test_recorded.py known|inline"""
+usage: test_recorded.py CASE (known, inline, killed, forker, cxx, inherit, forkstorm,
+                             shared, rebuilt)"""
 import os
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -267,8 +269,7 @@ def case_forkstorm(d):
     (tests/programs/forkstorm, 50 alive at a time): every child's trace is
     written (no name runs out: before, names stopped at .99), the directory
     imports, and each child's allocations are exact, its inherited blocks
-    included. 150 children pass the old limit; 500 cost minutes of
-    symbolizing each trace's modules again."""
+    included. 150 children pass the old limit."""
     prog = hrtest.prog("forkstorm")
     for p in (hrtest.LIBREC, prog, hrtest.TRACE_IMPORT):
         if not os.path.exists(p):
@@ -329,6 +330,103 @@ def case_cxx(d):
     assert "work(int, int)" in names, sorted(names)[:50]
     assert any(n.startswith("std::") for n in names), sorted(names)[:50]
     assert not [n for n in names if n.startswith("_Z")], [n for n in names if n.startswith("_Z")]
+
+
+SHARED_PADS = (0, 256)               # MiB reserved before the dlopen, per run
+SHARED_SIZES = (5003, 4001, 4002)    # imp_shared's own site, libhrdltest's two
+
+
+def symbolized_stacks(db, pid):
+    """pid's allocations of SHARED_SIZES, in order: (size, every frame of
+    its stack from the leaf, as (function, file, line, inline_depth))."""
+    c = connect(db)
+    out = []
+    for size, sid in c.execute("SELECT size, stack_id FROM allocations WHERE pid = ? "
+                               "AND size IN (%s) ORDER BY id" % ",".join("?" * len(SHARED_SIZES)),
+                               (pid,) + SHARED_SIZES).fetchall():
+        chain = []
+        while sid is not None:
+            sid, fn, file, line, depth = c.execute(
+                """SELECT s.parent_id, f.function, f.file, f.line, f.inline_depth
+                   FROM stacks s JOIN frames f ON f.id = s.frame_id WHERE s.id = ?""",
+                (sid,)).fetchone()
+            chain.append((fn, file, line, depth))
+        out.append((size, tuple(chain)))
+    return out
+
+
+def case_shared(d):
+    """Two processes of one program (tests/importer/imp_shared), its library
+    libhrdltest.so loaded at different addresses in each, imported
+    together: trace-import opens each module file once per import and
+    resolves through that cache at each mapping's bias, so both processes
+    get the same function/file/line for every frame, and the same as each
+    trace imported alone."""
+    prog, lib = program("imp_shared"), hrtest.prog("libhrdltest.so")
+    for p in (hrtest.LIBREC, prog, lib, hrtest.TRACE_IMPORT):
+        if not os.path.exists(p):
+            hrtest.skip("%s not built" % p)
+    traces = []
+    for pad in SHARED_PADS:
+        traces.append(os.path.join(d, "pad%d.trc" % pad))
+        hrtest.record([prog, lib, str(pad)], traces[-1])
+    db = os.path.join(d, "both.db")
+    trace_import(["-q"] + traces + [db])
+    c = connect(db)
+    check_invariants(c)
+    pids = [r[0] for r in c.execute("SELECT pid FROM processes ORDER BY t_start")]
+    starts = [one(c, "SELECT start FROM modules WHERE pid = ? AND path LIKE '%/libhrdltest.so'", p)
+              for p in pids]
+    assert len(pids) == 2 and starts[0] != starts[1], (pids, starts)
+    both = [symbolized_stacks(db, p) for p in pids]
+    line = site_line("imp_shared.c", "SHARED_SITE")
+    want_sizes = [5003] * 3 + [4001] * 2 + [4002] * 4
+    assert [size for size, _ in both[0]] == want_sizes, both[0]
+    assert both[0] == both[1], [x for x in zip(both[0], both[1]) if x[0] != x[1]][:2]
+    leaves = {size: chain[0] for size, chain in both[0]}
+    assert leaves[5003][:3] == ("shared_site", os.path.join(HERE, "imp_shared.c"), line), leaves
+    assert leaves[4001][0] == "ctor_site" and leaves[4002][0] == "work_site", leaves
+    assert all(fr[1] and fr[1].endswith("hrdltest.c") and fr[2] > 0
+               for fr in (leaves[4001], leaves[4002])), leaves
+    for p, trc in zip(pids, traces):
+        alone = os.path.join(d, os.path.basename(trc) + ".db")
+        trace_import(["-q", trc, alone])
+        assert symbolized_stacks(alone, p) == symbolized_stacks(db, p)
+
+
+def case_rebuilt(d):
+    """A module file replaced since recording (another build id) is not
+    used: its frames stay "libhrdltest.so+0x...", and the summary says
+    modules changed. The same code at another path (found by the build
+    id recorded) resolves them, whatever the order of the traces."""
+    prog, lib = program("imp_shared"), hrtest.prog("libhrdltest.so")
+    for p in (hrtest.LIBREC, prog, lib, hrtest.TRACE_IMPORT):
+        if not os.path.exists(p):
+            hrtest.skip("%s not built" % p)
+    libs = [os.path.join(d, sub, "libhrdltest.so") for sub in ("a", "b")]
+    traces = [os.path.join(d, sub + ".trc") for sub in ("a", "b")]
+    os.mkdir(os.path.dirname(libs[0]))
+    shutil.copy(lib, libs[0])
+    hrtest.record([prog, libs[0], "0"], traces[0])
+    os.unlink(libs[0])
+    shutil.copy(hrtest.LIBREC, libs[0])       # another library: another build id
+    db = os.path.join(d, "a.db")
+    err = trace_import([traces[0], db]).stderr
+    assert "; some modules changed since recording (build id)\n" in err, err
+    pid = one(connect(db), "SELECT pid FROM processes")
+    work = [chain[0] for size, chain in symbolized_stacks(db, pid) if size == 4002]
+    assert len(work) == 4 and all(f[0].startswith("libhrdltest.so+0x") and f[1] is None
+                                  for f in work), work
+    os.mkdir(os.path.dirname(libs[1]))
+    shutil.copy(lib, libs[1])
+    hrtest.record([prog, libs[1], "0"], traces[1])
+    both = os.path.join(d, "both.db")
+    err = trace_import(traces + [both]).stderr
+    assert "changed since recording" not in err, err
+    pids = [r[0] for r in connect(both).execute("SELECT pid FROM processes ORDER BY t_start")]
+    got = [symbolized_stacks(both, p) for p in pids]
+    assert got[0] == got[1], [x for x in zip(got[0], got[1]) if x[0] != x[1]][:2]
+    assert [chain[0][0] for size, chain in got[0] if size == 4002] == ["work_site"] * 4, got[0]
 
 
 def main():
