@@ -40,7 +40,7 @@
 static const char usage[] =
 	"usage: trace-tui [--at T] [--pid N] run.db\n"
 	"  --at T    start with the cursor at T (30s, 1.5m, 250ms, 0.5 = seconds, 45%,\n"
-	"            mark:LABEL, start, end)\n"
+	"            mark:LABEL, start, end; default: the peak)\n"
 	"  --pid N   show process N of a multi-process database (default: the program\n"
 	"            the first process ran last, after its execs)\n"
 	"  --bench-steps N  move the cursor N times across the trace, print the time\n"
@@ -385,7 +385,8 @@ static void relayout(struct tui_ui *u)
 		snprintf(u->msg, sizeof u->msg, "error: out of memory");
 }
 
-/* What the state keeps of the process u->d shows; the cursor at its start. */
+/* What the state keeps of the process u->d shows; the cursor at its peak,
+ * the first question people bring (its start shows nothing live). */
 static void load_process(struct tui_ui *u)
 {
 	tui_data_process(u->d, &u->pid, &u->exe, &u->nprocs);
@@ -396,7 +397,7 @@ static void load_process(struct tui_ui *u)
 	u->stopped = tui_data_stopped(u->d, &u->nstopped);
 	u->chart.pts = tui_data_timeline(u->d, &u->chart.npts);
 	u->chart.duration = u->t_end;
-	u->cursor = u->t_start;
+	u->cursor = clamp(u, u->peak_t);
 }
 
 /* Shows the next process of the database that allocated (in the order of

@@ -168,6 +168,12 @@ def test_tree_search_stack_sort():
         tt.wait_status(tm, lambda st: st[4].endswith("by bytes"))
 
 
+def test_opens_at_peak():
+    with tt.Tmux([TUI, DB]) as tm:     # no --at: the peak, not the empty start
+        st, scr = at(tm, "6", tt.PEAK_T)
+        assert st[1:3] == (tt.PEAK_BYTES, tt.PEAK_OBJECTS), st
+
+
 def test_help_resize_small_terminal():
     with tt.Tmux([TUI, "--at", "3s", DB], width=80, height=24) as tm:
         st, scr = at(tm, "3", 3 * S)
@@ -260,17 +266,17 @@ def test_process_in_title():
     c.close()
     with tt.Tmux([TUI, "--at", "6s", two]) as tm:
         tt.wait_status(tm, lambda st: st[0] == "6")
-        tm.keys("P")                  # its span is 1..2 ns: the cursor at its start
+        tm.keys("P")                  # its span is 1..2 ns: the cursor at its peak
         _, scr = tm.wait(r"^process %d" % (tt.PID + 1))
         st = tt.status(scr)
         assert st[0] == "0" and st[1:4] == (777, 1, 1), st
         assert scr.splitlines()[0].startswith(
             "trace-tui %s  helper [pid %d]  duration " % (two, tt.PID + 1)), scr
         assert tt.row(scr, "alloc_big") == (777, 777, 1, 1), scr
-        tm.keys("P")
+        tm.keys("P")                  # back: the cursor at the peak, not where it was
         _, scr = tm.wait(r"^process %d" % tt.PID)
         st = tt.status(scr)
-        assert st[0] == "0" and st[1:4] == (0, 0, 0), st
+        assert st[0] == "6" and st[1:4] == (tt.PEAK_BYTES, tt.PEAK_OBJECTS, 10), st
         assert scr.splitlines()[0].startswith(
             "trace-tui %s  phases [pid %d]  duration " % (two, tt.PID)), scr
 
