@@ -213,6 +213,21 @@ def record(argv, trace, env=None, check=True, **kw):
     return p
 
 
+def recorded_db(prog, tag, needs=()):
+    """prog (a path) run under libheapreel.so and imported: (tmp, trace,
+    db) in a new tmpdir(tag). Skips when prog, the recorder, the importer
+    or one of needs is not built."""
+    for need in (LIBREC, TRACE_IMPORT, prog) + tuple(needs):
+        if not os.path.exists(need):
+            skip("%s not built" % need)
+    d = tmpdir(tag)
+    name = os.path.basename(prog)
+    trace, db = os.path.join(d, name + ".trc"), os.path.join(d, name + ".db")
+    record([prog], trace)
+    run([TRACE_IMPORT, "-q", trace, db])
+    return d, trace, db
+
+
 def run(argv, check=True, **kw):
     p = subprocess.run(argv, capture_output=True, text=True, **kw)
     if check and p.returncode != 0:

@@ -12,13 +12,7 @@ import hrtest
 
 SNAP = hrtest.TRACE_SNAP
 PROG = os.path.join(hrtest.REC_BUILD, "tests", "queries", "q_threads")
-for need in (hrtest.LIBREC, hrtest.TRACE_IMPORT, SNAP, PROG):
-    if not os.path.exists(need):
-        hrtest.skip("%s not built" % need)
-tmp = hrtest.tmpdir("q-tids")
-TRC, DB = os.path.join(tmp, "t.trc"), os.path.join(tmp, "t.db")
-hrtest.record([PROG], TRC)
-hrtest.run([hrtest.TRACE_IMPORT, "-q", TRC, DB])
+tmp, _, DB = hrtest.recorded_db(PROG, "q-tids", needs=(SNAP,))
 c = sqlite3.connect(DB)
 TID = dict(c.execute("SELECT name, tid FROM threads WHERE name IN ('alpha', 'beta')"))
 assert sorted(TID) == ["alpha", "beta"], TID

@@ -15,13 +15,7 @@ import hrtest
 
 SNAP = hrtest.TRACE_SNAP
 PROG = os.path.join(hrtest.REC_BUILD, "tests", "queries", "q_known")
-for need in (hrtest.LIBREC, hrtest.TRACE_IMPORT, SNAP, PROG):
-    if not os.path.exists(need):
-        hrtest.skip("%s not built" % need)
-tmp = hrtest.tmpdir("q-tools")
-TRC, DB = os.path.join(tmp, "k.trc"), os.path.join(tmp, "k.db")
-hrtest.record([PROG], TRC)
-hrtest.run([hrtest.TRACE_IMPORT, "-q", TRC, DB])
+tmp, _, DB = hrtest.recorded_db(PROG, "q-tools", needs=(SNAP,))
 c = sqlite3.connect(DB)
 
 
