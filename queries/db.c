@@ -33,6 +33,9 @@ static const char *const stmt_sql[Q_NSTMT] = {
 	[Q_ST_TIMELINE] = q_sql_timeline,
 	[Q_ST_MARKS] = q_sql_marks,
 	[Q_ST_MODULES] = q_sql_modules,
+	[Q_ST_COUNTER_NAMES] = q_sql_counter_names,
+	[Q_ST_COUNTER_AT] = q_sql_counter_at,
+	[Q_ST_COUNTER_RANGE] = q_sql_counter_range,
 };
 
 int q_fail(struct q_db *db, const char *fmt, ...)

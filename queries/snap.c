@@ -30,7 +30,8 @@ static const char usage_text[] =
 	"usage: trace-snap DB [--pid N] QUESTION [-o FILE [--force]] [--format FMT]\n"
 	"                     [--metric M] [--by function|stack] [--lines]\n"
 	"QUESTION: --at T | --peak | --growth T1..T2 | --steady T1..T2 | --leaks |\n"
-	"          --temporary | --top [--window T1..T2] | --processes\n"
+	"          --temporary | --top [--window T1..T2] | --processes |\n"
+	"          --stats [--at T | --growth T1..T2 | --steady T1..T2]\n"
 	"T: a number with a unit ns us ms s m h (30s 1.5m 250ms; bare: seconds, 0.5)\n"
 	"   | 45% (of the trace) | mark:LABEL | start | end\n"
 	"FMT: heap pb.gz folded text (default: from FILE's extension; text on stdout)\n"
@@ -38,6 +39,8 @@ static const char usage_text[] =
 	"--lines (folded, text): functions told apart by line, as \"function file:line\"\n"
 	"-o FILE: an existing FILE is replaced only with --force, the database never\n"
 	"pb.gz is binary: never written to a terminal (use -o FILE or a pipe)\n"
+	"--stats: RSS and the allocator's counters beside the live heap, at T or\n"
+	"   over the window (min, max, each end; alone: the whole recording), on stdout\n"
 	"exit: 0 done (also when it warns what the answer lacks); 1 unusable database;\n"
 	"      2 usage; 3 output not writable (exists without --force, is the\n"
 	"      database, no permission, disk full); 4 not in the data (pid, mark,\n"
@@ -45,7 +48,7 @@ static const char usage_text[] =
 
 enum { OPT_AT = 256, OPT_PEAK, OPT_GROWTH, OPT_STEADY, OPT_LEAKS, OPT_TEMPORARY, OPT_TOP,
        OPT_PROCESSES, OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_FORCE,
-       OPT_LINES, OPT_HELP };
+       OPT_LINES, OPT_STATS, OPT_HELP };
 
 static const struct option options[] = {
 	{ "at", required_argument, NULL, OPT_AT },
@@ -64,6 +67,7 @@ static const struct option options[] = {
 	{ "metric", required_argument, NULL, OPT_METRIC },
 	{ "force", no_argument, NULL, OPT_FORCE },
 	{ "lines", no_argument, NULL, OPT_LINES },
+	{ "stats", no_argument, NULL, OPT_STATS },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 }
 };
@@ -88,9 +92,23 @@ static int fail(int code, const char *fmt, ...)
 struct args {
 	const char *db, *out, *arg, *window;
 	int question, format, metric;
-	bool by_stack, have_pid, force, lines;
+	bool by_stack, have_pid, force, lines, stats;
 	int64_t pid;
 };
+
+/* --stats takes an instant or a window (or neither: the whole recording)
+ * and prints a table on stdout. */
+static int check_stats(const struct args *a)
+{
+	if (a->question && a->question != OPT_AT && a->question != OPT_GROWTH &&
+	    a->question != OPT_STEADY)
+		return fail(EXIT_USAGE, "--stats goes with --at T, --growth T1..T2 or "
+		            "--steady T1..T2 only");
+	if (a->out || a->format >= 0 || a->window || a->lines || a->force)
+		return fail(EXIT_USAGE, "--stats prints a table on stdout: no -o, --format, "
+		            "--window, --lines or --force");
+	return 0;
+}
 
 static int parse(int argc, char **argv, struct args *a)
 {
@@ -144,6 +162,9 @@ static int parse(int argc, char **argv, struct args *a)
 		case OPT_LINES:
 			a->lines = true;
 			break;
+		case OPT_STATS:
+			a->stats = true;
+			break;
 		case OPT_HELP: case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
@@ -157,6 +178,8 @@ static int parse(int argc, char **argv, struct args *a)
 		return fail(EXIT_USAGE, "%s", optind < argc ? "give exactly one database (see --help)"
 		                                            : "no database given (see --help)");
 	a->db = argv[optind];
+	if (a->stats)
+		return check_stats(a);
 	if (!a->question)
 		return fail(EXIT_USAGE, "no question given: --at, --peak, --growth, --steady, "
 		            "--leaks, --temporary, --top or --processes");
@@ -222,6 +245,22 @@ static int list_processes(struct q_db *db)
 	return fflush(stdout) || ferror(stdout) ? fail(EXIT_OUTPUT, "writing to stdout failed") : 0;
 }
 
+/* --stats: over [t1, t2], or at t2 with --at. */
+static int stats(struct q_db *db, const struct args *a, int64_t pid, int64_t t1, int64_t t2)
+{
+	bool window = a->question != OPT_AT;
+	struct q_profile lk = { .kind = window ? Q_GROWTH : Q_SNAPSHOT, .pid = pid,
+	                        .t1 = window ? t1 : t2, .t2 = t2 };
+	int rc = q_write_lacks(db, &lk, "trace-snap: warning: ", stderr);
+	if (!rc)
+		rc = q_write_stats(db, pid, lk.t1, t2, window, stdout);
+	if (rc)
+		return fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_INPUT, "%s", q_errmsg(db));
+	if (fflush(stdout) || ferror(stdout))
+		return fail(EXIT_OUTPUT, "writing to stdout failed");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct args a = { .format = -1, .metric = Q_INUSE_BYTES };
@@ -264,6 +303,11 @@ int main(int argc, char **argv)
 		rc = q_window(db, pid, a.window, &t1, &t2);
 	if (rc) {
 		rc = time_fail(db, rc);
+		q_close(db);
+		return rc;
+	}
+	if (a.stats) {
+		rc = stats(db, &a, pid, t1, t2);
 		q_close(db);
 		return rc;
 	}
