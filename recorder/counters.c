@@ -272,12 +272,12 @@ static void sample(void)
 	rec_writer_meta(&r);
 }
 
-uint64_t rec_counters_tick(int last)
+uint64_t rec_counters_tick(int force)
 {
 	if (!period_ns)
 		return UINT64_MAX;
 	uint64_t now = rec_now();
-	if (now >= next_due || last) {
+	if (now >= next_due || force) {
 		sample();
 		/* the next one a period after this one's due time: no drift,
 		 * but no burst after a writer stalled for several periods */

@@ -550,9 +550,9 @@ int rec_writer_node(uint32_t id);     /* 0: not written yet */
 void rec_counters_init(void);         /* constructor: REC_STATS_MS, the allocator's functions */
 void rec_counters_start(void);        /* a session's writer starts: names not written yet */
 /* Writer thread only, between rounds: a SAMPLE (with the COUNTER names
- * first in a session) when one is due, or at once if last; returns the ns
- * until the next is due (UINT64_MAX: sampling is off). */
-uint64_t rec_counters_tick(int last);
+ * first in a session) when one is due, or at once if force (the end,
+ * rec_flush); returns the ns until the next is due (UINT64_MAX: off). */
+uint64_t rec_counters_tick(int force);
 void rec_counters_names(void);        /* the COUNTER records (keyframes write them again) */
 
 /* ---- keyframe.c: a bounded trace's keyframes (writer thread only) -------- */

@@ -572,6 +572,11 @@ int rec_writer_sync(void)
 	check_fd();
 	round_all(SYNC);
 	flush_meta();
+	/* rec_flush: the counters as they are now, read after this thread's
+	 * own writing touched its buffers, so they hold what the program
+	 * sees once the flush returns */
+	rec_counters_tick(1);
+	flush_meta();
 	return failed ? -1 : 0;
 }
 
