@@ -232,13 +232,20 @@ struct q_counters {
  * the table existed (db->err says to import again). */
 int q_counters(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_counters *out);
 void q_counters_free(struct q_counters *c);
+struct q_sample { int64_t t, value; };
+/* Every sample of counter name of process pid, in time order, into *s
+ * (malloc'd: the caller frees it) and *n; none (0, *n = 0) in a database
+ * without the counters table. */
+int q_counter_series(struct q_db *db, int64_t pid, const char *name, struct q_sample **s,
+                     size_t *n);
 /* What trace-snap --stats prints, over [t1, t2] or at t1 = t2 when !window:
  * live heap bytes from the events (unbiased if sampled), every counter
  * (bytes and a binary size), and rss_bytes - (live heap + live mmap), what
  * the process holds but the program does not use; then a "Warning: " line
  * per thing the live heap lacks. Q_NOT_FOUND as q_counters. */
 int q_write_stats(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, bool window, FILE *f);
-/* bytes as a size in binary units ("512 B", "1.50 KiB", "23.4 MiB"). */
+/* bytes as a size in binary units ("512 B", "1.50 KiB", "23.4 MiB");
+ * negative values keep the sign. */
 void q_fmt_bytes(char *buf, size_t n, int64_t bytes);
 
 /* ---- what an answer lacks ------------------------------------------------ */

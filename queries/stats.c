@@ -102,11 +102,17 @@ static int range(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_
 	return 0;
 }
 
+/* Databases imported before the table existed lack it. */
+static bool has_table(struct q_db *db)
+{
+	return sqlite3_table_column_metadata(db->sql, NULL, "counters", NULL, NULL, NULL, NULL,
+	                                     NULL, NULL) == SQLITE_OK;
+}
+
 /* The names of pid's counters into out. */
 static int names(struct q_db *db, int64_t pid, struct q_counters *out)
 {
-	if (sqlite3_table_column_metadata(db->sql, NULL, "counters", NULL, NULL, NULL, NULL,
-	                                  NULL, NULL) != SQLITE_OK)
+	if (!has_table(db))
 		return q_fail(db, "%s: no counters table (imported by an older trace-import: "
 		              "import the trace again)", db->path);
 	sqlite3_stmt *s = q_stmt(db, Q_ST_COUNTER_NAMES);
@@ -157,6 +163,29 @@ void q_counters_free(struct q_counters *c)
 {
 	free(c->c);
 	memset(c, 0, sizeof *c);
+}
+
+int q_counter_series(struct q_db *db, int64_t pid, const char *name, struct q_sample **out,
+                     size_t *n)
+{
+	size_t cap = 0;
+	*out = NULL;
+	*n = 0;
+	if (!has_table(db))
+		return 0;
+	sqlite3_stmt *s = q_stmt(db, Q_ST_COUNTER_SERIES);
+	if (!s)
+		return -1;
+	sqlite3_bind_int64(s, 1, pid);
+	sqlite3_bind_text(s, 2, name, -1, SQLITE_STATIC);
+	int rc;
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		if (q_grow(out, &cap, *n + 1, sizeof **out))
+			return q_fail(db, "out of memory");
+		(*out)[(*n)++] = (struct q_sample){ sqlite3_column_int64(s, 0),
+		                                    sqlite3_column_int64(s, 1) };
+	}
+	return rc == SQLITE_DONE ? 0 : q_sqlfail(db, "reading a counter's samples");
 }
 
 /* Live heap bytes at t from the events (unbiased if sampled). */

@@ -1,4 +1,5 @@
-/* fmt.c - numbers for people: byte sizes in binary units and times in seconds.
+/* fmt.c - numbers for people: times in seconds (byte sizes in binary units
+ * are q_fmt_bytes', shared with trace-snap --stats).
  *
  * Used for labels and the status line only. Exact values (the table, the
  * bytes at the cursor) are printed as plain integers by the caller; this file
@@ -12,23 +13,6 @@
 
 #define NS_PER_S  1000000000LL
 #define NS_PER_US 1000LL
-
-void tui_fmt_bytes(char *buf, size_t n, int64_t bytes)
-{
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	const char *sign = bytes < 0 ? "-" : "";
-	double v = bytes < 0 ? -(double)bytes : (double)bytes;
-	size_t u = 0;
-
-	while (v >= 1024.0 && u + 1 < sizeof unit / sizeof unit[0]) {
-		v /= 1024.0;
-		u++;
-	}
-	if (u == 0)
-		snprintf(buf, n, "%s%.0f B", sign, v);
-	else
-		snprintf(buf, n, "%s%.*f %s", sign, v < 10.0 ? 2 : v < 100.0 ? 1 : 0, v, unit[u]);
-}
 
 /* Cuts trailing zeros of a decimal fraction, and the dot if nothing is left. */
 static void trim_zeros(char *s)

@@ -6,7 +6,7 @@
  * re-read through data.c, and screen.c draws. A cursor step reads one
  * snapshot; the chart, the stacks' frames and a window's view are cached.
  * Prompts (search, go to, export, replace?) and the lists (help, marks)
- * take the keys while open. `P` reopens the database on another process.
+ * take the keys while open; the counters' pane (r) follows the cursor. `P` reopens the database on another process.
  *
  * Never: print once curses owns the terminal (messages go to the last row);
  * read the database except through data.c.
@@ -52,6 +52,15 @@ static int64_t clamp(const struct tui_ui *u, int64_t t)
 	return t < u->t_start ? u->t_start : t > u->t_end ? u->t_end : t;
 }
 
+/* The counters at the cursor, for their pane; none, and why, when the
+ * process has none. */
+static void read_counters(struct tui_ui *u)
+{
+	if (tui_data_counters(u->d, u->cursor, &u->counters, &u->ncounters, u->counters_err,
+	                      sizeof u->counters_err) == 0)
+		u->counters_err[0] = '\0';
+}
+
 /* Reads the snapshot at the cursor (status line, and the main pane unless a
  * window is shown), or the window's view when rebuild_window is set. */
 static int refresh_view(struct tui_ui *u, bool rebuild_window)
@@ -75,6 +84,8 @@ static int refresh_view(struct tui_ui *u, bool rebuild_window)
 		u->live_objects += sv[i].objects;
 		u->allocs += sv[i].allocs;
 	}
+	if (u->show_counters)
+		read_counters(u);
 	if (!tui_window_on(u) && tui_model_build(u->model, u->d, sv, n, u->tree, u->sort, true) < 0) {
 		snprintf(err, sizeof err, "out of memory");
 		goto fail;
@@ -304,6 +315,7 @@ static void load_process(struct tui_ui *u)
 	u->proc = tui_data_proc(u->d);
 	u->stopped = tui_data_stopped(u->d, &u->nstopped);
 	u->chart.pts = tui_data_timeline(u->d, &u->chart.npts);
+	u->chart.rss = tui_data_rss(u->d, &u->chart.nrss);
 	u->chart.duration = u->t_end;
 	u->cursor = u->t_start;
 }
@@ -393,6 +405,11 @@ static bool key(struct tui_ui *u, int ch)
 	case 't':        u->tree = !u->tree; rebuild = true; break;
 	case 's':        u->sort = (u->sort + 1) % (TUI_BY_ALLOCS + 1); rebuild = true; break;
 	case 'f':        u->show_stack = !u->show_stack; break;
+	case 'r':
+		u->show_counters = !u->show_counters;
+		if (u->show_counters)
+			read_counters(u);
+		break;
 	case '?':        u->help = true; u->help_top = 0; break;
 	case '/':        open_prompt(u, TUI_PROMPT_SEARCH); break;
 	case 'n':        search(u); break;

@@ -2,7 +2,8 @@
  *
  * Top to bottom: a title row, the chart (bars, axis, time labels), the
  * status line (the numbers at the cursor, the mark there and the current
- * view), the table header and rows of the main pane (or the list of marks),
+ * view), the table header and rows of the main pane (or the list of marks,
+ * or the counters at the cursor),
  * optionally the selected row's stack, and a last row for prompts, messages
  * and the key hints. `?` draws the help over everything. Any size from 40x12
  * works; 80x24 shows a six-row chart and twelve rows. Lines too long for
@@ -50,6 +51,7 @@ void tui_screen_init(struct tui_ui *u)
 	init_pair(TUI_PAIR_PEAK, COLOR_RED, -1);
 	init_pair(TUI_PAIR_MARK, COLOR_CYAN, -1);
 	init_pair(TUI_PAIR_STATUS, COLOR_BLACK, COLOR_CYAN);
+	init_pair(TUI_PAIR_RSS, COLOR_MAGENTA, -1);
 }
 
 static int chart_h(void)
@@ -163,7 +165,7 @@ static void status_line(struct tui_ui *u, int level, size_t label_max, char *lin
 	mark_note(u, level >= SHORT_WORDS, label_max, mark, sizeof mark);
 	if (level < NO_MIB) {
 		strcpy(hb, " (");
-		tui_fmt_bytes(hb + 2, sizeof hb - 3, u->live_bytes);
+		q_fmt_bytes(hb + 2, sizeof hb - 3, u->live_bytes);
 		strcat(hb, ")");
 	}
 	snprintf(line, n, " t=%s %s%" PRId64 " B%s %" PRId64 " %s %" PRId64 " allocs%s%s [%s]", t,
@@ -225,7 +227,7 @@ static void title_line(const struct tui_ui *u, int level, char *line, size_t n)
 {
 	char dur[32], pb[32], pt[32], proc[128] = "", flags[128];
 	tui_fmt_time(dur, sizeof dur, u->t_end - u->t_start);
-	tui_fmt_bytes(pb, sizeof pb, u->peak_bytes);
+	q_fmt_bytes(pb, sizeof pb, u->peak_bytes);
 	tui_fmt_time(pt, sizeof pt, u->peak_t);
 	if (u->nprocs > 1)            /* which one of the run's processes */
 		snprintf(proc, sizeof proc, "  %s [pid %lld]", base_name(u->exe), (long long)u->pid);
@@ -430,6 +432,36 @@ static void draw_stack(struct tui_ui *u, int y, int nrows)
 	}
 }
 
+/* The counters at the cursor (r), over the main pane: each one's last
+ * sample at or before the cursor, in bytes and a binary size, and when it
+ * was read. */
+static void draw_counters(struct tui_ui *u, int y, int nrows)
+{
+	char t[32], human[32], line[256];
+	for (int r = 0; r <= nrows; r++) {
+		move(y + r, 0);
+		clrtoeol();
+	}
+	attron(A_UNDERLINE);
+	mvhline(y, 0, ' ', COLS);
+	tui_fmt_time(t, sizeof t, u->cursor);
+	snprintf(line, sizeof line, "counters at %s (r: close)", t);
+	mvaddnstr(y, 0, u->counters_err[0] ? u->counters_err : line, COLS);
+	attroff(A_UNDERLINE);
+	for (int r = 0; r < nrows && (size_t)r < u->ncounters; r++) {
+		const struct q_counter *c = &u->counters[r];
+		if (!c->known) {
+			snprintf(line, sizeof line, "%-34s  no sample yet", c->name);
+		} else {
+			q_fmt_bytes(human, sizeof human, c->at_t1);
+			tui_fmt_time(t, sizeof t, c->t1_read);
+			snprintf(line, sizeof line, "%-34s %14" PRId64 " %10s  read at %s", c->name,
+			         c->at_t1, human, t);
+		}
+		put_name(u, y + 1 + r, 0, line);
+	}
+}
+
 /* At most HELP_COLS wide: it is read whole in a 60-column terminal. */
 static const char *const help_text[] = {
 	"trace-tui keys",
@@ -456,6 +488,7 @@ static const char *const help_text[] = {
 	"  / , n             search a function, next match",
 	"  e                 export the view (.heap .pb.gz",
 	"                    .folded .txt: the name's extension)",
+	"  r                 counters at the cursor (RSS: the dots)",
 	"  ?                 this help         q   quit",
 	"flat: the function's own bytes; cum: with its callees;",
 	"objects and allocs (allocations so far): its own.",
@@ -590,6 +623,8 @@ void tui_screen_draw(struct tui_ui *u)
 	int nrows = tui_screen_table_rows(u);
 	if (u->mark_list) {
 		draw_marks(u, ty, LINES - 2 - ty);
+	} else if (u->show_counters) {
+		draw_counters(u, ty, LINES - 2 - ty);
 	} else {
 		draw_table(u, ty, nrows);
 		if (u->show_stack)
