@@ -21,7 +21,7 @@
 
 #define NS_PER_S 1e9
 #define BYTES_UNITS 5                  /* B, KiB, MiB, GiB, TiB */
-#define SIZE_W 12                      /* "1023.9 MiB" and a margin */
+#define CELL_W 28                      /* "1099511627776 (1.00 TiB)" and a margin */
 #define NAME_W 34                      /* tcmalloc.pageheap_unmapped_bytes */
 #define WARNING "Warning: "
 #define RSS_NAME "rss_bytes"
@@ -214,7 +214,7 @@ static void cell(FILE *f, bool known, int64_t v)
 		q_fmt_bytes(human, sizeof human, v);
 		snprintf(both, sizeof both, "%" PRId64 " (%s)", v, human);
 	}
-	fprintf(f, " %*s", SIZE_W + 16, both);
+	fprintf(f, " %*s", CELL_W, both);
 }
 
 /* What the process holds that the program does not use: resident memory
@@ -232,77 +232,67 @@ static const struct q_counter *rss_of(const struct q_counters *cs)
 	return NULL;
 }
 
-static void instant(FILE *f, const struct q_counters *cs, int64_t t, int64_t heap,
-                    int64_t live_mmap, bool sampled)
+/* The table: at an instant, a value per row and when it was read; over a
+ * window, the value at each end, the minimum and the maximum. */
+static void table(FILE *f, const struct q_counters *cs, int64_t t1, int64_t t2,
+                  const int64_t heap[2], int64_t live_mmap, bool sampled, bool is_window)
 {
-	fprintf(f, "At %.6f s\n", (double)t / NS_PER_S);
+	if (is_window) {
+		char a[40], b[40];
+		snprintf(a, sizeof a, "at %.6f s", (double)t1 / NS_PER_S);
+		snprintf(b, sizeof b, "at %.6f s", (double)t2 / NS_PER_S);
+		fprintf(f, "From %.6f s to %.6f s\n", (double)t1 / NS_PER_S, (double)t2 / NS_PER_S);
+		fprintf(f, "%-*s %*s %*s %*s %*s\n", NAME_W, "", CELL_W, a, CELL_W, b,
+		        CELL_W, "min", CELL_W, "max");
+	} else {
+		fprintf(f, "At %.6f s\n", (double)t2 / NS_PER_S);
+	}
 	fprintf(f, "%-*s", NAME_W, sampled ? "live heap (events, estimated)" : "live heap (events)");
-	cell(f, true, heap);
+	cell(f, true, heap[0]);
+	if (is_window) {
+		cell(f, true, heap[1]);
+		fputs("  (min, max: trace-snap --peak, trace-tui)", f);
+	}
 	fputc('\n', f);
 	for (size_t i = 0; i < cs->n; i++) {
 		const struct q_counter *c = &cs->c[i];
 		fprintf(f, "%-*s", NAME_W, c->name);
 		cell(f, c->known, c->at_t1);
-		if (c->known)
+		if (is_window) {
+			cell(f, c->known2, c->at_t2);
+			cell(f, c->has_range, c->min);
+			cell(f, c->has_range, c->max);
+		} else if (c->known) {
 			fprintf(f, "  read at %.6f s", (double)c->t1_read / NS_PER_S);
-		else
+		} else {
 			fputs("  no sample yet", f);
+		}
 		fputc('\n', f);
 	}
 	const struct q_counter *rss = rss_of(cs);
 	fprintf(f, "%-*s", NAME_W, "unused: rss - live heap");
-	cell(f, rss && rss->known, rss ? unused(rss->at_t1, heap, live_mmap) : 0);
-	fputs("  held by the process, not in use by the program\n", f);
-}
-
-static void window(FILE *f, const struct q_counters *cs, int64_t t1, int64_t t2,
-                   int64_t heap1, int64_t heap2, int64_t live_mmap, bool sampled)
-{
-	char a[40], b[40];
-	snprintf(a, sizeof a, "at %.6f s", (double)t1 / NS_PER_S);
-	snprintf(b, sizeof b, "at %.6f s", (double)t2 / NS_PER_S);
-	fprintf(f, "From %.6f s to %.6f s\n", (double)t1 / NS_PER_S, (double)t2 / NS_PER_S);
-	fprintf(f, "%-*s %*s %*s %*s %*s\n", NAME_W, "", SIZE_W + 16, a, SIZE_W + 16, b,
-	        SIZE_W + 16, "min", SIZE_W + 16, "max");
-	fprintf(f, "%-*s", NAME_W, sampled ? "live heap (events, estimated)" : "live heap (events)");
-	cell(f, true, heap1);
-	cell(f, true, heap2);
-	fputs("  (min, max: trace-snap --peak, trace-tui)\n", f);
-	for (size_t i = 0; i < cs->n; i++) {
-		const struct q_counter *c = &cs->c[i];
-		fprintf(f, "%-*s", NAME_W, c->name);
-		cell(f, c->known, c->at_t1);
-		cell(f, c->known2, c->at_t2);
-		cell(f, c->has_range, c->min);
-		cell(f, c->has_range, c->max);
-		fputc('\n', f);
-	}
-	const struct q_counter *rss = rss_of(cs);
-	fprintf(f, "%-*s", NAME_W, "unused: rss - live heap");
-	cell(f, rss && rss->known, rss ? unused(rss->at_t1, heap1, live_mmap) : 0);
-	cell(f, rss && rss->known2, rss ? unused(rss->at_t2, heap2, live_mmap) : 0);
+	cell(f, rss && rss->known, rss ? unused(rss->at_t1, heap[0], live_mmap) : 0);
+	if (is_window)
+		cell(f, rss && rss->known2, rss ? unused(rss->at_t2, heap[1], live_mmap) : 0);
 	fputs("  held by the process, not in use by the program\n", f);
 }
 
 int q_write_stats(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, bool is_window, FILE *f)
 {
 	struct q_counters cs = { 0 };
-	int64_t heap1, heap2;
+	int64_t heap[2];
 	/* mmap tracking (issue 23) adds the program's live mappings here */
 	const int64_t live_mmap = 0;
 	const struct q_process *p = q_process(db, pid);
 	int rc = q_counters(db, pid, t1, t2, &cs);
-	if (!rc && (live_heap(db, pid, t1, &heap1) || live_heap(db, pid, t2, &heap2)))
+	if (!rc && (live_heap(db, pid, t1, &heap[0]) ||
+	            (is_window && live_heap(db, pid, t2, &heap[1]))))
 		rc = -1;
 	if (rc) {
 		q_counters_free(&cs);
 		return rc;
 	}
-	bool sampled = p && p->sample_period > 0;
-	if (is_window)
-		window(f, &cs, t1, t2, heap1, heap2, live_mmap, sampled);
-	else
-		instant(f, &cs, t2, heap2, live_mmap, sampled);
+	table(f, &cs, t1, t2, heap, live_mmap, p && p->sample_period > 0, is_window);
 	q_counters_free(&cs);
 	struct q_profile lk = { .kind = is_window ? Q_GROWTH : Q_SNAPSHOT, .pid = pid,
 	                        .t1 = t1, .t2 = t2 };

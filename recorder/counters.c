@@ -144,11 +144,10 @@ static void add(const struct counter *c, size_t n)
 static int read_key(const struct counter *c, uint64_t *v)
 {
 	size_t x = 0, len = sizeof x;
-	if (c->src == JEMALLOC && mallctl_p(c->key, &x, &len, NULL, 0) == 0)
-		return *v = x, 0;
-	if (c->src == TCMALLOC && tc_property_p(c->key, &x))
-		return *v = x, 0;
-	return -1;
+	int ok = c->src == JEMALLOC ? mallctl_p(c->key, &x, &len, NULL, 0) == 0
+	                            : tc_property_p(c->key, &x) != 0;
+	*v = x;
+	return ok ? 0 : -1;
 }
 
 static void add_keyed(const struct counter *c, size_t n)
