@@ -144,7 +144,9 @@ CREATE TABLE marks(
 -- (glibc.*, jemalloc.*, tcmalloc.*). One row per sample and counter; a
 -- value holds from its t until the counter's next row. The key makes "the
 -- value at T" (the last row at or before T) and min/max over a window
--- range reads.
+-- range reads. Added without a schema_version bump (the other tables did
+-- not change): a reader that needs it checks that it exists, and says to
+-- import again when it does not (trace-snap --stats).
 CREATE TABLE counters(
   pid   INTEGER NOT NULL,
   t     INTEGER NOT NULL,            -- when it was read

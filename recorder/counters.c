@@ -16,12 +16,16 @@
  * what the other waits for. A fork takes the allocator's locks in its
  * prepare handler (glibc, jemalloc and tcmalloc all do), so it waits for a
  * sample in progress instead of copying a held lock into the child; the
- * child's writer is a new thread.
+ * child's writer is a new thread. The RSS is read at every sample; the
+ * allocator's figures, whose reading may hold its locks for long, at most
+ * 1 % of the time (ALLOC_COST_SHARE), and at every forced sample
+ * (rec_flush, the end).
  *
  * The allocator is looked up once, from the constructor (rec_counters_init):
- * the functions are those of the object that defines the malloc under
- * ours, found with dlsym and dladdr, which take the dynamic loader's lock
- * and so are never called from a hook or from the writer. A function of
+ * the functions are those of the object that defines the malloc the
+ * program calls (malloc_object), found with dlsym and dladdr, which take
+ * the dynamic loader's lock and so are never called from a hook or from
+ * the writer. A function of
  * another object (glibc's mallinfo2 while jemalloc serves malloc) would
  * describe an allocator the program does not use, and is not sampled.
  *
@@ -32,11 +36,9 @@
 #include "tf_varint.h"
 
 #include <dlfcn.h>
-#include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define STATS_NS_DEFAULT 10000000ull    /* REC_STATS_MS unset: every 10 ms */
 #define STATS_NS_MIN 1000000ull         /* below 1 ms the writer would do little else */
@@ -44,9 +46,17 @@
 #define NS_PER_MS 1000000ull
 #define STATM_BYTES 256                 /* /proc/self/statm: 7 numbers, ~40 bytes */
 #define COUNTERS_MAX 16                 /* 3 from statm, at most 5 of an allocator */
+#define NSTATM 3                        /* statm's counters come first, every sample */
+/* An allocator's statistics call costs what the allocator makes it cost:
+ * glibc's mallinfo2 walks every free chunk of every arena under the
+ * arena's lock, 0.4 ms with 5 000 free chunks, 39 ms with 75 000 (measured
+ * here), stalling the program's mallocs meanwhile. The next such read
+ * comes no sooner than this many times the last one's duration, so that
+ * it takes at most 1 % of the time (and of the arena's lock). */
+#define ALLOC_COST_SHARE 100
 
 /* Where a counter's value comes from. */
-enum source { STATM_RSS, STATM_ANON, STATM_SHARED, GLIBC, JEMALLOC, TCMALLOC };
+enum source { STATM, GLIBC, JEMALLOC, TCMALLOC };
 
 struct counter {
 	const char *name;               /* on disk (COUNTER record) */
@@ -56,10 +66,11 @@ struct counter {
 };
 
 static const struct counter statm[] = {
-	{ "rss_bytes", STATM_RSS, NULL, 0 },
-	{ "rss_anon_bytes", STATM_ANON, NULL, 0 },
-	{ "rss_file_shmem_bytes", STATM_SHARED, NULL, 0 },
+	{ "rss_bytes", STATM, NULL, 0 },            /* resident */
+	{ "rss_anon_bytes", STATM, NULL, 0 },       /* resident - shared */
+	{ "rss_file_shmem_bytes", STATM, NULL, 0 }, /* shared */
 };
+_Static_assert(sizeof statm / sizeof statm[0] == NSTATM, "statm's counters come first");
 static const struct counter glibc[] = {
 	{ "glibc.arena_bytes", GLIBC, NULL, offsetof(struct mallinfo2, arena) },
 	{ "glibc.mmapped_bytes", GLIBC, NULL, offsetof(struct mallinfo2, hblkhd) },
@@ -95,8 +106,9 @@ static mallctl_fn mallctl_p;
 static tc_property_fn tc_property_p;
 
 /* The writer's, per session. */
-static int named;                       /* COUNTER records written */
+static uint32_t named;                  /* sampled[0, named) have their COUNTER record */
 static uint64_t next_due;               /* rec_now() of the next sample */
+static uint64_t alloc_due;              /* ... that reads the allocator's counters */
 
 /* REC_STATS_MS: a bare integer is milliseconds (the variable's unit); a
  * number with a unit follows the time grammar (README "Times"). */
@@ -126,6 +138,16 @@ static void *object_of(void *fn)
 	return fn && dladdr(fn, &info) ? info.dli_fbase : NULL;
 }
 
+/* The object whose malloc the program calls: the one under ours, or,
+ * when an allocator is preloaded before libheapreel.so, that one (whose
+ * malloc then takes the program's calls without passing through ours). */
+static void *malloc_object(void)
+{
+	void *first = object_of(dlsym(RTLD_DEFAULT, "malloc"));
+	return first && first != object_of((void *)rec_counters_init) ? first
+	       : object_of(*(void **)&rec_real.malloc);
+}
+
 /* fn if the object that serves malloc defines it, else NULL. */
 static void *allocator_fn(const char *name, void *malloc_object)
 {
@@ -140,7 +162,12 @@ static void add(const struct counter *c, size_t n)
 }
 
 /* jemalloc's and tcmalloc's statistics exist only in some builds (jemalloc
- * --disable-stats): a counter whose first read fails is left out. */
+ * --disable-stats), and tcmalloc answers only once its initializer ran,
+ * which may come after ours: the writer tries them (probe) until one
+ * answers, and keeps those that did. */
+static const struct counter *keyed;     /* their table, until probed */
+static size_t nkeyed;
+
 static int read_key(const struct counter *c, uint64_t *v)
 {
 	size_t x = 0, len = sizeof x;
@@ -150,12 +177,16 @@ static int read_key(const struct counter *c, uint64_t *v)
 	return ok ? 0 : -1;
 }
 
-static void add_keyed(const struct counter *c, size_t n)
+/* Writer: the keyed counters that answer join sampled[] (the first time
+ * any does). */
+static void probe(void)
 {
 	uint64_t v;
-	for (size_t i = 0; i < n; i++)
-		if (read_key(&c[i], &v) == 0)
-			add(&c[i], 1);
+	for (size_t i = 0; i < nkeyed; i++)
+		if (read_key(&keyed[i], &v) == 0)
+			add(&keyed[i], 1);
+	if (nsampled > NSTATM)
+		nkeyed = 0;
 }
 
 void rec_counters_init(void)
@@ -166,22 +197,26 @@ void rec_counters_init(void)
 	long page = sysconf(_SC_PAGESIZE);
 	page_bytes = page > 0 ? (uint64_t)page : 4096;
 	add(statm, sizeof statm / sizeof statm[0]);
-	void *obj = object_of(*(void **)&rec_real.malloc);
+	void *obj = malloc_object();
 	*(void **)&mallctl_p = allocator_fn("mallctl", obj);
 	*(void **)&tc_property_p = allocator_fn("MallocExtension_GetNumericProperty", obj);
-	*(void **)&mallinfo2_p = allocator_fn("mallinfo2", obj);
-	if (mallctl_p)
-		add_keyed(jemalloc, sizeof jemalloc / sizeof jemalloc[0]);
-	else if (tc_property_p)
-		add_keyed(tcmalloc, sizeof tcmalloc / sizeof tcmalloc[0]);
-	else if (mallinfo2_p)
+	void *mi = allocator_fn("mallinfo2", obj);
+	if (mallctl_p) {
+		keyed = jemalloc;
+		nkeyed = sizeof jemalloc / sizeof jemalloc[0];
+	} else if (tc_property_p) {
+		keyed = tcmalloc;
+		nkeyed = sizeof tcmalloc / sizeof tcmalloc[0];
+	} else if (mi) {        /* set only for glibc: read_all calls it when set */
+		*(void **)&mallinfo2_p = mi;
 		add(glibc, sizeof glibc / sizeof glibc[0]);
+	}
 }
 
 void rec_counters_start(void)
 {
 	named = 0;
-	next_due = 0;
+	next_due = alloc_due = 0;
 }
 
 /* A number of /proc/self/statm at *p, and the space after it. */
@@ -216,71 +251,91 @@ static int read_statm(uint64_t *resident, uint64_t *shared)
 	return 0;
 }
 
-void rec_counters_names(void)
+/* COUNTER records for sampled[from, nsampled). */
+static void name_from(uint32_t from)
 {
-	for (uint32_t i = 0; i < nsampled; i++) {
+	for (uint32_t i = from; i < nsampled; i++) {
 		struct tf_record r = { .kind = TF_COUNTER, .id = i + 1, .str = sampled[i]->name };
 		rec_writer_meta(&r);
 	}
-	named = 1;
+	named = nsampled;
 }
 
-/* Reads every counter: 0, or -1 if statm could not be read (then no
- * sample: a SAMPLE always holds rss_bytes). */
-static int read_all(uint64_t *v)
+void rec_counters_names(void)
 {
-	uint64_t resident, shared;
+	name_from(0);
+}
+
+/* The allocator's counters into v[NSTATM ...]. */
+static void read_allocator(uint64_t *v)
+{
 	struct mallinfo2 mi = { 0 };
-	if (read_statm(&resident, &shared) < 0)
-		return -1;
 	if (mallctl_p) {                /* jemalloc's statistics are refreshed by an epoch bump */
 		uint64_t epoch = 1;
 		size_t len = sizeof epoch;
 		mallctl_p("epoch", &epoch, &len, &epoch, len);
 	}
-	if (mallinfo2_p && !mallctl_p && !tc_property_p)
+	if (mallinfo2_p)
 		mi = mallinfo2_p();
-	for (uint32_t i = 0; i < nsampled; i++) {
+	for (uint32_t i = NSTATM; i < nsampled; i++) {
 		const struct counter *c = sampled[i];
-		switch (c->src) {
-		case STATM_RSS: v[i] = resident; break;
-		case STATM_ANON: v[i] = resident - shared; break;
-		case STATM_SHARED: v[i] = shared; break;
-		case GLIBC: v[i] = *(const size_t *)(const void *)((const char *)&mi + c->offset); break;
-		case JEMALLOC:
-		case TCMALLOC:
-			if (read_key(c, &v[i]) < 0)
-				v[i] = 0;
-			break;
-		}
+		if (c->src == GLIBC)
+			v[i] = *(const size_t *)(const void *)((const char *)&mi + c->offset);
+		else if (read_key(c, &v[i]) < 0)
+			v[i] = 0;
 	}
-	return 0;
 }
 
-static void sample(void)
+/* One SAMPLE: the RSS counters, and the allocator's too when with_alloc.
+ * Those are read first, so that the sample's time, taken after the reads,
+ * is at most a statm read after the RSS it holds. */
+static void sample(int with_alloc)
 {
-	uint64_t v[COUNTERS_MAX];
+	uint64_t v[COUNTERS_MAX], resident, shared;
 	uint8_t packed[COUNTERS_MAX * TF_VARINT_MAX];
-	if (read_all(v) < 0)
-		return;
-	if (!named)
-		rec_counters_names();
-	struct tf_record r = { .kind = TF_SAMPLE, .t = rec_now(), .id = 1, .count = nsampled,
-			       .values = packed,
-			       .values_len = (uint32_t)tf_sample_pack(packed, v, nsampled) };
+	if (with_alloc && nkeyed)
+		probe();
+	with_alloc = with_alloc && nsampled > NSTATM;
+	if (with_alloc)
+		read_allocator(v);
+	if (read_statm(&resident, &shared) < 0)
+		return;         /* a SAMPLE always holds rss_bytes */
+	v[0] = resident;
+	v[1] = resident - shared;
+	v[2] = shared;
+	if (named < nsampled)
+		name_from(named);
+	uint32_t n = with_alloc ? nsampled : NSTATM;
+	struct tf_record r = { .kind = TF_SAMPLE, .t = rec_now(), .id = 1, .count = n,
+			       .values = packed, .values_len = (uint32_t)tf_sample_pack(packed, v, n) };
 	rec_writer_meta(&r);
+}
+
+/* The next due time after one due at due, read at now: a period after the
+ * due time (no drift), or after now if the writer fell behind by more (no
+ * burst of catching up). */
+static uint64_t next_after(uint64_t due, uint64_t now, uint64_t period)
+{
+	return due + period > now ? due + period : now + period;
 }
 
 uint64_t rec_counters_tick(int force)
 {
-	if (!period_ns)
-		return UINT64_MAX;
+	if (!period_ns || rec_writer_failed())
+		return UINT64_MAX;      /* off, or nothing can be written any more */
 	uint64_t now = rec_now();
 	if (now >= next_due || force) {
-		sample();
-		/* the next one a period after this one's due time: no drift,
-		 * but no burst after a writer stalled for several periods */
-		next_due = next_due + period_ns > now ? next_due + period_ns : now + period_ns;
+		int with_alloc = (nsampled > NSTATM || nkeyed) && (now >= alloc_due || force);
+		sample(with_alloc);
+		uint64_t after = rec_now();
+		if (with_alloc) {
+			/* its cost (mallinfo2 walks every free chunk under
+			 * the arena's lock) at most 1/ALLOC_COST_SHARE of the time */
+			uint64_t spaced = (after - now) * ALLOC_COST_SHARE;
+			alloc_due = next_after(alloc_due, now, spaced > period_ns ? spaced : period_ns);
+		}
+		next_due = next_after(next_due, now, period_ns);
+		now = after;
 	}
-	return next_due - now;
+	return next_due > now ? next_due - now : 0;
 }

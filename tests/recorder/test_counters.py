@@ -11,8 +11,9 @@ CASE:
             at rss-1 and rss-2 only); --stats --at prints the exact live heap and
             rss_bytes; --stats over a window its min and max
   jemalloc  the same RSS check with libjemalloc.so.2 serving malloc; its
-            counters present, allocated <= active <= resident (skips if it
-            is not installed)
+            counters present, allocated <= active <= resident, also when
+            it is preloaded before libheapreel.so (skips if it is not
+            installed)
   tcmalloc  the same with libtcmalloc_minimal.so.4: allocated <= heap size,
             page-heap free and unmapped within the heap (skips likewise)
   off       REC_STATS_MS=0: no COUNTER or SAMPLE record, and --stats says
@@ -46,12 +47,13 @@ TCMALLOC = ["tcmalloc.allocated_bytes", "tcmalloc.heap_size_bytes",
 RSS = ["rss_bytes", "rss_anon_bytes", "rss_file_shmem_bytes"]
 
 
-def run_recorded(argv, trace, preload_after=None, **env):
+def run_recorded(argv, trace, preload_after=None, preload_before=None, **env):
     """argv under libheapreel.so (and after it the allocator to use, so
-    that ours interposes and the real malloc is that allocator's)."""
+    that ours interposes and the real malloc is that allocator's; or before
+    it, so that the program calls that allocator's malloc directly)."""
     e = dict(os.environ)
     e.update(env)
-    e["LD_PRELOAD"] = hrtest.LIBREC + (" " + preload_after if preload_after else "")
+    e["LD_PRELOAD"] = " ".join(p for p in (preload_before, hrtest.LIBREC, preload_after) if p)
     e["REC_OUT"] = trace
     p = subprocess.run(argv, env=e, capture_output=True, text=True)
     assert p.returncode == 0, "%s exited %d: %s" % (argv, p.returncode, p.stderr)
@@ -162,6 +164,13 @@ def case_allocator(d, which):
             assert (allocated >= BASE + BIG) == (k in (1, 2)), "rss-%d: allocated %d" % (
                 k, allocated)
     print("%s counters present and ordered at every mark: ok" % which)
+    # preloaded before the recorder, the allocator still serves the
+    # program's malloc: its figures are sampled, not glibc's idle arena's
+    trace = os.path.join(d, "first.trc")
+    run_recorded([hrtest.prog("rss_marks")], trace, preload_before=lib)
+    got = [r["name"] for r in rectest.dump(trace) if r["kind"] == "counter"]
+    assert got == RSS + want, got
+    print("%s preloaded before libheapreel.so: its counters: ok" % which)
 
 
 def case_off(d):
