@@ -96,10 +96,11 @@ typedef struct mallinfo2 (*mallinfo2_fn)(void);
 typedef int (*mallctl_fn)(const char *, void *, size_t *, void *, size_t);
 typedef int (*tc_property_fn)(const char *, size_t *);
 
-/* Fixed by rec_counters_init, before any writer runs. */
+/* Fixed by rec_counters_init, before any writer runs; sampled[] grows
+ * on the writer only (probe), and a forked child's keeps its parent's. */
 static uint64_t period_ns;              /* 0: off */
 static uint64_t page_bytes;
-static const struct counter *sampled[COUNTERS_MAX];
+static const struct counter *sampled[COUNTERS_MAX];   /* id i + 1: sampled[i] */
 static uint32_t nsampled;
 static mallinfo2_fn mallinfo2_p;
 static mallctl_fn mallctl_p;
