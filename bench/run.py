@@ -54,6 +54,9 @@ SAMPLE_TARGET = 1.05          # issue 6: --sample 524288 costs at most 5 %
 SAMPLE_TARGET_ROUNDS = 8      # the target period runs this many times --runs times
 IMPORT_RUNS = 3               # imports (and heaptrack_prints) per workload
 BOUNDED_SIZE = "64M"          # REC_MAX_SIZE of the bounded runs (issue 7)
+STATS_MS = 10                 # REC_STATS_MS of the counters runs (issue 23: the default)
+STATS_TARGET = 1.01           # issue 23: sampling the counters costs at most 1 %
+STATS_ROUNDS = 4              # the counters runs: this many times --runs pairs
 LIVE_BLOCKS = 5000000         # bounded_live: blocks live at once
 QUICK_LIVE_BLOCKS = 500000
 LIVE_ROUNDS = 40              # bounded_live: churn rounds (a tenth of the blocks each)
@@ -186,9 +189,10 @@ def heaptrack_output(prefix):
     return found[0] if found else None
 
 
-def run_variant(variant, argv, tools, work, tag, sample=None, max_size=None):
+def run_variant(variant, argv, tools, work, tag, sample=None, max_size=None, stats_ms=None):
     """One run of one variant; returns (Run, output file or None). sample,
-    max_size: for "rec", REC_SAMPLE and REC_MAX_SIZE."""
+    max_size, stats_ms: for "rec", REC_SAMPLE, REC_MAX_SIZE and REC_STATS_MS
+    (None: the recorder's default)."""
     env = clean_env()
     # The preload is set by env(1) after GNU time, so that only the workload
     # is recorded; the baseline goes through env(1) too, for the same cost.
@@ -198,6 +202,7 @@ def run_variant(variant, argv, tools, work, tag, sample=None, max_size=None):
         trc = os.path.join(work, tag + ".trc")
         period = ["REC_SAMPLE=%d" % sample] if sample else []
         period += ["REC_MAX_SIZE=%s" % max_size] if max_size else []
+        period += ["REC_STATS_MS=%d" % stats_ms] if stats_ms is not None else []
         r = timed(["env", "LD_PRELOAD=" + tools["librec"], "REC_OUT=" + trc] + period + argv,
                   env=env, cwd=work)
         if r.ok and not os.path.exists(trc):
@@ -450,6 +455,49 @@ def sandwiched(before, run, after, field):
     return getattr(run, field) / statistics.mean(bases) if bases and run.ok else None
 
 
+def quartiles(xs):
+    """(median, first quartile, third quartile) of xs."""
+    med = statistics.median(xs)
+    q1, _, q3 = statistics.quantiles(xs, n=4) if len(xs) > 1 else (med, med, med)
+    return med, q1, q3
+
+
+def bench_counters(name, argv, tools, work, runs):
+    """Counters (issue 23): the recording with REC_STATS_MS=0 alternated with
+    REC_STATS_MS=STATS_MS (off, on, off, ..., off), STATS_ROUNDS times --runs
+    pairs; each sampling run divided by the mean of the two runs without
+    sampling around it (sandwiched): the median of those ratios of wall and
+    CPU time, their quartiles, and the samples a trace held."""
+    first, out = run_variant("rec", argv, tools, work, tag_of(name, "stats0", 0), stats_ms=0)
+    remove(out)
+    off, on, samples = [first], [], None
+    for i in range(runs * STATS_ROUNDS):
+        r, out = run_variant("rec", argv, tools, work, tag_of(name, "stats", i),
+                             stats_ms=STATS_MS)
+        if r.ok and samples is None:
+            summary, _ = trace_summary(tools["dump"], out)
+            samples = summary.get("samples") if summary else None
+        remove(out)
+        on.append(r)
+        r, out = run_variant("rec", argv, tools, work, tag_of(name, "stats0", i + 1), stats_ms=0)
+        remove(out)
+        off.append(r)
+    trios = [(off[i], on[i], off[i + 1]) for i in range(len(on))]
+    wall = [x for x in (sandwiched(*t, "wall") for t in trios) if x is not None]
+    label = "REC_STATS_MS=%d" % STATS_MS
+    if not wall:
+        print("  %-17s FAILED (%s)" % (label, why_failed([x for t in trios for x in t])))
+        return
+    cpu = [x for x in (sandwiched(*t, "cpu") for t in trios) if x is not None]
+    med, q1, q3 = quartiles(wall)
+    print("  %-17s %.3fx wall of REC_STATS_MS=0 (quartiles %.3f-%.3f, range %.2f-%.2f), "
+          "%s CPU, %d runs; %s samples, target <= %.2fx: %s" % (
+              label, med, q1, q3, min(wall), max(wall),
+              "%.3fx" % statistics.median(cpu) if cpu else "n/a", len(wall),
+              samples if samples is not None else "?", STATS_TARGET,
+              "MET" if med <= STATS_TARGET else "NOT MET"))
+
+
 def bench_sampling(name, argv, tools, work, runs):
     """Byte sampling: base alternated with a recording at each period of
     SAMPLE_PERIODS (base, sampled, base, sampled, ..., base; the periods'
@@ -488,8 +536,7 @@ def bench_sampling(name, argv, tools, work, runs):
             print("  %-17s FAILED (%s)" % (label, why_failed([x for t in mine for x in t])))
             continue
         cpu = [x for x in (sandwiched(*t, "cpu") for t in mine) if x is not None]
-        med = statistics.median(wall)
-        q1, _, q3 = statistics.quantiles(wall, n=4) if len(wall) > 1 else (med, med, med)
+        med, q1, q3 = quartiles(wall)
         verdict = ""
         if p == target:
             verdict = ", target <= %.2fx: %s" % (SAMPLE_TARGET,
@@ -839,6 +886,8 @@ def main():
             if not a.no_sampling:
                 bench_sampling(name, argv, tools, work, runs)
             bench_bounded(name, argv, tools, work, runs)
+            if "sqlite3" in name:
+                bench_counters(name, argv, tools, work, runs)
             db = bench_import(res, tools, work)
             report_ring_waits(res, db)
             if db:

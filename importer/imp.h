@@ -123,6 +123,7 @@ struct imp_trace {
 	size_t parent;                /* index of the parent's trace, or IMP_NO_TRACE */
 	uint8_t inherited;            /* processes.inherited: enum imp_inherited */
 	uint64_t fork_at;             /* IMP_INHERIT_SEEDED: the fork, common axis */
+	struct imp_counters *counters; /* its COUNTER and SAMPLE records (counters.c) */
 };
 
 #define IMP_NO_TRACE SIZE_MAX
@@ -153,6 +154,15 @@ int imp_trace_parents(struct imp_trace *tr, size_t ntr, struct imp_err *e);
 /* The run's program: the trace of the program the process of trace
  * `first` ran last (itself, or the last program it exec'd). */
 size_t imp_main_trace(const struct imp_trace *tr, size_t ntr, size_t first);
+
+/* counters.c: a COUNTER or SAMPLE record of the trace (pass 1); -1 on
+ * ENOMEM. */
+int imp_counters_add(struct imp_trace *tr, const struct tf_record *r);
+/* Its counters rows; values of counters no COUNTER record names are
+ * counted in *unnamed. -1: the database failed. */
+struct imp_db;
+int imp_counters_write(struct imp_db *db, struct imp_trace *tr, uint64_t *unnamed);
+void imp_counters_free(struct imp_trace *tr);
 
 /* ring.c: takes what a killed process left in TRACE.ring (if the file
  * exists and belongs to this trace). -1 only for ENOMEM / unreadable. */
@@ -413,6 +423,7 @@ struct imp_run {
 	struct imp_symstats sst;
 	uint64_t nodes, nthreads;     /* stack nodes defined; event streams */
 	bool damaged;                 /* a trace had a damaged tail */
+	uint64_t counters_unnamed;    /* counter values no COUNTER record named */
 	char **listed;                /* a directory's traces */
 	size_t nlisted;
 };

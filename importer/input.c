@@ -234,6 +234,9 @@ static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 		tr->fork_parent_t0 = r->count;
 		tr->fork_mono = r->count + r->t;
 		return 0;
+	case TF_COUNTER:
+	case TF_SAMPLE:
+		return imp_counters_add(tr, r);
 	case TF_END:
 		tr->t_end = r->t;
 		if (r->t > tr->t_max)
@@ -391,5 +394,6 @@ void imp_trace_close(struct imp_trace *tr)
 	free(tr->marks);
 	free(tr->node_db);
 	free(tr->path);
+	imp_counters_free(tr);
 	memset(tr, 0, sizeof *tr);
 }

@@ -314,6 +314,7 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 		{ "checkpoint_interval", o->ckpt_interval },
 		{ "timeline_bucket_ns", o->bucket_ns },
 		{ "window_start_ns", window },  /* bounded traces: exact from here on */
+		{ "counter_values_unnamed", r->counters_unnamed },
 	};
 	for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
 		if (imp_db_meta(db, kv[i].key, (int64_t)kv[i].value))
@@ -411,7 +412,8 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 	if (imp_replay(db, tr, r->ntr, o, r->ps, &r->tot, e))
 		goto fail;
 	for (size_t i = 0; i < r->ntr; i++) {
-		if (write_process(db, &tr[i], &r->ps[i], i, t0))
+		if (write_process(db, &tr[i], &r->ps[i], i, t0) ||
+		    imp_counters_write(db, &tr[i], &r->counters_unnamed))
 			goto dbfail;
 		r->damaged |= tr[i].damaged;
 		r->nthreads += tr[i].nstreams;

@@ -21,7 +21,9 @@ CREATE TABLE meta(
 -- program the first process ran last, after its execs; per-process peaks are
 -- in processes), events, allocations, unmatched_frees, lost_events,
 -- damaged (1 if a trace was damaged/truncated and only its prefix imported),
--- checkpoint_interval (allocations between checkpoints), importer_version.
+-- checkpoint_interval (allocations between checkpoints), importer_version,
+-- counter_values_unnamed (SAMPLE values whose counter the trace never
+-- named: not in counters).
 
 CREATE TABLE processes(
   pid           INTEGER PRIMARY KEY,
@@ -135,6 +137,23 @@ CREATE TABLE marks(
   t     INTEGER NOT NULL,
   label TEXT NOT NULL
 );
+
+-- Figures of the whole process sampled over time by the recorder (every
+-- REC_STATS_MS; README "Counters" lists the names): rss_bytes (always),
+-- rss_anon_bytes, rss_file_shmem_bytes, and the allocator's own
+-- (glibc.*, jemalloc.*, tcmalloc.*). One row per sample and counter; a
+-- value holds from its t until the counter's next row. The key makes "the
+-- value at T" (the last row at or before T) and min/max over a window
+-- range reads. Added without a schema_version bump (the other tables did
+-- not change): a reader that needs it checks that it exists, and says to
+-- import again when it does not (trace-snap --stats).
+CREATE TABLE counters(
+  pid   INTEGER NOT NULL,
+  t     INTEGER NOT NULL,            -- when it was read
+  name  TEXT NOT NULL,
+  value INTEGER NOT NULL,
+  PRIMARY KEY(pid, name, t)
+) WITHOUT ROWID;
 
 -- Live bytes/objects over time, per process, in fixed buckets of
 -- meta.timeline_bucket_ns: the value at the bucket's end and the bucket's max.

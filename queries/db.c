@@ -37,6 +37,10 @@ static const char *const stmt_sql[Q_NSTMT] = {
 	[Q_ST_THREAD_ALLOCS] = q_sql_thread_allocs,
 	[Q_ST_THREAD_BLOCKS] = q_sql_thread_blocks,
 	[Q_ST_HIST] = q_sql_hist,
+	[Q_ST_COUNTER_NAMES] = q_sql_counter_names,
+	[Q_ST_COUNTER_AT] = q_sql_counter_at,
+	[Q_ST_COUNTER_RANGE] = q_sql_counter_range,
+	[Q_ST_COUNTER_SERIES] = q_sql_counter_series,
 };
 
 int q_fail(struct q_db *db, const char *fmt, ...)

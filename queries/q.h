@@ -286,6 +286,42 @@ struct q_mark {
 int q_timeline(struct q_db *db, int64_t pid, const struct q_bucket **b, size_t *n);
 int q_marks(struct q_db *db, int64_t pid, const struct q_mark **m, size_t *n);
 
+/* ---- counters: RSS and the allocator's own figures over time -------------
+ * Sampled by the recorder every REC_STATS_MS (importer/schema.sql, table
+ * counters); a sample's value holds until the counter's next one. */
+struct q_counter {
+	char name[64];                         /* cut if longer */
+	bool known;                            /* a sample at or before t1 */
+	int64_t t1_read, at_t1;                /* that sample: when read, its value */
+	bool known2;                           /* a sample at or before t2 */
+	int64_t t2_read, at_t2;
+	int64_t min, max;                      /* over [t1, t2]: the value at t1 (if
+	                                          known) and every sample in (t1, t2] */
+	bool has_range;                        /* min and max are set */
+};
+struct q_counters {
+	struct q_counter *c;                   /* rss_* first, then by name */
+	size_t n, cap;
+};
+/* The counters of process pid over [t1, t2] (t1 = t2: at an instant) into
+ * out (zeroed before first use). Q_NOT_FOUND: the process has none
+ * (recorded with REC_STATS_MS=0); -1 also for a database imported before
+ * the table existed (db->err says to import again). */
+int q_counters(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_counters *out);
+void q_counters_free(struct q_counters *c);
+struct q_sample { int64_t t, value; };
+/* Every sample of counter name of process pid, in time order, into *s
+ * (malloc'd: the caller frees it) and *n; none (0, *n = 0) in a database
+ * without the counters table. */
+int q_counter_series(struct q_db *db, int64_t pid, const char *name, struct q_sample **s,
+                     size_t *n);
+/* What trace-snap --stats prints, over [t1, t2] or at t1 = t2 when !window:
+ * live heap bytes from the events (unbiased if sampled), every counter
+ * (bytes and a binary size), and rss_bytes - (live heap + live mmap), what
+ * the process holds but the program does not use; then a "Warning: " line
+ * per thing the live heap lacks. Q_NOT_FOUND as q_counters. */
+int q_write_stats(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, bool window, FILE *f);
+
 /* ---- what an answer lacks ------------------------------------------------ */
 
 /* A stretch where recording was stopped: from a heapreel.stop mark to the

@@ -32,7 +32,8 @@ static const char usage_text[] =
 	"usage: trace-snap DB [--pid N] [--tid N[,N...]]... QUESTION [-o FILE [--force]]\n"
 	"                     [--format FMT] [--metric M] [--by function|stack] [--lines]\n"
 	"QUESTION: --at T | --peak | --growth T1..T2 | --steady T1..T2 | --leaks |\n"
-	"          --temporary | --top [--window T1..T2] | --processes\n"
+	"          --temporary | --top [--window T1..T2] | --processes |\n"
+	"          --stats [--at T | --growth T1..T2 | --steady T1..T2]\n"
 	"--histogram [--at T | --peak | --growth T1..T2 | --steady T1..T2]: a text table\n"
 	"   of allocation sizes (bins [1,1] [2,3] [4,7] ...; objects, bytes, top 10\n"
 	"   sizes) of the blocks live at T or at the peak, of the allocations made in\n"
@@ -47,6 +48,8 @@ static const char usage_text[] =
 	"--lines (folded, text): functions told apart by line, as \"function file:line\"\n"
 	"-o FILE: an existing FILE is replaced only with --force, the database never\n"
 	"pb.gz is binary: never written to a terminal (use -o FILE or a pipe)\n"
+	"--stats: RSS and the allocator's counters beside the live heap, at T or\n"
+	"   over the window (min, max, each end; alone: the whole recording), on stdout\n"
 	"exit: 0 done (also when it warns what the answer lacks); 1 unusable database;\n"
 	"      2 usage; 3 output not writable (exists without --force, is the\n"
 	"      database, no permission, disk full); 4 not in the data (pid, tid,\n"
@@ -55,7 +58,7 @@ static const char usage_text[] =
 enum { OPT_AT = 256, OPT_PEAK, OPT_GROWTH, OPT_STEADY, OPT_LEAKS, OPT_TEMPORARY, OPT_TOP,
        OPT_PROCESSES, OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_FORCE,
        OPT_LINES, OPT_HELP,
-       OPT_TID, OPT_HISTOGRAM };
+       OPT_TID, OPT_HISTOGRAM, OPT_STATS };
 
 static const struct option options[] = {
 	{ "at", required_argument, NULL, OPT_AT },
@@ -74,6 +77,7 @@ static const struct option options[] = {
 	{ "metric", required_argument, NULL, OPT_METRIC },
 	{ "force", no_argument, NULL, OPT_FORCE },
 	{ "lines", no_argument, NULL, OPT_LINES },
+	{ "stats", no_argument, NULL, OPT_STATS },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "tid", required_argument, NULL, OPT_TID },
 	{ "histogram", no_argument, NULL, OPT_HISTOGRAM },
@@ -100,7 +104,7 @@ static int fail(int code, const char *fmt, ...)
 struct args {
 	const char *db, *out, *arg, *window;
 	int question, format, metric;
-	bool by_stack, have_pid, force, lines, histogram;
+	bool by_stack, have_pid, force, lines, histogram, stats;
 	int64_t pid;
 	int64_t *tids;                         /* --tid, in the order given */
 	size_t ntids, captids;
@@ -138,6 +142,22 @@ static int histogram_format(struct args *a)
 		return fail(EXIT_USAGE, "--histogram writes a text table: --format text or a "
 		            "file not named .heap, .pb.gz or .folded");
 	a->format = Q_FMT_TEXT;
+	return 0;
+}
+
+/* --stats takes an instant or a window (or neither: the whole recording)
+ * of the whole process, and prints a table on stdout. */
+static int check_stats(const struct args *a)
+{
+	if (a->question && a->question != OPT_AT && a->question != OPT_GROWTH &&
+	    a->question != OPT_STEADY)
+		return fail(EXIT_USAGE, "--stats goes with --at T, --growth T1..T2 or "
+		            "--steady T1..T2 only");
+	if (a->out || a->format >= 0 || a->window || a->lines || a->force)
+		return fail(EXIT_USAGE, "--stats prints a table on stdout: no -o, --format, "
+		            "--window, --lines or --force");
+	if (a->ntids || a->histogram)
+		return fail(EXIT_USAGE, "--stats is about the whole process: no --tid or --histogram");
 	return 0;
 }
 
@@ -200,6 +220,9 @@ static int parse(int argc, char **argv, struct args *a)
 		case OPT_HISTOGRAM:
 			a->histogram = true;
 			break;
+		case OPT_STATS:
+			a->stats = true;
+			break;
 		case OPT_HELP: case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
@@ -213,6 +236,8 @@ static int parse(int argc, char **argv, struct args *a)
 		return fail(EXIT_USAGE, "%s", optind < argc ? "give exactly one database (see --help)"
 		                                            : "no database given (see --help)");
 	a->db = argv[optind];
+	if (a->stats)
+		return check_stats(a);
 	if (a->histogram && a->question != 0 && a->question != OPT_AT && a->question != OPT_PEAK &&
 	    a->question != OPT_GROWTH && a->question != OPT_STEADY)
 		return fail(EXIT_USAGE, "--histogram goes with --at, --peak, --growth, --steady, "
@@ -221,7 +246,7 @@ static int parse(int argc, char **argv, struct args *a)
 		return rc;
 	if (!a->question && !a->histogram)
 		return fail(EXIT_USAGE, "no question given: --at, --peak, --growth, --steady, "
-		            "--leaks, --temporary, --top, --histogram or --processes");
+		            "--leaks, --temporary, --top, --histogram, --stats or --processes");
 	if (a->question == OPT_PROCESSES && (a->out || a->format >= 0 || a->have_pid))
 		return fail(EXIT_USAGE, "--processes prints a table on stdout: no -o, --format "
 		            "or --pid");
@@ -373,6 +398,22 @@ static int histogram(struct q_db *db, const struct args *a, int64_t pid, int64_t
 }
 
 /* Opens the database and answers what a asks; returns the exit code. */
+/* --stats: over [t1, t2], or at t2 with --at. */
+static int stats(struct q_db *db, const struct args *a, int64_t pid, int64_t t1, int64_t t2)
+{
+	bool window = a->question != OPT_AT;
+	struct q_profile lk = { .kind = window ? Q_GROWTH : Q_SNAPSHOT, .pid = pid,
+	                        .t1 = window ? t1 : t2, .t2 = t2 };
+	int rc = q_write_lacks(db, &lk, "trace-snap: warning: ", stderr);
+	if (!rc)
+		rc = q_write_stats(db, pid, lk.t1, t2, window, stdout);
+	if (rc)
+		return fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_INPUT, "%s", q_errmsg(db));
+	if (fflush(stdout) || ferror(stdout))
+		return fail(EXIT_OUTPUT, "writing to stdout failed");
+	return 0;
+}
+
 static int answer(const struct args *a)
 {
 	int rc = 0;
@@ -415,7 +456,8 @@ static int answer(const struct args *a)
 	} else if (a->ntids && (rc = q_set_threads(db, pid, a->tids, a->ntids))) {
 		rc = fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_INPUT, "%s", q_errmsg(db));
 	} else {
-		rc = a->histogram ? histogram(db, a, pid, t1, t2) : profile(db, a, pid, t1, t2);
+		rc = a->stats ? stats(db, a, pid, t1, t2)
+		   : a->histogram ? histogram(db, a, pid, t1, t2) : profile(db, a, pid, t1, t2);
 	}
 	q_close(db);
 	return rc;

@@ -47,7 +47,9 @@ REC_DECL int rec_stop(void);
 /* A mark at this instant: trace-snap --at mark:LABEL, the TUI's chart. */
 REC_DECL int rec_mark(const char *label);
 
-/* Returns once everything recorded before the call is in the trace file. */
+/* Returns once everything recorded before the call is in the trace file,
+ * with a sample of the counters (RSS, the allocator's figures) read after
+ * the call began (unless REC_STATS_MS=0). */
 REC_DECL int rec_flush(void);
 
 #ifdef __cplusplus

@@ -546,6 +546,15 @@ void rec_writer_meta(const struct tf_record *r);
 void rec_writer_module(uint32_t i);
 int rec_writer_node(uint32_t id);     /* 0: not written yet */
 
+/* ---- counters.c: RSS and the allocator's figures over time ---------------- */
+void rec_counters_init(void);         /* constructor: REC_STATS_MS, the allocator's functions */
+void rec_counters_start(void);        /* a session's writer starts: names not written yet */
+/* Writer thread only, between rounds: a SAMPLE (with the COUNTER names
+ * first in a session) when one is due, or at once if force (the end,
+ * rec_flush); returns the ns until the next is due (UINT64_MAX: off). */
+uint64_t rec_counters_tick(int force);
+void rec_counters_names(void);        /* the COUNTER records (keyframes write them again) */
+
 /* ---- keyframe.c: a bounded trace's keyframes (writer thread only) -------- */
 int rec_keyframe_init(void);          /* with the keymap; 0 or -1 */
 /* A ring drained to its end (seq events) and released. */

@@ -631,6 +631,7 @@ __attribute__((constructor)) static void rec_init(void)
 	rec_s.depth = parse_depth();
 	rec_s.max_size = parse_max_size();
 	rec_ctl_init();
+	rec_counters_init();
 	if (rec_stack_init() < 0) {
 		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");
 	} else if (rec_ring_init() < 0 || pthread_atfork(fork_prepare, NULL, fork_child) != 0) {

@@ -24,8 +24,10 @@
  * be, one by the encoder thread (encoder.c, "chunks" below).
  *
  * After each round it serves the control socket, writes the marks queued
- * by rec_mark, trace-ctl, start and stop, and answers rec_flush with a
- * round that drains every ring (control.c, api.c).
+ * by rec_mark, trace-ctl, start and stop, answers rec_flush with a
+ * round that drains every ring (control.c, api.c), and samples the
+ * process's counters when REC_STATS_MS says one is due (counters.c: it
+ * sleeps no longer than that), once more at the end.
  *
  * In a bounded trace (REC_MAX_SIZE), and in any trace once recording was
  * stopped (stopset.c), every drained event also goes to the keymap; in a
@@ -570,6 +572,11 @@ int rec_writer_sync(void)
 	check_fd();
 	round_all(SYNC);
 	flush_meta();
+	/* rec_flush: the counters as they are now, read after this thread's
+	 * own writing touched its buffers, so they hold what the program
+	 * sees once the flush returns */
+	rec_counters_tick(1);
+	flush_meta();
 	return failed ? -1 : 0;
 }
 
@@ -627,14 +634,16 @@ static void *writer_main(void *arg)
 			keyframe_step();
 		rec_stopset_round();
 		rec_ctl_round();
+		uint64_t sample_in = rec_counters_tick(0);
 		period = wrote ? ROUND_MIN_NS : period * 2 > ROUND_MAX_NS ? ROUND_MAX_NS : period * 2;
 		if (mark_dirty || (meta_dirty && round_no % META_FLUSH_ROUNDS == 0))
 			flush_meta();
-		struct timespec ts = { 0, period };
+		struct timespec ts = { 0, sample_in < (uint64_t)period ? (long)sample_in : period };
 		rec_futex_wait(&kick, k, &ts);
 	}
 	check_fd();
 	round_all(FINAL);
+	rec_counters_tick(1);
 	if (keep_rings) {  /* the other threads' later events stay in their rings */
 		atomic_store_explicit(&rec_s.undrained, 1, memory_order_release);
 		rec_ring_progress();
@@ -672,6 +681,7 @@ int rec_writer_start(struct tf_writer *tw)
 		return -1;
 	}
 	rec_stopset_start();
+	rec_counters_start();
 	const char *gap = getenv("REC_TEST_KEYFRAME_GAP");
 	key_gap = gap ? strtoull(gap, NULL, 10) : 0;
 	w = tw;

@@ -1,6 +1,7 @@
 /*
  * tf_meta.c - the record encoding of the meta stream (stream 0): STACK,
- * THREAD, MODULE, MARK, LOST, END, KEYFRAME, KEYEVENT, FORK. Each record is a kind byte, a varint body
+ * THREAD, MODULE, MARK, LOST, END, KEYFRAME, KEYEVENT, FORK, COUNTER,
+ * SAMPLE. Each record is a kind byte, a varint body
  * length and the body, so a reader skips kinds (and trailing fields) it does
  * not know. FORMAT.md "Meta segments" is the specification.
  *
@@ -20,7 +21,7 @@ static size_t str_len(const char *s)
 size_t tf_meta_bound(const struct tf_record *r)
 {
 	return TF_META_HEAD + TF_META_FIELDS * TF_VARINT_MAX + str_len(r->str) +
-	       r->build_id_len;
+	       r->build_id_len + r->values_len;
 }
 
 static uint8_t *put_bytes(uint8_t *p, const void *b, size_t n)
@@ -103,6 +104,22 @@ int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 		b = tf_put_varint(b, r->stack);
 		b = tf_put_varint(b, r->fn);
 		break;
+	case TF_COUNTER:
+		if (r->id == 0)
+			return tf_fail(err, TF_E_ARG, 0, "counter id 0 is reserved");
+		b = tf_put_varint(b, r->id);
+		tail[ntail] = r->str;
+		tail_n[ntail++] = str_len(r->str);
+		break;
+	case TF_SAMPLE:
+		if (r->id == 0 || r->count > TF_SAMPLE_MAX || (r->values_len && !r->values))
+			return tf_fail(err, TF_E_ARG, 0, "sample of more than %u values, or counter id 0",
+				       (uint64_t)TF_SAMPLE_MAX);
+		b = tf_put_varint(b, r->t);
+		b = tf_put_varint(b, r->id);
+		tail[ntail] = r->values;
+		tail_n[ntail++] = r->values_len;
+		break;
 	default:
 		return tf_fail(err, TF_E_ARG, 0, "record kind %u is not a meta record",
 			       (uint64_t)r->kind);
@@ -175,6 +192,38 @@ static int get_bytes(struct tf_mcur *c, const char **s, uint32_t *n)
 	return 0;
 }
 
+size_t tf_sample_pack(uint8_t *out, const uint64_t *v, uint32_t n)
+{
+	uint8_t *p = out;
+	for (uint32_t i = 0; i < n; i++)
+		p = tf_put_varint(p, v[i]);
+	return (size_t)(p - out);
+}
+
+uint32_t tf_sample_unpack(const struct tf_record *r, uint64_t *v)
+{
+	const uint8_t *p = r->values, *end = p + r->values_len;
+	uint32_t n = 0;
+	while (n < TF_SAMPLE_MAX && p < end && tf_get_varint(&p, end, &v[n]) == 0)
+		n++;
+	return n;
+}
+
+/* A SAMPLE's values: whole varints, at most TF_SAMPLE_MAX of them. */
+static int get_values(struct tf_mcur *c, struct tf_record *r)
+{
+	const char *s;
+	if (get_bytes(c, &s, &r->values_len) < 0)
+		return -1;
+	r->values = (const uint8_t *)s;
+	const uint8_t *p = r->values, *end = p + r->values_len;
+	uint64_t v;
+	for (r->count = 0; p < end; r->count++)
+		if (r->count == TF_SAMPLE_MAX || tf_get_varint(&p, end, &v) < 0)
+			return -1;
+	return 0;
+}
+
 /* Decodes the fields this version knows; -1 if the body ends early. */
 static int body(struct tf_mcur *c, struct tf_record *r)
 {
@@ -214,6 +263,12 @@ static int body(struct tf_mcur *c, struct tf_record *r)
 	case TF_KEYEVENT:
 		bad = get_key_head(c, r) || get_u(c, &r->addr) || get_u(c, &r->size) ||
 		      get_u32(c, &r->stack) || get_u8(c, &r->fn);
+		break;
+	case TF_COUNTER:
+		bad = get_u32(c, &r->id) || r->id == 0 || get_bytes(c, &r->str, NULL);
+		break;
+	case TF_SAMPLE:
+		bad = get_u(c, &r->t) || get_u32(c, &r->id) || r->id == 0 || get_values(c, r);
 		break;
 	}           /* other kinds: of a newer version, skipped by length */
 	return bad ? -1 : 0;

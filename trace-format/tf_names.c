@@ -13,6 +13,7 @@ const char *tf_kind_name(unsigned kind)
 		[TF_MARK] = "mark", [TF_LOST] = "lost", [TF_END] = "end",
 		[TF_KEYFRAME] = "keyframe", [TF_PAUSE] = "pause",
 		[TF_KEYEVENT] = "keyevent", [TF_FORK] = "fork",
+		[TF_COUNTER] = "counter", [TF_SAMPLE] = "sample",
 	};
 	if (kind < sizeof names / sizeof names[0] && names[kind])
 		return names[kind];

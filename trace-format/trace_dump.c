@@ -31,7 +31,7 @@ static const char usage[] =
 	"writable; 5 damaged or truncated tail (the records before it printed).\n";
 
 struct summary {
-	uint64_t n[TF_FORK + 2];     /* records per kind; last slot: unknown */
+	uint64_t n[TF_SAMPLE + 2];     /* records per kind; last slot: unknown */
 	uint64_t lost, t_max, segments, keyframes;
 	int ended, wrapped;
 };
@@ -132,6 +132,20 @@ static void print_record(const struct tf_record *r)
 		printf("fork parent=%" PRIu32 " parent_t0=%" PRIu64 " t=%" PRIu64 "\n",
 		       r->id, r->count, r->t);
 		break;
+	case TF_COUNTER:
+		printf("counter id=%" PRIu32 " name=", r->id);
+		put_str(r->str);
+		putchar('\n');
+		break;
+	case TF_SAMPLE: {
+		uint64_t v[TF_SAMPLE_MAX];
+		uint32_t n = tf_sample_unpack(r, v);
+		printf("sample t=%" PRIu64 " first=%" PRIu32 " values=", r->t, r->id);
+		for (uint32_t i = 0; i < n; i++)
+			printf(i ? ",%" PRIu64 : "%" PRIu64, v[i]);
+		putchar('\n');
+		break;
+	}
 	default:    /* reserved or newer kinds: only these fields are known */
 		printf("%s kind=%u stream=%" PRIu32 " t=%" PRIu64 "\n",
 		       tf_kind_name(r->kind), r->kind, r->stream, r->t);
@@ -141,7 +155,7 @@ static void print_record(const struct tf_record *r)
 
 static void count_record(struct summary *s, const struct tf_record *r)
 {
-	unsigned k = r->kind <= TF_FORK ? r->kind : TF_FORK + 1;
+	unsigned k = r->kind <= TF_SAMPLE ? r->kind : TF_SAMPLE + 1;
 	s->n[k]++;
 	uint64_t t = r->kind == TF_REALLOC ? r->t2 : r->t;
 	/* FORK's time is on its parent's axis */
@@ -169,7 +183,9 @@ static void print_summary(const struct summary *s, uint64_t file_bytes)
 	printf("marks %" PRIu64 "\n", s->n[TF_MARK]);
 	printf("lost %" PRIu64 "\n", s->lost);
 	printf("keyframes %" PRIu64 "\n", s->keyframes);
-	printf("unknown %" PRIu64 "\n", s->n[TF_FORK + 1] + s->n[TF_PAUSE]);
+	printf("counters %" PRIu64 "\n", s->n[TF_COUNTER]);
+	printf("samples %" PRIu64 "\n", s->n[TF_SAMPLE]);
+	printf("unknown %" PRIu64 "\n", s->n[TF_SAMPLE + 1] + s->n[TF_PAUSE]);
 	printf("end %d\n", s->ended);
 	printf("duration_ns %" PRIu64 "\n", s->t_max);
 	printf("file_bytes %" PRIu64 "\n", file_bytes);

@@ -8,7 +8,8 @@
  * torn or corrupted segment is detected and everything before it still reads.
  *
  * Streams: stream 0 is the meta stream (STACK, THREAD, MODULE, MARK, LOST,
- * END, FORK records; not time-ordered, readers load it whole). Every other stream
+ * END, FORK, COUNTER, SAMPLE records; not time-ordered, readers load it
+ * whole). Every other stream
  * is the event stream of one thread: ALLOC, FREE, REALLOC in the thread's
  * program order, so its times never decrease.
  *
@@ -81,7 +82,13 @@ enum tf_kind {
 	TF_PAUSE = 11,         /* reserved: recording stopped / started */
 	TF_KEYEVENT = 12,      /* bounded recording: one event of a keyframe's set */
 	TF_FORK = 13,          /* a forked child's trace: its parent's trace, the fork's instant */
+	TF_COUNTER = 14,       /* a counter's name: id, name (before its first SAMPLE) */
+	TF_SAMPLE = 15,        /* counter values at an instant: t, first counter id, values */
 };
+
+/* A SAMPLE holds at most this many values (readers refuse more): the
+ * counters of counters first, first + 1, ... at t, packed as varints. */
+#define TF_SAMPLE_MAX 256
 
 /* A keyframe (bounded traces, FORMAT.md "Bounded traces") is, in meta
  * records written in this order: KEYFRAME BEGIN; the trie nodes, modules and
@@ -154,19 +161,29 @@ struct tf_record {
 	                          record of the trace (0 in older traces) */
 	uint32_t stack;        /* ALLOC/REALLOC: leaf trie node id */
 	uint32_t id;           /* STACK: node id (>= 1); KEYFRAME, KEYEVENT: keyframe number;
+	                          COUNTER: its id (>= 1); SAMPLE: the first value's counter;
 	                          FORK: the parent's pid */
 	uint32_t parent;       /* STACK: parent node id, 0 = root */
 	uint64_t ip;           /* STACK: return address */
-	uint64_t count;        /* LOST: events dropped; KEYFRAME CUT: stream index of
+	uint64_t count;        /* SAMPLE: values; LOST: events dropped; KEYFRAME CUT: stream index of
 	                          the cut (events before it are in the keyframe);
 	                          FORK: the parent's trace's t0_mono_ns */
 	uint64_t file_offset;  /* MODULE: file offset of the mapping */
-	const char *str;       /* THREAD name, MODULE path, MARK label; NUL-terminated,
+	const char *str;       /* THREAD name, MODULE path, MARK label, COUNTER name; NUL-terminated,
 	                          valid until the next decode into the same buffer */
 	const uint8_t *build_id; /* MODULE: raw GNU build-id bytes, or NULL */
 	uint32_t build_id_len;
 	uint32_t perms;        /* MODULE: bit 0 r, 1 w, 2 x, 3 p(rivate) */
+	const uint8_t *values; /* SAMPLE: count values packed (tf_sample_pack) */
+	uint32_t values_len;   /* SAMPLE: bytes at values */
 };
+
+/* Packs n (<= TF_SAMPLE_MAX) values into out (room for n * 10 bytes), as a
+ * SAMPLE's values; returns the bytes written. */
+size_t tf_sample_pack(uint8_t *out, const uint64_t *v, uint32_t n);
+/* A decoded SAMPLE's values into v (room for TF_SAMPLE_MAX); returns how
+ * many (the reader checked them). */
+uint32_t tf_sample_unpack(const struct tf_record *r, uint64_t *v);
 
 /* ---- file header --------------------------------------------------------- */
 #define TF_FILE_MAGIC "HEAPRTRC"         /* 8 bytes at offset 0 */
@@ -234,7 +251,8 @@ int tf_writer_put(struct tf_writer *w, struct tf_segenc *se, struct tf_error *er
  * tf_write_events. */
 struct tf_segenc *tf_writer_segenc(struct tf_writer *w);
 
-/* Queue one meta record (STACK, THREAD, MODULE, MARK, LOST, FORK) for stream 0;
+/* Queue one meta record (STACK, THREAD, MODULE, MARK, LOST, FORK, COUNTER,
+ * SAMPLE) for stream 0;
  * queued meta records go out as a segment when the queue fills or at
  * tf_writer_flush / tf_writer_close. Strings and build ids are copied. */
 int tf_write_meta(struct tf_writer *w, const struct tf_record *r,

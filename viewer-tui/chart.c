@@ -1,9 +1,11 @@
-/* chart.c - live bytes over the whole trace as a bar chart of block characters.
+/* chart.c - live bytes over the whole trace as a bar chart of block characters,
+ * and the process's RSS (the recorder's rss_bytes samples) as a line of dots
+ * over it in another colour, with a legend, when the trace has them.
  *
- * The timeline (one point per bucket: start time, maximum live bytes) is laid
- * out once per terminal width into one value per column, the column's
- * maximum, so that a cursor step redraws from the cached columns and never
- * reads the database. Rows below the bars: an axis carrying the cursor (^),
+ * The timeline (one point per bucket: start time, maximum live bytes) and
+ * the RSS samples are laid out once per terminal width into one value per
+ * column each, the column's maximum, so that a cursor step redraws from the
+ * cached columns and never reads the database. Both share the y axis. Rows below the bars: an axis carrying the cursor (^),
  * the peak (P), marks (M; the recorder's stop and start marks as ( and ))
  * and the growth window (=), then time labels. Columns where recording was
  * stopped are shaded above their bars.
@@ -72,6 +74,31 @@ static int64_t tick_step(int64_t want)
 	return want < 2 * p ? p : want < 5 * p ? 2 * p : 5 * p;
 }
 
+/* The points' maximum per column into col (before the first point: none,
+ * a column without a point: the last one before it); returns the largest. */
+static int64_t per_column(const struct tui_chart *c, const struct tui_point *pts, size_t n,
+                          int64_t none, int64_t *col)
+{
+	int64_t carry = none, top = 0;
+	size_t i = 0;
+	for (int k = 0; k < c->ncol; k++) {
+		int64_t end = tui_chart_t_of(c, k + 1);
+		int64_t m = carry;
+		bool any = false;
+		while (i < n && (pts[i].t < end || k == c->ncol - 1)) {
+			if (!any || pts[i].bytes > m)
+				m = pts[i].bytes;
+			any = true;
+			carry = pts[i].bytes;
+			i++;
+		}
+		col[k] = m;
+		if (m > top)
+			top = m;
+	}
+	return top;
+}
+
 int tui_chart_layout(struct tui_chart *c, int ncol)
 {
 	if (ncol < 1)
@@ -80,34 +107,23 @@ int tui_chart_layout(struct tui_chart *c, int ncol)
 	if (!col)
 		return -1;
 	c->col = col;
+	int64_t *rcol = realloc(c->rcol, (size_t)ncol * sizeof *rcol);
+	if (!rcol)
+		return -1;
+	c->rcol = rcol;
 	c->ncol = ncol;
-
-	int64_t carry = 0, top = 0;
-	size_t i = 0;
-	for (int k = 0; k < ncol; k++) {
-		int64_t end = tui_chart_t_of(c, k + 1);
-		int64_t m = carry;
-		bool any = false;
-		/* A column with no bucket start shows the bucket it lies in. */
-		while (i < c->npts && (c->pts[i].t < end || k == ncol - 1)) {
-			if (!any || c->pts[i].bytes > m)
-				m = c->pts[i].bytes;
-			any = true;
-			carry = c->pts[i].bytes;
-			i++;
-		}
-		col[k] = m;
-		if (m > top)
-			top = m;
-	}
-	c->ymax = round_up(top);
+	/* A column with no bucket start shows the bucket it lies in. */
+	int64_t top = per_column(c, c->pts, c->npts, 0, col);
+	int64_t rtop = per_column(c, c->rss, c->nrss, -1, rcol);
+	c->ymax = round_up(rtop > top ? rtop : top);
 	return 0;
 }
 
 void tui_chart_free(struct tui_chart *c)
 {
 	free(c->col);
-	c->col = NULL;
+	free(c->rcol);
+	c->col = c->rcol = NULL;
 	c->ncol = 0;
 }
 
@@ -142,6 +158,49 @@ static void put_shade(WINDOW *w, int y, int x, bool utf8)
 		mvwaddstr(w, y, x, "\u2591");
 	else
 		mvwaddch(w, y, x, ':');
+}
+
+/* The eighths of h rows that v fills, at least one when v > 0. */
+static int64_t eighths(const struct tui_chart *c, int64_t v, int h)
+{
+	int64_t e = (int64_t)((__int128)v * h * EIGHTHS / (c->ymax ? c->ymax : 1));
+	return v > 0 && e == 0 ? 1 : e;
+}
+
+/* The RSS dot of column k, in the row its value reaches, over the bar. */
+static void put_rss(WINDOW *w, const struct tui_chart *c, int k, int y, int h, int x,
+                    bool utf8, bool color)
+{
+	if (c->rcol[k] < 0)
+		return;         /* before the first sample */
+	int64_t e = eighths(c, c->rcol[k], h);
+	int r = h - 1 - (int)((e > 0 ? e - 1 : 0) / EIGHTHS);
+	attr_t a = A_BOLD | (color ? COLOR_PAIR(TUI_PAIR_RSS) : 0);
+	wattron(w, a);
+	if (utf8)
+		mvwaddstr(w, y + r, x, "\u2022");
+	else
+		mvwaddch(w, y + r, x, '*');
+	wattroff(w, a);
+}
+
+/* "▆ live  • RSS" at the right end of the top row. */
+static void put_legend(WINDOW *w, int y, int width, bool utf8, bool color)
+{
+	static const char live[] = " live ", rss[] = " RSS ";
+	int x = width - (int)(sizeof live - 1 + sizeof rss - 1 + 2);
+	if (x < LABEL_W + 1)
+		return;
+	attr_t bar = color ? COLOR_PAIR(TUI_PAIR_BAR) : 0;
+	attr_t dot = A_BOLD | (color ? COLOR_PAIR(TUI_PAIR_RSS) : 0);
+	wattron(w, bar);
+	mvwaddstr(w, y, x, utf8 ? blocks_utf8[EIGHTHS - 2] : "#");
+	wattroff(w, bar);
+	mvwaddstr(w, y, x + 1, live);
+	wattron(w, dot);
+	mvwaddstr(w, y, x + (int)sizeof live, utf8 ? "\u2022" : "*");
+	wattroff(w, dot);
+	mvwaddstr(w, y, x + (int)sizeof live + 1, rss);
 }
 
 static void put_cell(WINDOW *w, int y, int x, int fill, bool utf8)
@@ -181,9 +240,7 @@ void tui_chart_draw(WINDOW *w, const struct tui_chart *c, const struct tui_chart
 	int cur = tui_chart_col_of(c, m->cursor);
 	int peak = tui_chart_col_of(c, m->peak_t);
 	for (int k = 0; k < ncol && k < c->ncol; k++) {
-		int64_t e = (int64_t)((__int128)c->col[k] * h * EIGHTHS / (c->ymax ? c->ymax : 1));
-		if (c->col[k] > 0 && e == 0)
-			e = 1;      /* anything live shows */
+		int64_t e = eighths(c, c->col[k], h);      /* anything live shows */
 		attr_t a = 0;
 		if (k == cur)
 			a = A_REVERSE | (color ? COLOR_PAIR(TUI_PAIR_CURSOR) : A_BOLD);
@@ -203,7 +260,11 @@ void tui_chart_draw(WINDOW *w, const struct tui_chart *c, const struct tui_chart
 				put_cell(w, y + r, x0 + k, (int)fill, utf8);
 		}
 		wattroff(w, a);
+		if (c->nrss && k != cur)
+			put_rss(w, c, k, y, h, x0 + k, utf8, color);
 	}
+	if (c->nrss)
+		put_legend(w, y, width, utf8, color);
 
 	/* Axis row: window, marks, peak, cursor, later ones drawn over earlier. */
 	int ay = y + h;

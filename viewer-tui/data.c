@@ -1,7 +1,7 @@
 /* data.c - everything trace-tui reads from a database, through queries/q.h.
  *
  * Opens and validates the database before the screen is taken over, loads
- * the timeline and marks once (the recorder's own marks other than
+ * the timeline, the RSS samples and marks once (the recorder's own marks other than
  * heapreel.start/stop, such as heapreel.stats, left out: they stay reachable
  * as --at mark:LABEL), and turns q's per-stack profiles into the
  * unbiased rows the model aggregates. Stacks are resolved by q_stack, which
@@ -23,6 +23,8 @@
 /* The recorder's marks a person wants to see: where recording stopped and
  * started again. */
 static const char *const shown_reserved[] = { "heapreel.start", "heapreel.stop" };
+/* The counter the chart draws beside live bytes (README "Counters"). */
+#define RSS_COUNTER "rss_bytes"
 
 static bool mark_shown(const char *label)
 {
@@ -45,6 +47,9 @@ struct tui_data {
 	size_t nprocs;
 	struct tui_point *pts;
 	size_t npts;
+	struct tui_point *rss;       /* rss_bytes samples */
+	size_t nrss;
+	struct q_counters counters;  /* the last tui_data_counters */
 	struct q_mark *marks;        /* the user's marks: owned array, q's strings */
 	size_t nmarks;
 	struct q_profile prof;       /* the last view read */
@@ -70,6 +75,28 @@ static int load_points(struct tui_data *d, char *err, size_t errn)
 	d->npts = n;
 	for (size_t i = 0; i < n; i++)
 		d->pts[i] = (struct tui_point){ b[i].t, b[i].max_bytes };
+	return 0;
+}
+
+/* The rss_bytes samples, as the chart's points: 0, or -1 with err set. */
+static int load_rss(struct tui_data *d, char *err, size_t errn)
+{
+	struct q_sample *s;
+	size_t n;
+	if (q_counter_series(d->db, d->pid, RSS_COUNTER, &s, &n) < 0) {
+		snprintf(err, errn, "%s", q_errmsg(d->db));
+		return -1;
+	}
+	d->rss = malloc((n ? n : 1) * sizeof *d->rss);
+	if (!d->rss) {
+		free(s);
+		snprintf(err, errn, "%s: out of memory", d->path);
+		return -1;
+	}
+	for (size_t i = 0; i < n; i++)
+		d->rss[i] = (struct tui_point){ s[i].t, s[i].value };
+	d->nrss = n;
+	free(s);
 	return 0;
 }
 
@@ -151,6 +178,8 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, bool *no_pid, char
 	}
 	if (load_points(d, err, errn) < 0)
 		goto fail;
+	if (load_rss(d, err, errn) < 0)
+		goto fail;
 	if (warm(d) < 0) {
 		snprintf(err, errn, "%s", q_errmsg(d->db));
 		goto fail;
@@ -160,6 +189,7 @@ fail:
 	q_profile_free(&d->prof);
 	q_close(d->db);
 	free(d->pts);
+	free(d->rss);
 	free(d->marks);
 	free(d);
 	return NULL;
@@ -170,8 +200,10 @@ void tui_data_close(struct tui_data *d)
 	if (!d)
 		return;
 	q_profile_free(&d->prof);
+	q_counters_free(&d->counters);
 	q_close(d->db);
 	free(d->pts);
+	free(d->rss);
 	free(d->marks);
 	free(d->sv);
 	free(d);
@@ -210,6 +242,23 @@ const struct tui_point *tui_data_timeline(const struct tui_data *d, size_t *n)
 {
 	*n = d->npts;
 	return d->pts;
+}
+
+const struct tui_point *tui_data_rss(const struct tui_data *d, size_t *n)
+{
+	*n = d->nrss;
+	return d->rss;
+}
+
+int tui_data_counters(struct tui_data *d, int64_t t, const struct q_counter **c, size_t *n,
+                      char *err, size_t errn)
+{
+	int rc = q_counters(d->db, d->pid, t, t, &d->counters);
+	*c = rc ? NULL : d->counters.c;
+	*n = rc ? 0 : d->counters.n;
+	if (rc)
+		snprintf(err, errn, "%s", q_errmsg(d->db));
+	return rc;
 }
 
 const struct q_mark *tui_data_marks(const struct tui_data *d, size_t *n)

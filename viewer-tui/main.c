@@ -6,9 +6,9 @@
  * re-read through data.c, and screen.c draws. A cursor step reads one
  * snapshot; the chart, the stacks' frames and a window's view are cached.
  * Prompts (search, go to, export, replace?) and the lists (help, marks,
- * threads) take the keys while open. `P` reopens the database on another
- * process; `T` narrows everything to chosen threads; `h` shows the size
- * histogram of the view.
+ * threads) take the keys while open; the counters' pane (r) follows the
+ * cursor. `P` reopens the database on another process; `T` narrows
+ * everything to chosen threads; `h` shows the size histogram of the view.
  *
  * Never: print once curses owns the terminal (messages go to the last row);
  * read the database except through data.c.
@@ -64,6 +64,15 @@ static int refresh_hist(struct tui_ui *u, char *err, size_t errn)
 	return tui_data_hist(u->d, TUI_SNAPSHOT, u->cursor, u->cursor, &u->hist_data, err, errn);
 }
 
+/* The counters at the cursor, for their pane; none, and why, when the
+ * process has none. */
+static void read_counters(struct tui_ui *u)
+{
+	if (tui_data_counters(u->d, u->cursor, &u->counters, &u->ncounters, u->counters_err,
+	                      sizeof u->counters_err) == 0)
+		u->counters_err[0] = '\0';
+}
+
 /* Reads the snapshot at the cursor (status line, and the main pane unless a
  * window is shown), or the window's view when rebuild_window is set. */
 static int refresh_view(struct tui_ui *u, bool rebuild_window)
@@ -87,6 +96,8 @@ static int refresh_view(struct tui_ui *u, bool rebuild_window)
 		u->live_objects += sv[i].objects;
 		u->allocs += sv[i].allocs;
 	}
+	if (u->show_counters)
+		read_counters(u);
 	if (!tui_window_on(u) && tui_model_build(u->model, u->d, sv, n, u->tree, u->sort, true) < 0) {
 		snprintf(err, sizeof err, "out of memory");
 		goto fail;
@@ -396,6 +407,7 @@ static void load_process(struct tui_ui *u)
 	u->proc = tui_data_proc(u->d);
 	u->stopped = tui_data_stopped(u->d, &u->nstopped);
 	u->chart.pts = tui_data_timeline(u->d, &u->chart.npts);
+	u->chart.rss = tui_data_rss(u->d, &u->chart.nrss);
 	u->chart.duration = u->t_end;
 	u->cursor = clamp(u, u->peak_t);
 }
@@ -491,6 +503,13 @@ static bool key(struct tui_ui *u, int ch)
 	case 't':        u->tree = !u->tree; rebuild = true; break;
 	case 's':        u->sort = (u->sort + 1) % (TUI_BY_ALLOCS + 1); rebuild = true; break;
 	case 'f':        u->show_stack = !u->show_stack; break;
+	case 'r':                        /* the counters' pane and the histogram take turns */
+		u->show_counters = !u->show_counters;
+		if (u->show_counters) {
+			u->hist = false;
+			read_counters(u);
+		}
+		break;
 	case '?':        u->help = true; u->help_top = 0; break;
 	case '/':        open_prompt(u, TUI_PROMPT_SEARCH); break;
 	case 'n':        search(u); break;
@@ -502,7 +521,12 @@ static bool key(struct tui_ui *u, int ch)
 	case 'l':        open_marks(u); break;
 	case 'P':        switch_process(u); break;
 	case 'T':        open_threads(u); break;
-	case 'h':        u->hist = !u->hist; u->hist_top = 0; rebuild = true; break;
+	case 'h':
+		u->hist = !u->hist;
+		u->hist_top = 0;
+		u->show_counters = false;
+		rebuild = true;
+		break;
 	case '<':        u->hscroll -= HSCROLL_STEP; break;
 	case '>':        u->hscroll += HSCROLL_STEP; break;
 	case KEY_UP:     if (u->hist) u->hist_top--; else if (u->sel) u->sel--; break;

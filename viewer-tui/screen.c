@@ -3,7 +3,8 @@
  * Top to bottom: a title row, the chart (bars, axis, time labels), the
  * status line (the numbers at the cursor, the mark there and the current
  * view with its thread filter), the table header and rows of the main pane
- * (or the size histogram, or the list of marks or of threads),
+ * (or the size histogram, the counters at the cursor, or the list of marks
+ * or of threads),
  * optionally the selected row's stack, and a last row for prompts, messages
  * (a long one takes the rows above it too) and the key hints. `?` draws the help over everything. Any size from 40x12
  * works; 80x24 shows a six-row chart and twelve rows. Lines too long for
@@ -51,6 +52,7 @@ void tui_screen_init(struct tui_ui *u)
 	init_pair(TUI_PAIR_PEAK, COLOR_RED, -1);
 	init_pair(TUI_PAIR_MARK, COLOR_CYAN, -1);
 	init_pair(TUI_PAIR_STATUS, COLOR_BLACK, COLOR_CYAN);
+	init_pair(TUI_PAIR_RSS, COLOR_MAGENTA, -1);
 }
 
 static int chart_h(void)
@@ -450,6 +452,36 @@ static void draw_stack(struct tui_ui *u, int y, int nrows)
 	}
 }
 
+/* The counters at the cursor (r), over the main pane: each one's last
+ * sample at or before the cursor, in bytes and a binary size, and when it
+ * was read. */
+static void draw_counters(struct tui_ui *u, int y, int nrows)
+{
+	char t[32], human[32], line[256];
+	for (int r = 0; r <= nrows; r++) {
+		move(y + r, 0);
+		clrtoeol();
+	}
+	attron(A_UNDERLINE);
+	mvhline(y, 0, ' ', COLS);
+	tui_fmt_time(t, sizeof t, u->cursor);
+	snprintf(line, sizeof line, "counters at %s (r: close)", t);
+	mvaddnstr(y, 0, u->counters_err[0] ? u->counters_err : line, COLS);
+	attroff(A_UNDERLINE);
+	for (int r = 0; r < nrows && (size_t)r < u->ncounters; r++) {
+		const struct q_counter *c = &u->counters[r];
+		if (!c->known) {
+			snprintf(line, sizeof line, "%-34s  no sample yet", c->name);
+		} else {
+			tui_fmt_bytes(human, sizeof human, c->at_t1);
+			tui_fmt_time(t, sizeof t, c->t1_read);
+			snprintf(line, sizeof line, "%-34s %14" PRId64 " %10s  read at %s", c->name,
+			         c->at_t1, human, t);
+		}
+		put_name(u, y + 1 + r, 0, line);
+	}
+}
+
 /* At most HELP_COLS wide: it is read whole in a 60-column terminal. */
 static const char *const help_text[] = {
 	"trace-tui keys",
@@ -479,6 +511,7 @@ static const char *const help_text[] = {
 	"  T                 threads: Space picks, Enter shows",
 	"                    only theirs (none picked: all)",
 	"  h                 the view's allocation sizes",
+	"  r                 counters at the cursor (RSS: the dots)",
 	"  ?                 this help         q   quit",
 	"flat: the function's own bytes; cum: with its callees;",
 	"objects and allocs (allocations so far): its own.",
@@ -760,6 +793,8 @@ void tui_screen_draw(struct tui_ui *u)
 		draw_threads(u, ty, LINES - 2 - ty);
 	} else if (u->hist) {
 		draw_hist(u, ty, LINES - 2 - ty);
+	} else if (u->show_counters) {
+		draw_counters(u, ty, LINES - 2 - ty);
 	} else {
 		draw_table(u, ty, nrows);
 		if (u->show_stack)

@@ -61,6 +61,13 @@ int64_t tui_data_next_pid(const struct tui_data *d, int64_t pid);
 void tui_data_span(const struct tui_data *d, int64_t *t_start, int64_t *t_end);
 void tui_data_peak(const struct tui_data *d, int64_t *t, int64_t *bytes);
 const struct tui_point *tui_data_timeline(const struct tui_data *d, size_t *n);
+/* The process's RSS over time (its rss_bytes samples: t, bytes); none when
+ * it was recorded without counters. */
+const struct tui_point *tui_data_rss(const struct tui_data *d, size_t *n);
+/* The counters at t (each one's last sample at or before t), owned by d
+ * until the next call: 0, Q_NOT_FOUND (the process has none), -1 (err). */
+int tui_data_counters(struct tui_data *d, int64_t t, const struct q_counter **c, size_t *n,
+                      char *err, size_t errn);
 const struct q_mark *tui_data_marks(const struct tui_data *d, size_t *n);
 
 /* The process as q describes it: what its answers lack (damaged, t_loss, ...). */
@@ -106,7 +113,8 @@ int tui_data_hist(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t t2
                   struct q_hist *h, char *err, size_t errn);
 
 /* Colour pairs, set up by screen.c when colours are used. */
-enum { TUI_PAIR_BAR = 1, TUI_PAIR_CURSOR, TUI_PAIR_PEAK, TUI_PAIR_MARK, TUI_PAIR_STATUS };
+enum { TUI_PAIR_BAR = 1, TUI_PAIR_CURSOR, TUI_PAIR_PEAK, TUI_PAIR_MARK, TUI_PAIR_STATUS,
+       TUI_PAIR_RSS };
 
 /* ---- chart.c ------------------------------------------------------------- */
 
@@ -114,8 +122,11 @@ struct tui_chart {
 	const struct tui_point *pts;
 	size_t npts;
 	int64_t duration;           /* x axis spans [0, duration] (the process's end) */
+	const struct tui_point *rss; /* the RSS line: samples (t, bytes), maybe none */
+	size_t nrss;
 	int ncol;                   /* columns laid out by tui_chart_layout */
 	int64_t *col;               /* per column: the maximum live bytes */
+	int64_t *rcol;              /* per column: the maximum RSS, -1 before its first sample */
 	int64_t ymax;               /* top of the y axis (a round number) */
 };
 
@@ -136,7 +147,8 @@ struct tui_chart_marks {
 };
 
 /* Draws the chart with its y labels into rows [y, y+h) of w, h >= 3,
- * followed by one x axis row (so it uses h+1 rows). */
+ * followed by one x axis row (so it uses h+1 rows); with an RSS line, its
+ * legend at the right end of the top row. */
 void tui_chart_draw(WINDOW *w, const struct tui_chart *c, const struct tui_chart_marks *m,
                     int y, int h, int width, bool utf8, bool color);
 
@@ -215,6 +227,10 @@ struct tui_ui {
 	int help_top;               /* first help line shown */
 	int hscroll;                /* columns of function names scrolled away */
 	bool mark_list;             /* the list of marks is open */
+	bool show_counters;         /* the counters at the cursor replace the table */
+	const struct q_counter *counters;   /* read at the cursor while shown */
+	size_t ncounters;
+	char counters_err[TUI_MSG_MAX];     /* why there are none */
 	size_t mark_sel;            /* its selected mark */
 	bool thread_list;           /* the list of threads is open */
 	const struct q_thread *threads;   /* the process's, once the list was opened */

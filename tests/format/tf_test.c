@@ -757,6 +757,74 @@ static void spit(const char *path, const uint8_t *b, size_t n)
  * writer and encoder threads do) and appended with tf_writer_put make the
  * same file as tf_write_events; tf_segenc_events refuses what is not one
  * segment of one event stream. */
+/* COUNTER names and SAMPLE values round-trip (the largest value, a sample
+ * starting past counter 1, the most values a sample may hold); a SAMPLE
+ * whose values end inside a varint, or hold one value too many, or name
+ * counter 0, is corrupt. */
+static void test_counters(void)
+{
+	const char *path = tmp_path("counters.trc");
+	int fd = create(path);
+	struct tf_writer *w;
+	struct tf_error e = { 0 };
+	CHECK(tf_writer_open(&w, fd, &hdr, &e) == TF_OK, "%s", e.msg);
+	uint64_t v[TF_SAMPLE_MAX + 1];
+	uint8_t packed[(TF_SAMPLE_MAX + 1) * TF_VARINT_MAX];
+	for (uint32_t i = 0; i < TF_SAMPLE_MAX + 1; i++)
+		v[i] = i == 1 ? UINT64_MAX : (uint64_t)i * 4096;
+	struct tf_record c = { .kind = TF_COUNTER, .id = 3, .str = "rss_bytes" };
+	CHECK(tf_write_meta(w, &c, &e) == TF_OK, "%s", e.msg);
+	struct tf_record s = { .kind = TF_SAMPLE, .t = 1234, .id = 3, .count = 3,
+			       .values = packed, .values_len = (uint32_t)tf_sample_pack(packed, v, 3) };
+	CHECK(tf_write_meta(w, &s, &e) == TF_OK, "%s", e.msg);
+	s.count = TF_SAMPLE_MAX;
+	s.values_len = (uint32_t)tf_sample_pack(packed, v, TF_SAMPLE_MAX);
+	CHECK(tf_write_meta(w, &s, &e) == TF_OK, "%s", e.msg);
+	s.count = TF_SAMPLE_MAX + 1;
+	CHECK(tf_write_meta(w, &s, &e) == TF_E_ARG, "a sample of 257 values written");
+	c.id = 0;
+	CHECK(tf_write_meta(w, &c, &e) == TF_E_ARG, "counter id 0 written");
+	CHECK(tf_writer_flush(w, &e) == TF_OK, "%s", e.msg);
+	uint8_t bad[3][7 + TF_SAMPLE_MAX + 1] = {
+		{ TF_SAMPLE, 5, 9, 1, 2, 1, 0x80 },       /* values end in a varint */
+		{ TF_SAMPLE, 4, 9, 0, 1, 7 },              /* counter 0 */
+		/* 257 values of one byte: body 4 + 257 bytes, values 257 */
+		{ TF_SAMPLE, 0x85, 0x02, 9, 1, 0x81, 0x02 },
+	};
+	memset(bad[2] + 7, 1, TF_SAMPLE_MAX + 1);
+	put_raw_segment(fd, 0, 1, 0, bad[0], 7);
+	put_raw_segment(fd, 0, 1, 0, bad[1], 6);
+	put_raw_segment(fd, 0, 1, 0, bad[2], 7 + TF_SAMPLE_MAX + 1);
+	tf_writer_abandon(w);
+	close(fd);
+
+	struct tf_reader *rd;
+	struct tf_decoder *d;
+	struct tf_segment_info si;
+	const struct tf_record *r;
+	uint64_t got[TF_SAMPLE_MAX];
+	CHECK(tf_reader_open(&rd, path, &e) == TF_OK, "%s", e.msg);
+	CHECK(tf_decoder_new(&d, &e) == TF_OK, "%s", e.msg);
+	CHECK(tf_reader_next_segment(rd, &si, &e) == TF_OK, "%s", e.msg);
+	CHECK(tf_decode_segment(rd, d, &si, &r, &e) == TF_OK, "meta: %s", e.msg);
+	CHECK(si.count == 3, "%u records", si.count);
+	CHECK(r[0].kind == TF_COUNTER && r[0].id == 3 && !strcmp(r[0].str, "rss_bytes"),
+	      "counter: %u %s", r[0].id, r[0].str);
+	CHECK(r[1].kind == TF_SAMPLE && r[1].t == 1234 && r[1].id == 3 && r[1].count == 3 &&
+	      tf_sample_unpack(&r[1], got) == 3 && got[0] == 0 && got[1] == UINT64_MAX &&
+	      got[2] == 8192, "sample: t %" PRIu64 " count %" PRIu64, r[1].t, r[1].count);
+	CHECK(r[2].count == TF_SAMPLE_MAX && tf_sample_unpack(&r[2], got) == TF_SAMPLE_MAX &&
+	      got[TF_SAMPLE_MAX - 1] == (TF_SAMPLE_MAX - 1) * 4096ull, "full sample");
+	for (int k = 0; k < 3; k++) {
+		CHECK(tf_reader_next_segment(rd, &si, &e) == TF_OK, "%s", e.msg);
+		CHECK(tf_decode_segment(rd, d, &si, &r, &e) == TF_E_CORRUPT,
+		      "bad sample %d decoded", k);
+	}
+	tf_decoder_free(d);
+	tf_reader_close(rd);
+	checks += 12;
+}
+
 static void test_segenc(void)
 {
 	enum { N = 3 * TF_SEGMENT_EVENTS + 1000 };
@@ -1395,6 +1463,7 @@ int main(int argc, char **argv)
 	test_round_trip();
 	test_round_trip_realistic();
 	test_unknown_kinds();
+	test_counters();
 	test_time_contexts();
 	test_bad_headers();
 	test_damage();

@@ -31,6 +31,10 @@ rec forker $b/tests/programs/forker
 rec known $b/tests/importer/imp_known
 rec inline $b/tests/importer/imp_inline
 rec killed $b/tests/importer/imp_killed
+# counters: COUNTER and SAMPLE records, every 2 ms of its 300 ms
+export REC_STATS_MS=2
+rec counters $b/tests/programs/clocked
+unset REC_STATS_MS
 
 # Crafted: mktrace scripts (tests/importer/mktrace.c, as in test_crafted.py).
 hdr='header 1000 1 5000000000 1700000000000000000 0 /bin/prog prog --arg x'
