@@ -754,5 +754,4 @@ static void delete_hooked(void (*call)(const struct cxx_call *), const struct cx
 	}
 
 #define DEF_CXX(name, fn, shape) DEF_##shape(name, fn)
-REC_CXX_NEWS(DEF_CXX)
-REC_CXX_DELETES(DEF_CXX)
+REC_CXX_ENTRY_POINTS(DEF_CXX)

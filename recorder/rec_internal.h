@@ -53,7 +53,7 @@ typedef void rec_cxx_del_tag(void *, const void *);
 typedef void rec_cxx_del_size_align(void *, size_t, size_t);
 typedef void rec_cxx_del_align_tag(void *, size_t, const void *);
 
-#define REC_CXX_NEWS(X) \
+#define REC_CXX_ENTRY_POINTS(X) \
 	X(_Znwm, TF_FN_NEW, new) \
 	X(_Znam, TF_FN_NEW_ARRAY, new) \
 	X(_ZnwmRKSt9nothrow_t, TF_FN_NEW, new_tag) \
@@ -61,9 +61,7 @@ typedef void rec_cxx_del_align_tag(void *, size_t, const void *);
 	X(_ZnwmSt11align_val_t, TF_FN_NEW, new_align) \
 	X(_ZnamSt11align_val_t, TF_FN_NEW_ARRAY, new_align) \
 	X(_ZnwmSt11align_val_tRKSt9nothrow_t, TF_FN_NEW, new_align_tag) \
-	X(_ZnamSt11align_val_tRKSt9nothrow_t, TF_FN_NEW_ARRAY, new_align_tag)
-
-#define REC_CXX_DELETES(X) \
+	X(_ZnamSt11align_val_tRKSt9nothrow_t, TF_FN_NEW_ARRAY, new_align_tag) \
 	X(_ZdlPv, TF_FN_FREE, del) \
 	X(_ZdaPv, TF_FN_FREE, del) \
 	X(_ZdlPvm, TF_FN_FREE, del_size) \
@@ -97,8 +95,7 @@ struct rec_real {
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
 	/* NULL where the program has no C++ runtime (interpose.c falls back) */
-	REC_CXX_NEWS(REC_CXX_FIELD)
-	REC_CXX_DELETES(REC_CXX_FIELD)
+	REC_CXX_ENTRY_POINTS(REC_CXX_FIELD)
 };
 extern struct rec_real rec_real;
 
