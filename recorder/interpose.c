@@ -630,6 +630,11 @@ static void leave_cleanup(const enum how *h)
 	leave(*h);
 }
 
+static void guard_cleanup(const int *g)
+{
+	rec_guard = *g;
+}
+
 /* A new: call(c) makes the real call, fn is TF_FN_NEW or TF_FN_NEW_ARRAY. */
 static void *new_hooked(void *(*call)(const struct cxx_call *), const struct cxx_call *c,
 			unsigned fn, uintptr_t caller)
@@ -638,8 +643,16 @@ static void *new_hooked(void *(*call)(const struct cxx_call *), const struct cxx
 		return rec_boot_alloc(c->size, c->align);
 	int track;
 	enum how h = how_now(caller);
-	if (!h || !take_alloc(c->size, &track))
+	if (!h)
 		return call(c);
+	if (!take_alloc(c->size, &track)) {
+		/* not sampled: what the real new calls (libstdc++'s malloc) is
+		 * part of this call, not a second draw of sampling's countdown
+		 * (that would sample new's bytes twice, as malloc) */
+		__attribute__((cleanup(guard_cleanup))) int g = rec_guard;
+		rec_guard = REC_GUARD_OWN;
+		return call(c);
+	}
 	enter(h);
 	/* left on return and when a bad_alloc unwinds through this frame */
 	__attribute__((cleanup(leave_cleanup))) enum how left = h;

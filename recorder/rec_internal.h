@@ -106,6 +106,7 @@ extern struct rec_real rec_real;
  * recorder's side (the real allocator calling another entry point: passed
  * through) or from a signal handler that interrupted the hook (recorded
  * through nested.c); rec_stack_from_recorder tells which. */
+#define REC_GUARD_OWN 1
 #define REC_GUARD_HOOK 2
 extern REC_TLS int rec_guard;
 

@@ -12,6 +12,9 @@
  * "all" and "some" a new of an impossible size throws bad_alloc, caught:
  * it must record nothing and leave the recorder working.
  *
+ * With an argument N, after mark "none": N times new char[CHURN_SIZE] and
+ * delete[] at site_churn (a sampled recording's sample of it).
+ *
  * Prints "site NAME SIZE" per site and "caught N" (1: bad_alloc caught).
  * Must never: allocate between the marks except through the sites.
  */
@@ -20,7 +23,7 @@
 #include <dlfcn.h>
 #include <new>
 
-enum { BLOCKS = 3 };
+enum { BLOCKS = 3, CHURN_SIZE = 1006 };
 
 struct Plain { char c[1001]; };
 struct alignas(64) Wide { char c[1024]; };  /* 64-aligned new: 1024 and 2 x 1024 */
@@ -53,6 +56,12 @@ __attribute__((noinline)) static void site_new_nothrow_array(int i)
 }
 __attribute__((noinline)) static void site_malloc(int i) { mallocs[i] = std::malloc(1005); }
 
+__attribute__((noinline)) static void site_churn(long n)
+{
+	for (long i = 0; i < n; i++)
+		delete[] new char[CHURN_SIZE];
+}
+
 /* Frees block i of every site through the delete that matches its new. */
 static void drop(int i)
 {
@@ -79,7 +88,6 @@ __attribute__((noinline)) static int site_too_big(size_t size)
 
 int main(int argc, char **argv)
 {
-	(void)argv;
 	for (int i = 0; i < BLOCKS; i++) {
 		site_new(i);
 		site_new_array(i);
@@ -97,6 +105,7 @@ int main(int argc, char **argv)
 	for (int i = 1; i < BLOCKS; i++)
 		drop(i);
 	mark("none");
+	site_churn(argc > 1 ? std::atol(argv[1]) : 0);
 	std::printf("site site_new %zu\nsite site_new_array 1002\nsite site_new_aligned %zu\n"
 		    "site site_new_aligned_array %zu\nsite site_new_nothrow %zu\n"
 		    "site site_new_nothrow_array 1004\nsite site_malloc 1005\ncaught %d\n",

@@ -4,9 +4,10 @@ its trace exactly: events per kind and fn, sizes, one stack id per call site
 threads, fork and exec traces, MODULE records for a dlopen'ed library.
 
 CASE: entry realloc threads crowd thread_exit fork fork_exit fork_exec exec_path dlopen dlopen_cxx cxx cxx_entry
-      cxx_entry_je cxx_entry_tc clock pairs
+      cxx_entry_je cxx_sampled cxx_entry_tc clock pairs
 """
 import glob
+import math
 import os
 import shutil
 import stat
@@ -16,6 +17,9 @@ import sys
 import hrtest
 import rectest
 from rectest import Trace
+
+
+SIGMAS = 6  # a sample count's allowed distance from its mean, in standard deviations
 
 
 def out_lines(p):
@@ -325,6 +329,28 @@ def cxx_entry(d, name):
     st = t.stats()
     assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
     print("%s: 7 entry points x 3 blocks byte-exact at 3 marks, bad_alloc caught: ok" % name)
+
+
+def case_cxx_sampled(d):
+    """Sampling a C++ program under libstdc++: a new that is not sampled
+    must not give its inner malloc a second draw (that sampled new's bytes
+    twice, the second time as malloc from inside operator new)."""
+    churn, size, period = 4000, 1006, 4096
+    prog = hrtest.prog("cxx_entry")
+    rectest.need(prog, "cxx_entry (no C++ compiler?)")
+    trace = os.path.join(d, "sampled.trc")
+    rectest.record([prog, str(churn)], trace, env={"REC_SAMPLE": str(period)})
+    got = Trace(trace).allocs(size=size)
+    fns = sorted({r["fn"] for r in got})
+    assert fns == ["new[]"], "%d samples of %d, fns %s" % (len(got), size, fns)
+    # each new sampled once with probability 1 - e^(-size/period): about
+    # 873 samples, sigma 26; SIGMAS either way fails once in 10^8 runs
+    p = 1 - math.exp(-size / period)
+    mean, sigma = churn * p, math.sqrt(churn * p * (1 - p))
+    assert abs(len(got) - mean) <= SIGMAS * sigma, \
+        "%d samples, expected %.0f +- %.0f" % (len(got), mean, SIGMAS * sigma)
+    print("cxx_entry sampled every %d bytes: %d samples of new[], none of its malloc: ok" % (
+        period, len(got)))
 
 
 def case_cxx_entry(d):
