@@ -1,7 +1,8 @@
 /*
  * interpose.c - the allocator entry points libheapreel.so exports: malloc, free,
  * calloc, realloc, reallocarray, posix_memalign, aligned_alloc, memalign,
- * valloc, pvalloc, and malloc_usable_size (passed through).
+ * valloc, pvalloc, malloc_usable_size (passed through), and C++ operator
+ * new / delete in every form (at the end, with why).
  *
  * Each one calls the real function, then (while recording, and not from
  * inside the recorder) stamps the time, captures the stack and publishes a
@@ -602,3 +603,168 @@ REC_EXPORT size_t malloc_usable_size(void *p)
 		return 0;
 	return rec_real.malloc_usable_size(p);
 }
+
+/* ---- C++ operator new and delete ----------------------------------------
+ * Every form (rec_internal.h lists them), so that a program whose new and
+ * delete come from jemalloc or tcmalloc, which do not go through malloc, is
+ * recorded as one under libstdc++. Each calls the next definition with its
+ * own arguments; what that one calls (libstdc++'s new calls malloc, its
+ * nothrow new calls new) arrives inside the hook and is passed through, so
+ * a block is recorded once, at the outermost entry point, with its stack
+ * from new's caller. A throwing new that fails records nothing; its
+ * bad_alloc unwinds through the hook, whose guard a cleanup clears (this
+ * file is built with -fexceptions for that). Where the program has no C++
+ * runtime at start (a C program that dlopens one later), the real pointers
+ * are NULL and the hooks use the real malloc, memalign and free instead:
+ * then a failing new returns NULL, as no bad_alloc can be thrown from here. */
+
+/* One call's arguments, whatever its form; unused fields are 0. */
+struct cxx_call {
+	void *ptr;
+	size_t size, align;
+	const void *tag;  /* the nothrow_t& */
+};
+
+static void leave_cleanup(const enum how *h)
+{
+	leave(*h);
+}
+
+static void guard_cleanup(const int *g)
+{
+	rec_guard = *g;
+}
+
+/* A new: call(c) makes the real call, fn is TF_FN_NEW or TF_FN_NEW_ARRAY. */
+static void *new_hooked(void *(*call)(const struct cxx_call *), const struct cxx_call *c,
+			unsigned fn, uintptr_t caller)
+{
+	if (REC_UNLIKELY(!ready()))
+		return rec_boot_alloc(c->size, c->align);
+	int track;
+	enum how h = how_now(caller);
+	if (!h)
+		return call(c);
+	if (!take_alloc(c->size, &track)) {
+		/* not sampled: what the real new calls (libstdc++'s malloc) is
+		 * part of this call, not a second draw of sampling's countdown
+		 * (that would sample new's bytes twice, as malloc) */
+		__attribute__((cleanup(guard_cleanup))) int g = rec_guard;
+		rec_guard = REC_GUARD_OWN;
+		return call(c);
+	}
+	enter(h);
+	/* left on return and when a bad_alloc unwinds through this frame */
+	__attribute__((cleanup(leave_cleanup))) enum how left = h;
+	void *p = call(c);
+	if (p)
+		KEEP_ERRNO(note_alloc(p, c->size, fn, track, left));
+	return p;
+}
+
+/* A delete: recorded as free() is (stamped before the real call). */
+static void delete_hooked(void (*call)(const struct cxx_call *), const struct cxx_call *c,
+			  uintptr_t caller)
+{
+	if (!c->ptr || REC_UNLIKELY(rec_boot_owns(c->ptr)) || REC_UNLIKELY(!ready()))
+		return;
+	enum how h = how_now(caller);
+	if (!h || !take_free(c->ptr)) {
+		call(c);
+		return;
+	}
+	enter(h);
+	KEEP_ERRNO(note_free(c->ptr, TF_FN_FREE, h));
+	call(c);
+	leave(h);
+}
+
+/* Per shape: the real call (or its fallback) and the exported function. */
+#define REAL_OR(name, args, fallback) (rec_real.name ? rec_real.name args : (fallback))
+
+#define DEF_new(name, fn) \
+	static void *call##name(const struct cxx_call *c) \
+	{ return REAL_OR(name, (c->size), rec_real.malloc(c->size)); } \
+	REC_EXPORT void *name(size_t size); \
+	REC_EXPORT void *name(size_t size) \
+	{ return new_hooked(call##name, &(struct cxx_call){ .size = size }, fn, CALLER); }
+
+#define DEF_new_tag(name, fn) \
+	static void *call##name(const struct cxx_call *c) \
+	{ return REAL_OR(name, (c->size, c->tag), rec_real.malloc(c->size)); } \
+	REC_EXPORT void *name(size_t size, const void *tag); \
+	REC_EXPORT void *name(size_t size, const void *tag) \
+	{ return new_hooked(call##name, &(struct cxx_call){ .size = size, .tag = tag }, fn, CALLER); }
+
+#define DEF_new_align(name, fn) \
+	static void *call##name(const struct cxx_call *c) \
+	{ return REAL_OR(name, (c->size, c->align), rec_real.memalign(c->align, c->size)); } \
+	REC_EXPORT void *name(size_t size, size_t align); \
+	REC_EXPORT void *name(size_t size, size_t align) \
+	{ \
+		return new_hooked(call##name, &(struct cxx_call){ .size = size, .align = align }, \
+				  fn, CALLER); \
+	}
+
+#define DEF_new_align_tag(name, fn) \
+	static void *call##name(const struct cxx_call *c) \
+	{ \
+		return REAL_OR(name, (c->size, c->align, c->tag), \
+			       rec_real.memalign(c->align, c->size)); \
+	} \
+	REC_EXPORT void *name(size_t size, size_t align, const void *tag); \
+	REC_EXPORT void *name(size_t size, size_t align, const void *tag) \
+	{ \
+		return new_hooked(call##name, \
+				  &(struct cxx_call){ .size = size, .align = align, .tag = tag }, \
+				  fn, CALLER); \
+	}
+
+#define DEF_del(name, fn) \
+	static void call##name(const struct cxx_call *c) \
+	{ if (rec_real.name) rec_real.name(c->ptr); else rec_real.free(c->ptr); } \
+	REC_EXPORT void name(void *p); \
+	REC_EXPORT void name(void *p) \
+	{ delete_hooked(call##name, &(struct cxx_call){ .ptr = p }, CALLER); }
+
+#define DEF_del_size(name, fn) \
+	static void call##name(const struct cxx_call *c) \
+	{ if (rec_real.name) rec_real.name(c->ptr, c->size); else rec_real.free(c->ptr); } \
+	REC_EXPORT void name(void *p, size_t size); \
+	REC_EXPORT void name(void *p, size_t size) \
+	{ delete_hooked(call##name, &(struct cxx_call){ .ptr = p, .size = size }, CALLER); }
+
+#define DEF_del_tag(name, fn) \
+	static void call##name(const struct cxx_call *c) \
+	{ if (rec_real.name) rec_real.name(c->ptr, c->tag); else rec_real.free(c->ptr); } \
+	REC_EXPORT void name(void *p, const void *tag); \
+	REC_EXPORT void name(void *p, const void *tag) \
+	{ delete_hooked(call##name, &(struct cxx_call){ .ptr = p, .tag = tag }, CALLER); }
+
+#define DEF_del_size_align(name, fn) \
+	static void call##name(const struct cxx_call *c) \
+	{ \
+		if (rec_real.name) \
+			rec_real.name(c->ptr, c->size, c->align); \
+		else \
+			rec_real.free(c->ptr); \
+	} \
+	REC_EXPORT void name(void *p, size_t size, size_t align); \
+	REC_EXPORT void name(void *p, size_t size, size_t align) \
+	{ \
+		delete_hooked(call##name, &(struct cxx_call){ .ptr = p, .size = size, .align = align }, \
+			      CALLER); \
+	}
+
+#define DEF_del_align_tag(name, fn) \
+	static void call##name(const struct cxx_call *c) \
+	{ if (rec_real.name) rec_real.name(c->ptr, c->align, c->tag); else rec_real.free(c->ptr); } \
+	REC_EXPORT void name(void *p, size_t align, const void *tag); \
+	REC_EXPORT void name(void *p, size_t align, const void *tag) \
+	{ \
+		delete_hooked(call##name, &(struct cxx_call){ .ptr = p, .align = align, .tag = tag }, \
+			      CALLER); \
+	}
+
+#define DEF_CXX(name, fn, shape) DEF_##shape(name, fn)
+REC_CXX_ENTRY_POINTS(DEF_CXX)

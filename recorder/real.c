@@ -76,6 +76,8 @@ void rec_real_resolve(void)
 	RESOLVE(execve, "execve");
 	RESOLVE(execvpe, "execvpe");
 	RESOLVE(fexecve, "fexecve");
+#define RESOLVE_CXX(name, fn, shape) RESOLVE(name, #name);
+	REC_CXX_ENTRY_POINTS(RESOLVE_CXX)
 	/* free last: its being set tells everyone the table is complete */
 	void *f = dlsym(RTLD_NEXT, "free");
 	atomic_store_explicit((_Atomic(void *) *)(void *)&rec_real.free, f,

@@ -38,6 +38,45 @@
 #define REC_FD_BASE 600
 
 /* ---- real.c: the real allocator and the re-entrancy guard --------------- */
+
+/* C++ operator new and delete, every form, by mangled name: X(name, fn,
+ * shape), fn the ALLOC's tf_fn (deletes: TF_FN_FREE), shape its parameters
+ * after the pointer or size (rec_cxx_*: a nothrow_t& is `const void *`, an
+ * align_val_t a size_t). interpose.c exports each, real.c finds the next. */
+typedef void *rec_cxx_new(size_t);
+typedef void *rec_cxx_new_tag(size_t, const void *);
+typedef void *rec_cxx_new_align(size_t, size_t);
+typedef void *rec_cxx_new_align_tag(size_t, size_t, const void *);
+typedef void rec_cxx_del(void *);
+typedef void rec_cxx_del_size(void *, size_t);   /* also (void *, align_val_t) */
+typedef void rec_cxx_del_tag(void *, const void *);
+typedef void rec_cxx_del_size_align(void *, size_t, size_t);
+typedef void rec_cxx_del_align_tag(void *, size_t, const void *);
+
+#define REC_CXX_ENTRY_POINTS(X) \
+	X(_Znwm, TF_FN_NEW, new) \
+	X(_Znam, TF_FN_NEW_ARRAY, new) \
+	X(_ZnwmRKSt9nothrow_t, TF_FN_NEW, new_tag) \
+	X(_ZnamRKSt9nothrow_t, TF_FN_NEW_ARRAY, new_tag) \
+	X(_ZnwmSt11align_val_t, TF_FN_NEW, new_align) \
+	X(_ZnamSt11align_val_t, TF_FN_NEW_ARRAY, new_align) \
+	X(_ZnwmSt11align_val_tRKSt9nothrow_t, TF_FN_NEW, new_align_tag) \
+	X(_ZnamSt11align_val_tRKSt9nothrow_t, TF_FN_NEW_ARRAY, new_align_tag) \
+	X(_ZdlPv, TF_FN_FREE, del) \
+	X(_ZdaPv, TF_FN_FREE, del) \
+	X(_ZdlPvm, TF_FN_FREE, del_size) \
+	X(_ZdaPvm, TF_FN_FREE, del_size) \
+	X(_ZdlPvRKSt9nothrow_t, TF_FN_FREE, del_tag) \
+	X(_ZdaPvRKSt9nothrow_t, TF_FN_FREE, del_tag) \
+	X(_ZdlPvSt11align_val_t, TF_FN_FREE, del_size) \
+	X(_ZdaPvSt11align_val_t, TF_FN_FREE, del_size) \
+	X(_ZdlPvmSt11align_val_t, TF_FN_FREE, del_size_align) \
+	X(_ZdaPvmSt11align_val_t, TF_FN_FREE, del_size_align) \
+	X(_ZdlPvSt11align_val_tRKSt9nothrow_t, TF_FN_FREE, del_align_tag) \
+	X(_ZdaPvSt11align_val_tRKSt9nothrow_t, TF_FN_FREE, del_align_tag)
+
+#define REC_CXX_FIELD(name, fn, shape) rec_cxx_##shape *name;
+
 struct rec_real {
 	void *(*malloc)(size_t);
 	void (*free)(void *);
@@ -55,6 +94,8 @@ struct rec_real {
 	int (*execve)(const char *, char *const[], char *const[]);
 	int (*execvpe)(const char *, char *const[], char *const[]);
 	int (*fexecve)(int, char *const[], char *const[]);
+	/* NULL where the program has no C++ runtime (interpose.c falls back) */
+	REC_CXX_ENTRY_POINTS(REC_CXX_FIELD)
 };
 extern struct rec_real rec_real;
 
@@ -65,6 +106,7 @@ extern struct rec_real rec_real;
  * recorder's side (the real allocator calling another entry point: passed
  * through) or from a signal handler that interrupted the hook (recorded
  * through nested.c); rec_stack_from_recorder tells which. */
+#define REC_GUARD_OWN 1
 #define REC_GUARD_HOOK 2
 extern REC_TLS int rec_guard;
 

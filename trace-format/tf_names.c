@@ -30,6 +30,7 @@ const char *tf_fn_name(unsigned fn)
 		[TF_FN_ALIGNED_ALLOC] = "aligned_alloc",
 		[TF_FN_MEMALIGN] = "memalign", [TF_FN_VALLOC] = "valloc",
 		[TF_FN_PVALLOC] = "pvalloc", [TF_FN_FREE] = "free",
+		[TF_FN_NEW] = "new", [TF_FN_NEW_ARRAY] = "new[]",
 	};
 	return fn < TF_FN_COUNT ? names[fn] : "unknown";
 }

@@ -33,7 +33,15 @@ EXPORTS = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalig
            "aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size",
            "dlclose", "_exit", "_Exit", "execve", "execv", "execvp", "execvpe",
            "execl", "execle", "execlp", "fexecve",
-           "rec_start", "rec_stop", "rec_mark", "rec_flush"}  # rec.h
+           "rec_start", "rec_stop", "rec_mark", "rec_flush",  # rec.h
+           # C++ operator new and delete, every form
+           "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
+           "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",
+           "_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnamSt11align_val_tRKSt9nothrow_t",
+           "_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t",
+           "_ZdlPvSt11align_val_t", "_ZdaPvSt11align_val_t",
+           "_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t",
+           "_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t"}
 
 
 def env_with(**kw):
