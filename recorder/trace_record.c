@@ -11,7 +11,7 @@
  * its own install, or beside it in the build tree), then in the libdir it
  * was configured for (REC_LIBDIR), and preloaded by its absolute path (a
  * relative one fails in every child that changes directory). LD_PRELOAD
- * keeps what the caller had, with the library appended. A run's traces
+ * keeps what the caller had, after the library. A run's traces
  * (its forks and execs write run.trc.1, ...) go to a directory of its own:
  * DIR/ (-o ending in '/' or naming a directory: made if missing, else it
  * must be empty), by default heapreel-out/PROGRAM.YYYYmmdd-HHMMSS/ as
@@ -153,32 +153,27 @@ static int find_librec(char *out)
 	return lib_in(REC_LIBDIR, out);
 }
 
-/* LD_PRELOAD with lib appended (once). */
+/* LD_PRELOAD with lib first and the caller's entries after it (lib once).
+ * First, because the first object that defines malloc wins: behind a
+ * preloaded jemalloc or tcmalloc the recorder would see no allocation,
+ * while in front of one it records them and passes them on (RTLD_NEXT). */
 static char *preload_with(const char *lib)
 {
 	const char *have = getenv("LD_PRELOAD");
 	size_t need = strlen(lib) + (have ? strlen(have) : 0) + 2;
 	char *v = malloc(need);
-	if (!v)
-		return NULL;
-	if (!have || !*have) {
-		snprintf(v, need, "%s", lib);
-		return v;
-	}
-	/* entries are separated by spaces or colons (ld.so(8)) */
-	char *copy = strdup(have);
-	if (!copy) {
+	char *copy = strdup(have ? have : "");
+	if (!v || !copy) {
 		free(v);
+		free(copy);
 		return NULL;
 	}
-	int present = 0;
+	size_t n = (size_t)snprintf(v, need, "%s", lib);
+	/* entries are separated by spaces or colons (ld.so(8)) */
 	for (char *save, *tok = strtok_r(copy, ": ", &save); tok; tok = strtok_r(NULL, ": ", &save))
-		present |= !strcmp(tok, lib);
+		if (strcmp(tok, lib))
+			n += (size_t)snprintf(v + n, need - n, ":%s", tok);
 	free(copy);
-	if (present)
-		snprintf(v, need, "%s", have);
-	else
-		snprintf(v, need, "%s:%s", have, lib);
 	return v;
 }
 

@@ -1,6 +1,6 @@
 """trace-record: runs a program preloaded, passes its options on, says
 where the trace went (and counts the traces of its forks and execs), exits
-with the program's status (128 + N for a signal), appends to LD_PRELOAD,
+with the program's status (128 + N for a signal), goes first in LD_PRELOAD,
 refuses a --max-size below 4M or not a size, bad values, an existing
 trace file (exit 3; --force replaces only a trace) and a directory it
 cannot write to (exit 1) before running anything; puts a run's traces in a
@@ -109,7 +109,7 @@ assert p.returncode == 0 and sorted(os.listdir(cd)) == ["run.trc", "run.trc.1"],
 assert p.stdout.strip() == os.path.realpath(hrtest.LIBREC), p.stdout
 assert hrtest.summary(os.path.join(cd, "run.trc.1"))["alloc"] > 0
 
-# Options become the recorder's environment; LD_PRELOAD is appended to.
+# Options become the recorder's environment; LD_PRELOAD keeps the caller's after it.
 other = "/lib/x86_64-linux-gnu/libm.so.6"
 env = dict(os.environ, LD_PRELOAD=other)
 p = rec(["-o", "env.trc", "--sample", "4096", "--paused", "--depth", "7", "--max-size", "8M",
@@ -117,8 +117,20 @@ p = rec(["-o", "env.trc", "--sample", "4096", "--paused", "--depth", "7", "--max
         env=env)
 assert p.returncode == 0, p.stderr
 preload, sample, paused, depth, max_size = p.stdout.strip().split("|")
-assert preload.split(":") == [other, os.path.realpath(hrtest.LIBREC)], preload
+assert preload.split(":") == [os.path.realpath(hrtest.LIBREC), other], preload
 assert (sample, paused, depth, max_size) == ("4096", "1", "7", "8M"), p.stdout
+
+# A preloaded allocator comes after the recorder, which then sees its
+# allocations (behind it, it saw none).
+jemalloc = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+if os.path.exists(jemalloc):
+    p = rec(["-o", "jemalloc.trc", "--", "sh", "-c", "echo $LD_PRELOAD"],
+            env=dict(os.environ, LD_PRELOAD=jemalloc))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip().split(":") == [os.path.realpath(hrtest.LIBREC), jemalloc], p.stdout
+    assert hrtest.summary(os.path.join(d, "jemalloc.trc"))["alloc"] > 0
+else:
+    print("no %s: the preloaded allocator's case not run" % jemalloc)
 
 # Refusals: one line, the program never runs.
 marker = os.path.join(d, "ran")
