@@ -53,7 +53,9 @@ static void *map_file(void)
 	FILE *f = tmpfile();
 	if (!f || ftruncate(fileno(f), 4 * PAGE))
 		check(NULL, "map_file");
-	return check(mmap(NULL, 4 * PAGE, PROT_READ, MAP_PRIVATE, fileno(f), 0), "map_file");
+	void *p = check(mmap(NULL, 4 * PAGE, PROT_READ, MAP_PRIVATE, fileno(f), 0), "map_file");
+	fclose(f);  /* the mapping stays; the FILE's heap goes */
+	return p;
 }
 
 static void unmap_mid(char *a)

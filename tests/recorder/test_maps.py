@@ -1,0 +1,72 @@
+"""test_maps CASE - the program's anonymous mappings (recorder/mmap.c),
+imported as allocations of kind mmap and shown by trace-snap --kind. The
+program is tests/programs/maps, which maps, partially unmaps, remaps (in
+place and moved) and maps MAP_FIXED over known page counts from known
+functions, maps a file, mallocs 64 MiB, and marks maps-0 ... maps-3.
+
+CASE:
+  snap      --kind mmap per function at each mark, byte-exact; --kind heap
+            holds heap_big's 64 MiB once, at maps-0 to maps-2, and no
+            mapping; the file mapping is nowhere; the text output's Kinds
+            line splits the total; the trace holds the 64 MiB block once,
+            as a malloc (glibc's own mapping of it is not recorded)
+  usage     --kind with another word, or with --stats, is a usage error (2)
+"""
+import os
+import sys
+
+import hrtest
+
+PAGE = 4096
+BIG = 64 << 20
+FUNCS = ["map_a", "map_b", "grow_b", "move_b", "fixed_c", "map_file", "heap_big"]
+# live mapped bytes per function at each mark (tests/programs/maps.c)
+MMAP = [
+    {"map_a": 16 * PAGE, "map_b": 8 * PAGE},
+    {"map_a": 12 * PAGE, "grow_b": 12 * PAGE},
+    {"map_a": 10 * PAGE, "move_b": 20 * PAGE, "fixed_c": 2 * PAGE},
+    {},
+]
+HEAP = [{"heap_big": BIG}, {"heap_big": BIG}, {"heap_big": BIG}, {}]
+
+
+def per_function(db, mark, kind):
+    got = hrtest.folded_per_function(db, ["--at", "mark:maps-%d" % mark, "--kind", kind],
+                                     FUNCS, "inuse_space")
+    return {k: v for k, v in got.items() if v}
+
+
+def case_snap(d, trace, db):
+    for m in range(4):
+        got = per_function(db, m, "mmap")
+        assert got == MMAP[m], "maps-%d mmap: %s != %s" % (m, got, MMAP[m])
+        got = per_function(db, m, "heap")
+        want = dict(HEAP[m])
+        assert got == want, "maps-%d heap: %s != %s" % (m, got, want)
+    out = hrtest.run([hrtest.TRACE_SNAP, db, "--at", "mark:maps-2"]).stdout
+    kinds = out.splitlines()[1]
+    mapped = sum(MMAP[2].values())
+    assert kinds.startswith("Kinds: heap ") and (", mmap %d B " % mapped) in kinds, out
+    heap = int(kinds.split()[2].rstrip(","))
+    assert hrtest.snap_total(out) == heap + mapped, out
+    big = [r for r in hrtest.dump(trace) if "size=%d" % BIG in r]
+    assert len(big) == 1 and big[0][0] == "alloc" and "fn=malloc" in big[0], big
+    print("mmap per function at 4 marks byte-exact, 64 MiB once as heap: ok")
+
+
+def case_usage(d, trace, db):
+    for args in (["--kind", "stack"], ["--kind", "mmap", "--stats"]):
+        p = hrtest.run([hrtest.TRACE_SNAP, db, "--at", "end"] + args, check=False)
+        assert p.returncode == 2 and p.stderr.startswith("trace-snap: ") and \
+            len(p.stderr.splitlines()) == 1, (args, p.returncode, p.stderr)
+    print("--kind usage errors: ok")
+
+
+def main():
+    d, trace, db = hrtest.recorded_db(hrtest.prog("maps"), "rec-maps-" + sys.argv[1],
+                                      needs=(hrtest.TRACE_SNAP,))
+    globals()["case_" + sys.argv[1]](d, trace, db)
+
+
+if __name__ == "__main__":
+    main()
