@@ -8,11 +8,12 @@ CASE:
   snap      --kind mmap per function at each mark, byte-exact; --kind heap
             holds heap_big's 64 MiB once, at maps-0 to maps-2, and no
             mapping; the file mapping is nowhere; the text output's Kinds
-            line splits the total; the trace holds the 64 MiB block once,
+            line splits the total; --stats shows the live mappings; the
+            trace holds the 64 MiB block once,
             as a malloc (glibc's own mapping of it is not recorded)
   usage     --kind with another word, or with --stats, is a usage error (2)
 """
-import os
+import re
 import sys
 
 import hrtest
@@ -49,6 +50,9 @@ def case_snap(d, trace, db):
     assert kinds.startswith("Kinds: heap ") and (", mmap %d B " % mapped) in kinds, out
     heap = int(kinds.split()[2].rstrip(","))
     assert hrtest.snap_total(out) == heap + mapped, out
+    stats = hrtest.run([hrtest.TRACE_SNAP, db, "--stats", "--at", "mark:maps-2"]).stdout
+    row = re.search(r"^live mmap \(events\) +(\d+) ", stats, re.M)
+    assert row and int(row.group(1)) == mapped, stats
     big = [r for r in hrtest.dump(trace) if "size=%d" % BIG in r]
     assert len(big) == 1 and big[0][0] == "alloc" and "fn=malloc" in big[0], big
     print("mmap per function at 4 marks byte-exact, 64 MiB once as heap: ok")
