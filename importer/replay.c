@@ -428,16 +428,17 @@ static int unmap(struct replay *r, struct proc *p, uint64_t a, uint64_t b, uint6
  * (never from the reference recorder, which unmaps first) replaces them. */
 static int region_event(struct replay *r, struct proc *p, const struct imp_ev *ev)
 {
-	uint64_t end = ev->addr + ev->size;
+	/* a damaged trace's range may wrap: cut at the top of the space */
+	uint64_t end = ev->size > UINT64_MAX - ev->addr ? UINT64_MAX : ev->addr + ev->size;
 
 	if (ev->region == IMP_UNMAP)
 		return unmap(r, p, ev->addr, end, ev->t);
-	if (ev->region == IMP_REMAP && !p->unmap_hit)
+	if ((ev->region == IMP_REMAP && !p->unmap_hit) || end == ev->addr)
 		return 0;
 	if (unmap(r, p, ev->addr, end, ev->t))
 		return -1;
 	struct region g = {
-		.addr = ev->addr, .size = ev->size, .stack = imp_stack_of(p->tr, ev->stack),
+		.addr = ev->addr, .size = end - ev->addr, .stack = imp_stack_of(p->tr, ev->stack),
 		.tid = ev->st->tid,
 	};
 	return open_region(r, p, first_after(p, ev->addr), g, ev->t,
