@@ -19,7 +19,7 @@
  * constructor and never touch the dynamic loader (its own mappings of
  * libraries go through its internal mmap, not through these symbols).
  * brk and sbrk are left alone: the heap they grow is malloc's, already
- * counted block by block.
+ * counted block by block. Nothing is recorded while sampling.
  *
  * Must never: allocate, lock, use stdio, or record a failed call.
  */
@@ -38,10 +38,13 @@ static size_t pages(size_t len)
 	return (len + page - 1) & ~(page - 1);
 }
 
-/* Is a call by the program, made from caller, to be recorded now? */
+/* Is a call by the program, made from caller, to be recorded now? Not
+ * while sampling: unbiasing scales a stack's bytes by its blocks' mean
+ * size, which would inflate mappings recorded in full (README). */
 static int program_call(uintptr_t caller)
 {
-	return !rec_guard && rec_on() && !rec_stack_from_recorder(caller);
+	return !rec_guard && rec_on() && !(rec_ctl_now() >> REC_M_PERIOD_SHIFT) &&
+	       !rec_stack_from_recorder(caller);
 }
 
 static struct tf_event region_event(unsigned fn, uint64_t t, const void *addr, size_t len)

@@ -12,7 +12,10 @@ CASE:
             trace holds the 64 MiB block once,
             as a malloc (glibc's own mapping of it is not recorded)
   usage     --kind with another word, or with --stats, is a usage error (2)
+  sampled   under REC_SAMPLE no mapping is recorded (unbiasing would
+            inflate them), the 64 MiB malloc still is
 """
+import os
 import re
 import sys
 
@@ -64,6 +67,16 @@ def case_usage(d, trace, db):
         assert p.returncode == 2 and p.stderr.startswith("trace-snap: ") and \
             len(p.stderr.splitlines()) == 1, (args, p.returncode, p.stderr)
     print("--kind usage errors: ok")
+
+
+def case_sampled(d, trace, db):
+    sampled = os.path.join(d, "sampled.trc")
+    hrtest.record([hrtest.prog("maps")], sampled, env={"REC_SAMPLE": "4096"})
+    recs = hrtest.dump(sampled)
+    maps = [r for r in recs if any(w in r for w in ("fn=mmap", "fn=mremap", "fn=munmap"))]
+    assert not maps, maps
+    assert [r for r in recs if "size=%d" % BIG in r and "fn=malloc" in r], "64 MiB not sampled"
+    print("sampled: no mapping recorded: ok")
 
 
 def main():
