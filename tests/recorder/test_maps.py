@@ -12,6 +12,9 @@ CASE:
             trace holds the 64 MiB block once,
             as a malloc (glibc's own mapping of it is not recorded)
   usage     --kind with another word, or with --stats, is a usage error (2)
+  jemalloc  the same per-function answers with libjemalloc.so.2 or
+  tcmalloc  libtcmalloc_minimal.so.4 serving malloc: the extents they map
+            from inside malloc are not the program's (skip if not installed)
   sampled   under REC_SAMPLE no mapping is recorded (unbiasing would
             inflate them), the 64 MiB malloc still is
 """
@@ -21,6 +24,7 @@ import sys
 
 import hrtest
 
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
 PAGE = 4096
 BIG = 64 << 20
 FUNCS = ["map_a", "map_b", "grow_b", "move_b", "fixed_c", "map_file", "heap_big"]
@@ -40,13 +44,17 @@ def per_function(db, mark, kind):
     return {k: v for k, v in got.items() if v}
 
 
-def case_snap(d, trace, db):
+def check_marks(db):
     for m in range(4):
         got = per_function(db, m, "mmap")
         assert got == MMAP[m], "maps-%d mmap: %s != %s" % (m, got, MMAP[m])
         got = per_function(db, m, "heap")
         want = dict(HEAP[m])
         assert got == want, "maps-%d heap: %s != %s" % (m, got, want)
+
+
+def case_snap(d, trace, db):
+    check_marks(db)
     out = hrtest.run([hrtest.TRACE_SNAP, db, "--at", "mark:maps-2"]).stdout
     kinds = out.splitlines()[1]
     mapped = sum(MMAP[2].values())
@@ -67,6 +75,26 @@ def case_usage(d, trace, db):
         assert p.returncode == 2 and p.stderr.startswith("trace-snap: ") and \
             len(p.stderr.splitlines()) == 1, (args, p.returncode, p.stderr)
     print("--kind usage errors: ok")
+
+
+def with_allocator(d, lib):
+    path = os.path.join(LIBDIR, lib)
+    if not os.path.exists(path):
+        hrtest.skip("%s not installed" % path)
+    trace, db = os.path.join(d, lib + ".trc"), os.path.join(d, lib + ".db")
+    e = dict(os.environ, LD_PRELOAD=hrtest.LIBREC + " " + path, REC_OUT=trace)
+    hrtest.run([hrtest.prog("maps")], env=e)
+    hrtest.run([hrtest.TRACE_IMPORT, "-q", trace, db])
+    check_marks(db)
+    print("%s: mmap per function byte-exact, its own mappings not counted: ok" % lib)
+
+
+def case_jemalloc(d, trace, db):
+    with_allocator(d, "libjemalloc.so.2")
+
+
+def case_tcmalloc(d, trace, db):
+    with_allocator(d, "libtcmalloc_minimal.so.4")
 
 
 def case_sampled(d, trace, db):
