@@ -183,7 +183,7 @@ int imp_db_create(struct imp_db **db, const char *out, bool force,
 int imp_db_insert(struct imp_db *db, const char *sql, const char *types, ...);
 /* Bulk loading: runs sql (an INSERT ... SELECT c0, c1, ... FROM imp_bulk)
  * with the rows the callback produces. */
-#define IMP_BULK_COLS 10
+#define IMP_BULK_COLS 11
 struct imp_bulk {
 	/* 1: vals (and nulls, bit i = column i is NULL) filled; 0: no more
 	 * rows; -1: error, described by the callback's owner. */
@@ -244,6 +244,11 @@ static inline uint32_t imp_stack_of(const struct imp_trace *tr, uint32_t stack)
 
 /* ---- pass 2: the merge (merge.c) --------------------------------------- */
 enum imp_ev_kind { IMP_FREE = 0, IMP_ALLOC = 1 }; /* frees first at equal t */
+/* What an event does to the program's anonymous mappings (an ALLOC record
+ * whose fn is mmap, mremap or munmap: FORMAT.md "Mappings"), or nothing. */
+enum imp_region { IMP_NOT_REGION = 0, IMP_MAP, IMP_REMAP, IMP_UNMAP };
+/* allocations.kind (schema.sql) */
+enum imp_alloc_kind { IMP_KIND_HEAP = 0, IMP_KIND_MMAP = 1, IMP_KIND_CUSTOM = 2 };
 
 struct imp_ev {
 	uint64_t t;                   /* common axis */
@@ -251,6 +256,7 @@ struct imp_ev {
 	uint32_t stack;               /* trace node id */
 	uint8_t kind;                 /* enum imp_ev_kind */
 	uint8_t from_realloc;
+	uint8_t region;               /* enum imp_region */
 	struct imp_stream *st;
 };
 
@@ -289,6 +295,7 @@ struct imp_alloc_row {                /* one allocations row */
 	uint64_t t, t_free, addr, size;
 	uint32_t stack, tid, pid;
 	bool freed, temporary, from_realloc;
+	uint8_t kind;                 /* enum imp_alloc_kind */
 };
 
 struct imp_free_row {                 /* one free, as free_blocks packs it */

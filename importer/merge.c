@@ -101,15 +101,29 @@ static void pop(struct imp_merge *m)
 
 /* Sets the key from the head record; false if the loaded records are
  * exhausted. Records of kinds an event stream should not hold are skipped. */
+static uint8_t region_of(const struct tf_record *r)
+{
+	switch (r->fn) {
+	case TF_FN_MMAP:
+		return IMP_MAP;
+	case TF_FN_MREMAP:
+		return IMP_REMAP;
+	case TF_FN_MUNMAP:
+		return IMP_UNMAP;
+	default:
+		return IMP_NOT_REGION;
+	}
+}
+
 static bool head_key(struct cursor *c)
 {
 	while (c->i < c->n) {
 		const struct tf_record *r = &c->recs[c->i];
 
 		switch (r->seq < c->min_seq ? 0 : r->kind) {
-		case TF_ALLOC:
+		case TF_ALLOC:  /* an unmap ranks as a free */
 			c->key_t = r->t + c->tr->shift;
-			c->rank = RANK_ALLOC;
+			c->rank = r->fn == TF_FN_MUNMAP ? RANK_FREE : RANK_ALLOC;
 			return true;
 		case TF_FREE:
 			c->key_t = r->t + c->tr->shift;
@@ -277,18 +291,22 @@ int imp_merge_next(struct imp_merge *m, struct imp_ev *ev, struct imp_err *e)
 			ev->kind = IMP_FREE;
 			ev->addr = r->old_addr;
 			ev->from_realloc = 0;
+			ev->region = IMP_NOT_REGION;
 			c->half = 1;
 		} else {
 			ev->kind = r->kind == TF_FREE ? IMP_FREE : IMP_ALLOC;
 			ev->addr = r->addr;
 			ev->from_realloc = r->kind == TF_REALLOC ||
 					   r->fn == TF_FN_REALLOC;
+			ev->region = region_of(r);
 			c->half = 0;
 			c->i++;
 			m->records++;
 		}
 		if (ev->kind == IMP_FREE)
 			ev->size = 0;
+		else if (ev->region == IMP_UNMAP)
+			ev->kind = IMP_FREE;   /* sorts as a free; size: the range */
 		/* A stream whose clock went backwards must not break the
 		 * global order the tables rely on. */
 		if (ev->t < m->now) {

@@ -16,6 +16,13 @@
  * stacks rows, outside the child's own range: their counters sit in a
  * sorted side table (struct proc's foreign).
  *
+ * The program's anonymous mappings (FORMAT.md "Mappings") are allocations
+ * of kind mmap kept apart, in each process's sorted list of regions: an
+ * unmap ends every region it touches and starts again the pieces it leaves
+ * (their t_alloc the unmap's instant), so a snapshot holds exactly what
+ * stays mapped. They count in the per-stack state (checkpoints, snapshots)
+ * but not in live_bytes, the timeline or the peak, which stay the heap's.
+ *
  * Memory is the live set (one 32-byte entry per live block), per-stack
  * counters and fixed buffers: never the trace. It must never reorder
  * events: allocations and frees ids follow the merge's order.
@@ -36,6 +43,11 @@
 struct stack_state {
 	int64_t live_bytes, live_objects;
 	uint64_t alloc_bytes, alloc_objects;
+};
+
+struct region {                       /* a live mapping: [addr, addr + size) */
+	uint64_t addr, size, id;
+	uint32_t stack, tid;
 };
 
 struct proc {
@@ -64,6 +76,9 @@ struct proc {
 	bool settling;
 	struct imp_proc_stats *ps;
 	uint32_t index;               /* in procs */
+	struct region *maps;          /* anonymous mappings, sorted, disjoint */
+	size_t nmaps, capmaps;
+	bool unmap_hit;               /* the last unmap ended a region */
 };
 
 /* Checkpoint rows wait in a scratch file, varint-encoded (about 10 bytes
@@ -245,24 +260,33 @@ static struct stack_state *state_of(struct proc *p, uint32_t stack)
 	return &p->fss[f - p->foreign];
 }
 
-static int close_block(struct replay *r, struct proc *p, struct imp_live *l,
-		       uint64_t t, bool temporary)
+/* The rows and per-stack counters of the end of allocation id, any kind. */
+static int end_row(struct replay *r, struct proc *p, uint64_t id, uint64_t size,
+		   uint32_t stack, uint64_t t, bool temporary)
 {
-	struct stack_state *s = state_of(p, l->stack);
+	struct stack_state *s = state_of(p, stack);
 	struct imp_free_row f = {
-		.alloc_id = l->id, .size = l->size, .stack = l->stack, .proc = p->index,
+		.alloc_id = id, .size = size, .stack = stack, .proc = p->index,
 	};
 
 	r->free_id++;
 	if (imp_sink_free(r->sink, r->free_id, &f, t, temporary))
 		return -1;
-	s->live_bytes = wrap_add(s->live_bytes, -l->size);
+	s->live_bytes = wrap_add(s->live_bytes, -size);
 	s->live_objects--;
+	p->ps->frees++;
+	r->tot->frees++;
+	return 0;
+}
+
+static int close_block(struct replay *r, struct proc *p, struct imp_live *l,
+		       uint64_t t, bool temporary)
+{
+	if (end_row(r, p, l->id, l->size, l->stack, t, temporary))
+		return -1;
 	p->live_bytes = wrap_add(p->live_bytes, -l->size);
 	p->live_objects--;
 	p->b_frees++;
-	p->ps->frees++;
-	r->tot->frees++;
 	imp_live_erase(&p->live, l);
 	return 0;
 }
@@ -293,31 +317,132 @@ static void clamp_to_window(struct proc *p, struct imp_ev *ev)
 	}
 }
 
-/* Block n (its id the next allocation id) becomes live in p. */
-static int open_block(struct replay *r, struct proc *p, const struct imp_live *n,
-		      const struct imp_alloc_row *row)
+/* The row and per-stack counters of allocation id (the next id), any kind. */
+static int start_row(struct replay *r, struct proc *p, uint64_t id, uint64_t size,
+		     uint32_t stack, const struct imp_alloc_row *row)
 {
-	struct stack_state *ss = state_of(p, n->stack);
+	struct stack_state *ss = state_of(p, stack);
 
-	if (imp_live_insert(&p->live, n)) {
-		imp_errf(r->e, "out of memory (live set of %zu blocks)", p->live.n);
-		return -1;
-	}
-	if (imp_sink_alloc(r->sink, n->id, row))
+	if (imp_sink_alloc(r->sink, id, row))
 		return -1;
 	if (!ss->alloc_objects)
 		p->with_state++;
 	ss->alloc_objects++;
-	ss->alloc_bytes += n->size;
+	ss->alloc_bytes += size;
 	ss->live_objects++;
-	ss->live_bytes = wrap_add(ss->live_bytes, n->size);
-	p->live_bytes = wrap_add(p->live_bytes, n->size);
-	p->live_objects++;
-	p->b_allocs++;
+	ss->live_bytes = wrap_add(ss->live_bytes, size);
 	p->ps->allocs++;
 	r->tot->allocations++;
 	r->since_ckpt++;
 	return 0;
+}
+
+/* Block n (its id the next allocation id) becomes live in p. */
+static int open_block(struct replay *r, struct proc *p, const struct imp_live *n,
+		      const struct imp_alloc_row *row)
+{
+	if (imp_live_insert(&p->live, n)) {
+		imp_errf(r->e, "out of memory (live set of %zu blocks)", p->live.n);
+		return -1;
+	}
+	if (start_row(r, p, n->id, n->size, n->stack, row))
+		return -1;
+	p->live_bytes = wrap_add(p->live_bytes, n->size);
+	p->live_objects++;
+	p->b_allocs++;
+	return 0;
+}
+
+/* ---- anonymous mappings ------------------------------------------------- */
+
+/* The first region of p that ends after addr. */
+static size_t first_after(const struct proc *p, uint64_t addr)
+{
+	size_t lo = 0, hi = p->nmaps;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->maps[mid].addr + p->maps[mid].size <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* Region g becomes live at index i of p's list, as allocation row of t. */
+static int open_region(struct replay *r, struct proc *p, size_t i, struct region g,
+		       uint64_t t, bool from_realloc)
+{
+	if (p->nmaps == p->capmaps) {
+		size_t cap = p->capmaps ? 2 * p->capmaps : 16;
+		struct region *m = realloc(p->maps, cap * sizeof *m);
+		if (!m) {
+			imp_errf(r->e, "out of memory (%zu mappings)", p->nmaps);
+			return -1;
+		}
+		p->maps = m;
+		p->capmaps = cap;
+	}
+	memmove(&p->maps[i + 1], &p->maps[i], (p->nmaps - i) * sizeof *p->maps);
+	p->nmaps++;
+	g.id = ++r->alloc_id;
+	p->maps[i] = g;
+	struct imp_alloc_row row = {
+		.t = t, .addr = g.addr, .size = g.size, .stack = g.stack, .tid = g.tid,
+		.pid = p->pid, .from_realloc = from_realloc, .kind = IMP_KIND_MMAP,
+	};
+	return start_row(r, p, g.id, g.size, g.stack, &row);
+}
+
+/* Unmaps [a, b) at t: each region it touches ends, what it leaves of them
+ * starts again. */
+static int unmap(struct replay *r, struct proc *p, uint64_t a, uint64_t b, uint64_t t)
+{
+	size_t i = first_after(p, a);
+
+	p->unmap_hit = false;
+	while (i < p->nmaps && p->maps[i].addr < b) {
+		struct region g = p->maps[i];
+		uint64_t end = g.addr + g.size;
+
+		p->unmap_hit = true;
+		if (end_row(r, p, g.id, g.size, g.stack, t, false))
+			return -1;
+		memmove(&p->maps[i], &p->maps[i + 1], (p->nmaps - i - 1) * sizeof *p->maps);
+		p->nmaps--;
+		if (g.addr < a && open_region(r, p, i++, (struct region){
+			    .addr = g.addr, .size = a - g.addr, .stack = g.stack, .tid = g.tid },
+			    t, false))
+			return -1;
+		if (end > b && open_region(r, p, i++, (struct region){
+			    .addr = b, .size = end - b, .stack = g.stack, .tid = g.tid },
+			    t, false))
+			return -1;
+	}
+	return 0;
+}
+
+/* A mapping event. An mremap's new range counts only if its old range
+ * held a mapping (it may have been a file's); a mapping over live regions
+ * (never from the reference recorder, which unmaps first) replaces them. */
+static int region_event(struct replay *r, struct proc *p, const struct imp_ev *ev)
+{
+	/* a damaged trace's range may wrap: cut at the top of the space */
+	uint64_t end = ev->size > UINT64_MAX - ev->addr ? UINT64_MAX : ev->addr + ev->size;
+
+	if (ev->region == IMP_UNMAP)
+		return unmap(r, p, ev->addr, end, ev->t);
+	if ((ev->region == IMP_REMAP && !p->unmap_hit) || end == ev->addr)
+		return 0;
+	if (unmap(r, p, ev->addr, end, ev->t))
+		return -1;
+	struct region g = {
+		.addr = ev->addr, .size = end - ev->addr, .stack = imp_stack_of(p->tr, ev->stack),
+		.tid = ev->st->tid,
+	};
+	return open_region(r, p, first_after(p, ev->addr), g, ev->t,
+			   ev->region == IMP_REMAP);
 }
 
 static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
@@ -333,6 +458,8 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 		st->t_first = ev->t;
 	st->t_last = ev->t;
 
+	if (ev->region)
+		return region_event(r, p, ev);
 	if (ev->kind == IMP_FREE) {
 		if (!l) {
 			/* before a keyframe's window, the block's allocation
@@ -611,6 +738,9 @@ static int end_sink(struct replay *r)
 		for (size_t k = 0; k < t->cap; k++)
 			if (t->tab[k].id && imp_sink_unfreed(r->sink, t->tab[k].id))
 				return -1;
+		for (size_t k = 0; k < r->procs[i].nmaps; k++)
+			if (imp_sink_unfreed(r->sink, r->procs[i].maps[k].id))
+				return -1;
 	}
 	return imp_sink_end(r->sink);
 }
@@ -678,6 +808,7 @@ static void teardown(struct replay *r, size_t ntr)
 		free(r->procs[t].ss);
 		free(r->procs[t].foreign);
 		free(r->procs[t].fss);
+		free(r->procs[t].maps);
 	}
 	free(r->procs);
 	free(r->proc_of);

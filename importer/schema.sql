@@ -111,9 +111,24 @@ CREATE TABLE allocations(
   pid          INTEGER,
   addr         INTEGER,
   from_realloc INTEGER DEFAULT 0,  -- 1: the new block of a realloc
-  temporary    INTEGER DEFAULT 0   -- 1: freed by the same thread with no other
+  temporary    INTEGER DEFAULT 0,  -- 1: freed by the same thread with no other
                                    --    allocation by that thread in between
+  kind         INTEGER DEFAULT 0   -- 0 heap (the allocator's entry points), 1 mmap
+                                   -- (an anonymous mapping of the program), 2 custom
 );
+-- allocations.kind: an integer, so a heap row costs one byte and the
+-- importer's bulk insert stays integers only. The mappings' rows are kept
+-- apart from the allocator's: a program's anonymous mmap, mremap's new
+-- range (from_realloc 1), and each piece a partial munmap, mremap or
+-- MAP_FIXED mapping leaves of one (t_alloc: that instant; the region's end
+-- is a free at that instant): a snapshot holds exactly what is mapped. They
+-- count in checkpoints (per stack) but not in timeline, processes.peak_*
+-- or meta.peak_*, which stay the heap's. A stack's rows are of one kind
+-- (a call site calls either the allocator or mmap), so the kind of a
+-- stack is the kind of its rows: this index lists the stacks that are not
+-- heap's, read whole by trace-snap --kind. Added without a schema_version
+-- bump: a reader checks that the column exists (none: every row is heap).
+CREATE INDEX allocations_kind ON allocations(kind, stack_id) WHERE kind <> 0;
 
 -- The free side of allocations, for snapshots: every free, numbered 1, 2, ...
 -- in free order (the freed allocations' t_free non-decreasing), so that a

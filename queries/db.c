@@ -41,6 +41,7 @@ static const char *const stmt_sql[Q_NSTMT] = {
 	[Q_ST_COUNTER_AT] = q_sql_counter_at,
 	[Q_ST_COUNTER_RANGE] = q_sql_counter_range,
 	[Q_ST_COUNTER_SERIES] = q_sql_counter_series,
+	[Q_ST_STACK_KINDS] = q_sql_stack_kinds,
 };
 
 int q_fail(struct q_db *db, const char *fmt, ...)
@@ -391,6 +392,7 @@ void q_close(struct q_db *db)
 	free(db->procs);
 	free(db->pd);
 	q_map_free(&db->rowmap);
+	q_map_free(&db->kinds);
 	q_profile_free(&db->tmp);
 	q_map_free(&db->nodemap);
 	for (size_t i = 0; i < db->nnodes; i++)

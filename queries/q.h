@@ -225,6 +225,20 @@ int q_threads(struct q_db *db, int64_t pid, const struct q_thread **t, size_t *n
  * for a tid the process never had (db->err lists its threads), -1 on
  * failure; either way the filter is lifted. */
 int q_set_threads(struct q_db *db, int64_t pid, const int64_t *tids, size_t n);
+
+/* Kinds of memory (schema.sql allocations.kind), and sets of them as bit
+ * masks (1 << kind). kind.c. */
+enum q_alloc_kind { Q_KIND_HEAP, Q_KIND_MMAP, Q_KIND_CUSTOM, Q_NKINDS };
+#define Q_KINDS_ALL ((1u << Q_NKINDS) - 1)
+/* "heap", "mmap", "custom" or "all" into *mask; -1 for another name. */
+int q_kind_parse(const char *name, unsigned *mask);
+const char *q_kind_name(unsigned kind);
+/* Keeps only p's rows of the kinds in mask (a stack is of one kind). */
+int q_keep_kinds(struct q_db *db, struct q_profile *p, unsigned mask);
+/* p's value `key` (unbiased) per kind into tot. Returns 1 when the
+ * database holds memory of other kinds than heap (the split is worth
+ * showing), 0 when not, -1 on error. */
+int q_kind_totals(struct q_db *db, const struct q_profile *p, int key, int64_t tot[Q_NKINDS]);
 /* The filter in force: its tids (sorted) and process; n = 0 if none. */
 const int64_t *q_thread_filter(const struct q_db *db, int64_t *pid, size_t *n);
 

@@ -38,6 +38,8 @@ static const char usage_text[] =
 	"   of allocation sizes (bins [1,1] [2,3] [4,7] ...; objects, bytes, top 10\n"
 	"   sizes) of the blocks live at T or at the peak, of the allocations made in\n"
 	"   (T1, T2], or alone of every allocation of the run\n"
+	"--kind K: heap (the allocator's blocks), mmap (the program's anonymous\n"
+	"   mappings), custom or all (default): only memory of that kind\n"
 	"--tid N (repeatable; N,M): only the allocations these threads made (who\n"
 	"   allocated a block decides, not who freed it); --peak is then their own\n"
 	"   peak, the first instant at which their live bytes are largest\n"
@@ -58,7 +60,7 @@ static const char usage_text[] =
 enum { OPT_AT = 256, OPT_PEAK, OPT_GROWTH, OPT_STEADY, OPT_LEAKS, OPT_TEMPORARY, OPT_TOP,
        OPT_PROCESSES, OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_FORCE,
        OPT_LINES, OPT_HELP,
-       OPT_TID, OPT_HISTOGRAM, OPT_STATS };
+       OPT_TID, OPT_HISTOGRAM, OPT_STATS, OPT_KIND };
 
 static const struct option options[] = {
 	{ "at", required_argument, NULL, OPT_AT },
@@ -81,6 +83,7 @@ static const struct option options[] = {
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ "tid", required_argument, NULL, OPT_TID },
 	{ "histogram", no_argument, NULL, OPT_HISTOGRAM },
+	{ "kind", required_argument, NULL, OPT_KIND },
 	{ 0 }
 };
 
@@ -104,6 +107,7 @@ static int fail(int code, const char *fmt, ...)
 struct args {
 	const char *db, *out, *arg, *window;
 	int question, format, metric;
+	unsigned kinds;                        /* --kind: a mask of enum q_alloc_kind */
 	bool by_stack, have_pid, force, lines, histogram, stats;
 	int64_t pid;
 	int64_t *tids;                         /* --tid, in the order given */
@@ -223,6 +227,11 @@ static int parse(int argc, char **argv, struct args *a)
 		case OPT_STATS:
 			a->stats = true;
 			break;
+		case OPT_KIND:
+			if (q_kind_parse(optarg, &a->kinds))
+				return fail(EXIT_USAGE, "--kind takes heap, mmap, custom or all, not '%s'",
+				            optarg);
+			break;
 		case OPT_HELP: case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
@@ -236,6 +245,9 @@ static int parse(int argc, char **argv, struct args *a)
 		return fail(EXIT_USAGE, "%s", optind < argc ? "give exactly one database (see --help)"
 		                                            : "no database given (see --help)");
 	a->db = argv[optind];
+	if (a->kinds != Q_KINDS_ALL && (a->stats || a->histogram || a->question == OPT_PROCESSES))
+		return fail(EXIT_USAGE, "--kind goes with the per-stack questions, not with "
+		            "--stats, --histogram or --processes");
 	if (a->stats)
 		return check_stats(a);
 	if (a->histogram && a->question != 0 && a->question != OPT_AT && a->question != OPT_PEAK &&
@@ -358,6 +370,8 @@ static int profile(struct q_db *db, const struct args *a, int64_t pid, int64_t t
 	case OPT_TEMPORARY: rc = q_temporary(db, pid, &p); break;
 	case OPT_TOP: rc = q_top(db, pid, t1, t2, &p); break;
 	}
+	if (!rc)
+		rc = q_keep_kinds(db, &p, a->kinds);
 	/* the .heap, .pb.gz and folded outputs cannot carry the warnings */
 	if (!rc) {
 		warn_dropped(&p, a->format, a->metric);
@@ -465,7 +479,7 @@ static int answer(const struct args *a)
 
 int main(int argc, char **argv)
 {
-	struct args a = { .format = -1, .metric = Q_INUSE_BYTES };
+	struct args a = { .format = -1, .metric = Q_INUSE_BYTES, .kinds = Q_KINDS_ALL };
 	int rc = parse(argc, argv, &a);
 	if (!rc)
 		rc = answer(&a);

@@ -1,6 +1,7 @@
 /* stats.c - trace-snap --stats: the process's counters (RSS and the
  * allocator's own figures, sampled by the recorder: importer/schema.sql
- * table counters) beside the live heap the events give, at an instant or
+ * table counters) beside the live heap and the program's live mappings
+ * (kind.c) the events give, at an instant or
  * over a window, and what the process holds that the program does not
  * use.
  *
@@ -171,22 +172,15 @@ int q_counter_series(struct q_db *db, int64_t pid, const char *name, struct q_sa
 	return rc == SQLITE_DONE ? 0 : q_sqlfail(db, "reading a counter's samples");
 }
 
-/* Live heap bytes at t from the events (unbiased if sampled). */
-static int live_heap(struct q_db *db, int64_t pid, int64_t t, int64_t *bytes)
+/* Live bytes at t from the events (unbiased if sampled), per kind. */
+static int live_at(struct q_db *db, int64_t pid, int64_t t, int64_t bytes[Q_NKINDS])
 {
 	struct q_profile p = { 0 };
-	if (q_snapshot(db, pid, t, &p)) {
-		q_profile_free(&p);
-		return -1;
-	}
-	*bytes = 0;
-	for (size_t i = 0; i < p.n; i++) {
-		struct q_row u;
-		q_unbias(&p.rows[i], p.sample_period, &u);
-		*bytes += u.v[Q_INUSE_BYTES];
-	}
+	int rc = q_snapshot(db, pid, t, &p);
+	if (!rc)
+		rc = q_kind_totals(db, &p, Q_INUSE_BYTES, bytes) < 0 ? -1 : 0;
 	q_profile_free(&p);
-	return 0;
+	return rc;
 }
 
 /* "BYTES (SIZE)" in a column, or "-" when not known. */
@@ -201,7 +195,7 @@ static void cell(FILE *f, bool known, int64_t v)
 }
 
 /* What the process holds that the program does not use: resident memory
- * that is not live heap (nor, once recorded, live mmap). */
+ * that is neither live heap nor the program's live mappings. */
 static int64_t unused(int64_t rss, int64_t heap, int64_t mmap)
 {
 	return rss - (heap + mmap);
@@ -218,7 +212,7 @@ static const struct q_counter *rss_of(const struct q_counters *cs)
 /* The table: at an instant, a value per row and when it was read; over a
  * window, the value at each end, the minimum and the maximum. */
 static void table(FILE *f, const struct q_counters *cs, int64_t t1, int64_t t2,
-                  const int64_t heap[2], int64_t live_mmap, bool sampled, bool is_window)
+                  const int64_t live[2][Q_NKINDS], bool sampled, bool is_window)
 {
 	if (is_window) {
 		char a[40], b[40];
@@ -231,12 +225,17 @@ static void table(FILE *f, const struct q_counters *cs, int64_t t1, int64_t t2,
 		fprintf(f, "At %.6f s\n", (double)t2 / NS_PER_S);
 	}
 	fprintf(f, "%-*s", NAME_W, sampled ? "live heap (events, estimated)" : "live heap (events)");
-	cell(f, true, heap[0]);
+	cell(f, true, live[0][Q_KIND_HEAP]);
 	if (is_window) {
-		cell(f, true, heap[1]);
+		cell(f, true, live[1][Q_KIND_HEAP]);
 		fputs("  (min, max: trace-snap --peak, trace-tui)", f);
 	}
 	fputc('\n', f);
+	fprintf(f, "%-*s", NAME_W, "live mmap (events)");
+	cell(f, true, live[0][Q_KIND_MMAP]);
+	if (is_window)
+		cell(f, true, live[1][Q_KIND_MMAP]);
+	fputs("  the program's anonymous mappings\n", f);
 	for (size_t i = 0; i < cs->n; i++) {
 		const struct q_counter *c = &cs->c[i];
 		fprintf(f, "%-*s", NAME_W, c->name);
@@ -253,29 +252,29 @@ static void table(FILE *f, const struct q_counters *cs, int64_t t1, int64_t t2,
 		fputc('\n', f);
 	}
 	const struct q_counter *rss = rss_of(cs);
-	fprintf(f, "%-*s", NAME_W, "unused: rss - live heap");
-	cell(f, rss && rss->known, rss ? unused(rss->at_t1, heap[0], live_mmap) : 0);
+	fprintf(f, "%-*s", NAME_W, "unused: rss - live heap - mmap");
+	cell(f, rss && rss->known, rss ? unused(rss->at_t1, live[0][Q_KIND_HEAP],
+	                                        live[0][Q_KIND_MMAP]) : 0);
 	if (is_window)
-		cell(f, rss && rss->known2, rss ? unused(rss->at_t2, heap[1], live_mmap) : 0);
+		cell(f, rss && rss->known2, rss ? unused(rss->at_t2, live[1][Q_KIND_HEAP],
+		                                         live[1][Q_KIND_MMAP]) : 0);
 	fputs("  held by the process, not in use by the program\n", f);
 }
 
 int q_write_stats(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, bool is_window, FILE *f)
 {
 	struct q_counters cs = { 0 };
-	int64_t heap[2];
-	/* mmap tracking (issue 23) adds the program's live mappings here */
-	const int64_t live_mmap = 0;
+	int64_t live[2][Q_NKINDS];
 	const struct q_process *p = q_process(db, pid);
 	int rc = q_counters(db, pid, t1, t2, &cs);
-	if (!rc && (live_heap(db, pid, t1, &heap[0]) ||
-	            (is_window && live_heap(db, pid, t2, &heap[1]))))
+	if (!rc && (live_at(db, pid, t1, live[0]) ||
+	            (is_window && live_at(db, pid, t2, live[1]))))
 		rc = -1;
 	if (rc) {
 		q_counters_free(&cs);
 		return rc;
 	}
-	table(f, &cs, t1, t2, heap, live_mmap, p && p->sample_period > 0, is_window);
+	table(f, &cs, t1, t2, live, p && p->sample_period > 0, is_window);
 	q_counters_free(&cs);
 	struct q_profile lk = { .kind = is_window ? Q_GROWTH : Q_SNAPSHOT, .pid = pid,
 	                        .t1 = t1, .t2 = t2 };

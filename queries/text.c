@@ -1,6 +1,8 @@
 /* text.c - the text table trace-snap prints: like `pprof --text` (flat,
  * flat%, sum%, cum, cum%, function, after a Total line), or one line per
- * stack. Values unbiased if sampled. Right after the Total line, one
+ * stack. Values unbiased if sampled. Right after the Total line, a
+ * "Kinds: " line splitting it by kind of memory (heap, mmap, custom) when
+ * the database holds more than heap (kind.c), then one
  * "Warning: " line per thing the answer lacks (lacks.c), where a reader
  * stopping after a few lines still sees it; then a header row naming the
  * columns, then the rows. Every byte count is exact, with the same size in
@@ -69,6 +71,23 @@ static void put_amount(FILE *f, int64_t v, bool bytes)
 	}
 	q_human_bytes(h, sizeof h, v);
 	fprintf(f, "%" PRId64 " B (%s)", v, h);
+}
+
+/* Right after the Total line, when the database holds memory of other
+ * kinds than heap: "Kinds: heap ..., mmap ..., custom ...". */
+static int kinds_line(struct q_db *db, const struct q_profile *p, int key, FILE *f)
+{
+	int64_t tot[Q_NKINDS];
+	int rc = q_kind_totals(db, p, key, tot);
+	if (rc <= 0)
+		return rc;
+	fputs("Kinds:", f);
+	for (unsigned k = 0; k < Q_NKINDS; k++) {
+		fprintf(f, "%s %s ", k ? "," : "", q_kind_name(k));
+		put_amount(f, tot[k], is_bytes(key));
+	}
+	fputc('\n', f);
+	return 0;
 }
 
 /* The number cells of one row (or the header's names) and how wide each
@@ -168,8 +187,10 @@ static int by_function(struct q_db *db, const struct q_profile *p, int key, FILE
 	fputs("Total: ", f);
 	put_amount(f, tot, is_bytes(key));
 	fputc('\n', f);
+	int rc = kinds_line(db, p, key, f);
 	q_write_threads_line(db, f);
-	int rc = q_write_lacks(db, p, WARNING, f);
+	if (!rc)
+		rc = q_write_lacks(db, p, WARNING, f);
 	if (!rc) {
 		struct table t = { 0 };
 		struct row h = { 0 };
@@ -234,8 +255,10 @@ static int by_stack(struct q_db *db, const struct q_profile *p, int key, FILE *f
 	fputs(", ", f);
 	put_amount(f, tot_other, is_bytes(other));
 	fputc('\n', f);
+	int rc = kinds_line(db, p, key, f);
 	q_write_threads_line(db, f);
-	int rc = q_write_lacks(db, p, WARNING, f);
+	if (!rc)
+		rc = q_write_lacks(db, p, WARNING, f);
 	struct table t = { 0 };
 	struct row h = { 0 };
 	stack_header(&h, key);

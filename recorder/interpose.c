@@ -254,6 +254,19 @@ static void note_free(void *p, unsigned fn, enum how h)
 	record(&ev, 1, h, at);
 }
 
+/* mmap.c's events of one call (unmaps, then at most one mapping, all
+ * stamped): recorded by this thread's hook, the mapping with its stack. */
+void rec_hook_regions(struct tf_event *ev, unsigned k)
+{
+	enter(HOOK);
+	KEEP_ERRNO({
+		if (ev[k - 1].fn != TF_FN_MUNMAP)
+			ev[k - 1].stack = current_stack();
+		record(ev, k, HOOK, 0);
+	});
+	leave(HOOK);
+}
+
 /* Out of line: the routes other than ROUTE_PASS. */
 #define SLOW __attribute__((noinline))
 

@@ -489,6 +489,12 @@ int rec_ring_init(void);              /* once per process: the thread-exit key *
 void rec_ring_reset(void);            /* new session: forget every claim */
 /* Publishes n (1 or 2) events of the calling thread together. */
 void rec_ring_put(const struct tf_event *ev, unsigned n);
+
+/* ---- interpose.c, for mmap.c -------------------------------------------- */
+/* Records k events of one mapping call as an allocation hook does (the
+ * guard set, handlers' calls queued); the last gets the stack unless it
+ * is an unmap. */
+void rec_hook_regions(struct tf_event *ev, unsigned k);
 /* Writer side: ring i is drained and may be claimed again. */
 void rec_ring_release(uint32_t i);
 /* Writer side: a tail moved, a ring was released, or the writer drains no

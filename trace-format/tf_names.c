@@ -31,6 +31,7 @@ const char *tf_fn_name(unsigned fn)
 		[TF_FN_MEMALIGN] = "memalign", [TF_FN_VALLOC] = "valloc",
 		[TF_FN_PVALLOC] = "pvalloc", [TF_FN_FREE] = "free",
 		[TF_FN_NEW] = "new", [TF_FN_NEW_ARRAY] = "new[]",
+		[TF_FN_MMAP] = "mmap", [TF_FN_MREMAP] = "mremap", [TF_FN_MUNMAP] = "munmap",
 	};
 	return fn < TF_FN_COUNT ? names[fn] : "unknown";
 }

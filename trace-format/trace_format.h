@@ -112,6 +112,10 @@ enum tf_fn {
 	TF_FN_POSIX_MEMALIGN, TF_FN_ALIGNED_ALLOC, TF_FN_MEMALIGN,
 	TF_FN_VALLOC, TF_FN_PVALLOC, TF_FN_FREE,
 	TF_FN_NEW, TF_FN_NEW_ARRAY,   /* C++ operator new, new[]: every form */
+	/* Anonymous mappings the program made (FORMAT.md "Mappings"): ALLOC
+	 * records of kind mmap, not heap blocks. TF_FN_MUNMAP's ALLOC is no
+	 * block: it unmaps [addr, addr + size) from whatever maps cover it. */
+	TF_FN_MMAP, TF_FN_MREMAP, TF_FN_MUNMAP,
 	TF_FN_COUNT
 };
 

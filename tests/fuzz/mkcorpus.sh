@@ -29,6 +29,7 @@ rec dlopen $b/tests/programs/dlopener $b/tests/programs/libhrdltest.so 2
 rec entry $b/tests/programs/entry
 rec forker $b/tests/programs/forker
 rec known $b/tests/importer/imp_known
+rec maps $b/tests/programs/maps
 rec inline $b/tests/importer/imp_inline
 rec killed $b/tests/importer/imp_killed
 # counters: COUNTER and SAMPLE records, every 2 ms of its 300 ms

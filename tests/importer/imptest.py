@@ -72,13 +72,14 @@ def check_invariants(c):
         live = {k: (v[0], v[1]) for k, v in want.items() if v[1]}
         assert by_time == live, "checkpoint %d at t=%d: by time %s != %s" % (
             cid, t, by_time, live)
-    # timeline: live bytes at each bucket's end
+    # timeline: live heap bytes at each bucket's end (mappings, kind 1, are not heap)
     bucket = meta(c, "timeline_bucket_ns")
     for pid, t, live_bytes, objs, mx in c.execute(
             "SELECT pid, t, live_bytes, live_objects, max_bytes FROM timeline").fetchall():
         end = t + bucket - 1
         b, o = c.execute("""SELECT COALESCE(SUM(size),0), COUNT(*) FROM allocations
-                            WHERE pid=? AND t_alloc <= ? AND (t_free IS NULL OR t_free > ?)""",
+                            WHERE pid=? AND t_alloc <= ? AND (t_free IS NULL OR t_free > ?)
+                            AND kind = 0""",
                          (pid, end, end)).fetchone()
         assert (live_bytes, objs) == (b, o), "timeline %d@%d: %s != %s" % (
             pid, t, (live_bytes, objs), (b, o))
@@ -89,7 +90,7 @@ def check_invariants(c):
         if not pb:
             continue
         b, o = c.execute("""SELECT SUM(size), COUNT(*) FROM allocations WHERE pid=?
-                            AND t_alloc <= ? AND (t_free IS NULL OR t_free > ?)""",
+                            AND t_alloc <= ? AND (t_free IS NULL OR t_free > ?) AND kind = 0""",
                          (pid, pt, pt)).fetchone()
         assert (b, o) == (pb, po), "peak of %d: %s != %s" % (pid, (b, o), (pb, po))
         assert one(c, "SELECT MAX(max_bytes) FROM timeline WHERE pid=?", pid) == pb

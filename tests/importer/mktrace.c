@@ -278,6 +278,16 @@ static int run_script(const char *out)
 			ev->addr = a2;
 			ev->size = a3;
 			ev->stack = (uint32_t)a4;
+		} else if (!strcmp(word, "m") || !strcmp(word, "M") || !strcmp(word, "u")) {
+			/* m|M|u T ADDR SIZE STACK: mmap, mremap's new range, munmap */
+			sscanf(line, "%*s %llu %llx %llu %llu", &a1, &a2, &a3, &a4);
+			ev = push(&b);
+			ev->kind = TF_EV_ALLOC;
+			ev->fn = word[0] == 'm' ? TF_FN_MMAP : word[0] == 'M' ? TF_FN_MREMAP : TF_FN_MUNMAP;
+			ev->t = a1;
+			ev->addr = a2;
+			ev->size = a3;
+			ev->stack = (uint32_t)a4;
 		} else if (!strcmp(word, "f")) {       /* f T ADDR */
 			sscanf(line, "%*s %llu %llx", &a1, &a2);
 			ev = push(&b);

@@ -52,6 +52,55 @@ close 130
 """
 
 
+# Mappings (FORMAT.md "Mappings"): stack 2 maps, stack 3 maps beside it.
+MAPS = HEADER + """
+thread 1000 main
+node 1 0 401000
+node 2 1 401100
+node 3 1 401200
+events 1 1000
+a 5 9000 100 2
+m 10 100000 40960 2
+m 20 200000 8192 3
+u 30 102000 8192 0
+u 40 200000 8192 0
+M 40 300000 16384 3
+u 50 500000 4096 0
+M 50 600000 4096 3
+u 60 ffffffffffff0000 131072 0
+m 70 fffffffffffff000 65536 2
+u 80 100000 4096 0
+close 90
+"""
+
+
+def case_maps(d):
+    """Partial unmaps split a region, an mremap's new range counts only
+    after its old range held a mapping (not at 50: a file's), a damaged
+    range that wraps past the top of the address space is cut there, and
+    none of it is heap: the timeline and the peak hold the malloc alone."""
+    trc = mktrace(os.path.join(d, "m.trc"), MAPS)
+    db = os.path.join(d, "m.db")
+    trace_import(["-q", trc, db])
+    c = connect(db)
+    rows = c.execute("""SELECT id, t_alloc, t_free, size, addr, from_realloc, kind
+                        FROM allocations ORDER BY id""").fetchall()
+    want = [
+        (1, 5, None, 100, 0x9000, 0, 0),
+        (2, 10, 30, 40960, 0x100000, 0, 1),
+        (3, 20, 40, 8192, 0x200000, 0, 1),
+        (4, 30, 80, 8192, 0x100000, 0, 1),        # the left piece...
+        (5, 30, None, 24576, 0x104000, 0, 1),     # ...and the right one
+        (6, 40, None, 16384, 0x300000, 1, 1),     # b moved
+        (7, 70, None, 4095, -4096, 0, 1),         # cut at the top (addr: signed)
+        (8, 80, None, 4096, 0x101000, 0, 1),      # what the last unmap left
+    ]
+    assert rows == want, "allocations:\n%s" % "\n".join(map(str, rows))
+    assert one(c, "SELECT peak_bytes FROM processes") == 100
+    assert one(c, "SELECT MAX(max_bytes) FROM timeline") == 100
+    check_invariants(c)
+
+
 def case_pairing(d):
     trc = mktrace(os.path.join(d, "p.trc"), PAIRING)
     db = os.path.join(d, "p.db")

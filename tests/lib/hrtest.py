@@ -261,11 +261,12 @@ def snap_table(out):
     columns, and per row its cells in that order, exact values as written
     ("20480", "97.7%", a human column's "20.0 KiB" as one cell), then the
     name (function or stack) as the last item. Asserts the layout: Total
-    line, Threads line (under --tid), Warning lines, header, rows of exactly
+    line, Kinds line (mmap or custom memory), Threads line (under --tid),
+    Warning lines, header, rows of exactly
     those columns."""
     lines = out.splitlines()
     i = 1
-    while i < len(lines) and lines[i].startswith(("Threads: ", "Warning: ")):
+    while i < len(lines) and lines[i].startswith(("Kinds: ", "Threads: ", "Warning: ")):
         i += 1
     head = lines[i].split()
     cols = head[:next(k for k, w in enumerate(head) if w in ("function", "stack,"))]

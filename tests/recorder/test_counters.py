@@ -123,7 +123,7 @@ def case_glibc(d):
         out = hrtest.run([hrtest.TRACE_SNAP, db, "--stats", "--at", "mark:rss-%d" % k]).stdout
         heap = re.search(r"^live heap \(events\) +(\d+) ", out, re.M)
         rss = re.search(r"^rss_bytes +(\d+) \(", out, re.M)
-        unused = re.search(r"^unused: rss - live heap +(-?\d+) ", out, re.M)
+        unused = re.search(r"^unused: rss - live heap - mmap +(-?\d+) ", out, re.M)
         assert heap and rss and unused, out
         assert int(heap.group(1)) == LIVE[k], "rss-%d: live heap %s, want %d" % (
             k, heap.group(1), LIVE[k])

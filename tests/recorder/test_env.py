@@ -33,6 +33,7 @@ EXPORTS = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalig
            "aligned_alloc", "memalign", "valloc", "pvalloc", "malloc_usable_size",
            "dlclose", "_exit", "_Exit", "execve", "execv", "execvp", "execvpe",
            "execl", "execle", "execlp", "fexecve",
+           "mmap", "mmap64", "munmap", "mremap",  # the program's mappings (mmap.c)
            "rec_start", "rec_stop", "rec_mark", "rec_flush",  # rec.h
            # C++ operator new and delete, every form
            "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",

@@ -1,0 +1,104 @@
+/*
+ * maps - anonymous mappings of known sizes from known functions, for the
+ * test of mmap tracking (tests/recorder/test_maps.py). PAGE is 4096. Steps,
+ * each ended by a mark "maps-N":
+ *   maps-0: map_a maps 16 pages, map_b 12 pages and unmaps the last 4
+ *           (8 stay, and grow_b has room to grow in place), heap_big
+ *           mallocs 64 MiB (glibc maps it: heap)
+ *   maps-1: unmap_mid unmaps pages 4..7 of a's region (12 pages stay, in
+ *           two pieces, still map_a's); b grown in place to 12 pages by
+ *           grow_b (mremap: the region is now grow_b's); map_file maps a
+ *           file (not counted)
+ *   maps-2: move_b moves b to a new place at 20 pages (MREMAP_MAYMOVE |
+ *           MREMAP_FIXED onto a fresh reservation); fixed_c maps 2 pages
+ *           MAP_FIXED over pages 0..1 of a (a keeps 10 pages)
+ *   maps-3: everything unmapped, the 64 MiB block freed
+ * Expected per function at each mark, in bytes: see the test.
+ * Exits 1 (a line on stderr) if a call fails.
+ */
+#define REC_WEAK
+#include "rec.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define PAGE 4096ul
+#define BIG (64ul << 20)
+#define ANON (MAP_PRIVATE | MAP_ANONYMOUS)
+#define RW (PROT_READ | PROT_WRITE)
+
+static void *check(void *p, const char *what)
+{
+	if (p == MAP_FAILED || p == NULL) {
+		perror(what);
+		exit(1);
+	}
+	return p;
+}
+
+static void *map_a(void) { return check(mmap(NULL, 16 * PAGE, RW, ANON, -1, 0), "map_a"); }
+static void *map_b(void)
+{
+	char *b = check(mmap(NULL, 12 * PAGE, RW, ANON, -1, 0), "map_b");
+	if (munmap(b + 8 * PAGE, 4 * PAGE))
+		check(NULL, "map_b");
+	return b;
+}
+static void *heap_big(void) { return check(malloc(BIG), "heap_big"); }
+
+static void *map_file(void)
+{
+	FILE *f = tmpfile();
+	if (!f || ftruncate(fileno(f), 4 * PAGE))
+		check(NULL, "map_file");
+	void *p = check(mmap(NULL, 4 * PAGE, PROT_READ, MAP_PRIVATE, fileno(f), 0), "map_file");
+	fclose(f);  /* the mapping stays; the FILE's heap goes */
+	return p;
+}
+
+static void unmap_mid(char *a)
+{
+	if (munmap(a + 4 * PAGE, 4 * PAGE))
+		check(NULL, "unmap_mid");
+}
+
+static void *grow_b(void *b)
+{
+	return check(mremap(b, 8 * PAGE, 12 * PAGE, 0), "grow_b");
+}
+
+static void *move_b(void *b)
+{
+	/* a place of 20 pages that is surely free: reserve it, then move there */
+	void *to = check(mmap(NULL, 20 * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			      -1, 0), "move_b reserve");
+	return check(mremap(b, 12 * PAGE, 20 * PAGE, MREMAP_MAYMOVE | MREMAP_FIXED, to), "move_b");
+}
+
+static void fixed_c(char *a)
+{
+	check(mmap(a, 2 * PAGE, RW, ANON | MAP_FIXED, -1, 0), "fixed_c");
+}
+
+int main(void)
+{
+	char *a = map_a();
+	void *b = map_b();
+	void *big = heap_big();
+	rec_mark("maps-0");
+	unmap_mid(a);
+	b = grow_b(b);
+	void *f = map_file();
+	rec_mark("maps-1");
+	b = move_b(b);
+	fixed_c(a);
+	rec_mark("maps-2");
+	munmap(a, 16 * PAGE);
+	munmap(b, 20 * PAGE);
+	munmap(f, 4 * PAGE);
+	free(big);
+	rec_mark("maps-3");
+	return 0;
+}

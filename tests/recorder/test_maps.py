@@ -1,0 +1,117 @@
+"""test_maps CASE - the program's anonymous mappings (recorder/mmap.c),
+imported as allocations of kind mmap and shown by trace-snap --kind. The
+program is tests/programs/maps, which maps, partially unmaps, remaps (in
+place and moved) and maps MAP_FIXED over known page counts from known
+functions, maps a file, mallocs 64 MiB, and marks maps-0 ... maps-3.
+
+CASE:
+  snap      --kind mmap per function at each mark, byte-exact; --kind heap
+            holds heap_big's 64 MiB once, at maps-0 to maps-2, and no
+            mapping; the file mapping is nowhere; the text output's Kinds
+            line splits the total; --stats shows the live mappings; the
+            trace holds the 64 MiB block once,
+            as a malloc (glibc's own mapping of it is not recorded)
+  usage     --kind with another word, or with --stats, is a usage error (2)
+  jemalloc  the same per-function answers with libjemalloc.so.2 or
+  tcmalloc  libtcmalloc_minimal.so.4 serving malloc: the extents they map
+            from inside malloc are not the program's (skip if not installed)
+  sampled   under REC_SAMPLE no mapping is recorded (unbiasing would
+            inflate them), the 64 MiB malloc still is
+"""
+import os
+import re
+import sys
+
+import hrtest
+
+LIBDIR = "/usr/lib/x86_64-linux-gnu"
+PAGE = 4096
+BIG = 64 << 20
+FUNCS = ["map_a", "map_b", "grow_b", "move_b", "fixed_c", "map_file", "heap_big"]
+# live mapped bytes per function at each mark (tests/programs/maps.c)
+MMAP = [
+    {"map_a": 16 * PAGE, "map_b": 8 * PAGE},
+    {"map_a": 12 * PAGE, "grow_b": 12 * PAGE},
+    {"map_a": 10 * PAGE, "move_b": 20 * PAGE, "fixed_c": 2 * PAGE},
+    {},
+]
+HEAP = [{"heap_big": BIG}, {"heap_big": BIG}, {"heap_big": BIG}, {}]
+
+
+def per_function(db, mark, kind):
+    got = hrtest.folded_per_function(db, ["--at", "mark:maps-%d" % mark, "--kind", kind],
+                                     FUNCS, "inuse_space")
+    return {k: v for k, v in got.items() if v}
+
+
+def check_marks(db):
+    for m in range(4):
+        got = per_function(db, m, "mmap")
+        assert got == MMAP[m], "maps-%d mmap: %s != %s" % (m, got, MMAP[m])
+        got = per_function(db, m, "heap")
+        want = dict(HEAP[m])
+        assert got == want, "maps-%d heap: %s != %s" % (m, got, want)
+
+
+def case_snap(d, trace, db):
+    check_marks(db)
+    out = hrtest.run([hrtest.TRACE_SNAP, db, "--at", "mark:maps-2"]).stdout
+    kinds = out.splitlines()[1]
+    mapped = sum(MMAP[2].values())
+    assert kinds.startswith("Kinds: heap ") and (", mmap %d B " % mapped) in kinds, out
+    heap = int(kinds.split()[2].rstrip(","))
+    assert hrtest.snap_total(out) == heap + mapped, out
+    stats = hrtest.run([hrtest.TRACE_SNAP, db, "--stats", "--at", "mark:maps-2"]).stdout
+    row = re.search(r"^live mmap \(events\) +(\d+) ", stats, re.M)
+    assert row and int(row.group(1)) == mapped, stats
+    big = [r for r in hrtest.dump(trace) if "size=%d" % BIG in r]
+    assert len(big) == 1 and big[0][0] == "alloc" and "fn=malloc" in big[0], big
+    print("mmap per function at 4 marks byte-exact, 64 MiB once as heap: ok")
+
+
+def case_usage(d, trace, db):
+    for args in (["--kind", "stack"], ["--kind", "mmap", "--stats"]):
+        p = hrtest.run([hrtest.TRACE_SNAP, db, "--at", "end"] + args, check=False)
+        assert p.returncode == 2 and p.stderr.startswith("trace-snap: ") and \
+            len(p.stderr.splitlines()) == 1, (args, p.returncode, p.stderr)
+    print("--kind usage errors: ok")
+
+
+def with_allocator(d, lib):
+    path = os.path.join(LIBDIR, lib)
+    if not os.path.exists(path):
+        hrtest.skip("%s not installed" % path)
+    trace, db = os.path.join(d, lib + ".trc"), os.path.join(d, lib + ".db")
+    e = dict(os.environ, LD_PRELOAD=hrtest.LIBREC + " " + path, REC_OUT=trace)
+    hrtest.run([hrtest.prog("maps")], env=e)
+    hrtest.run([hrtest.TRACE_IMPORT, "-q", trace, db])
+    check_marks(db)
+    print("%s: mmap per function byte-exact, its own mappings not counted: ok" % lib)
+
+
+def case_jemalloc(d, trace, db):
+    with_allocator(d, "libjemalloc.so.2")
+
+
+def case_tcmalloc(d, trace, db):
+    with_allocator(d, "libtcmalloc_minimal.so.4")
+
+
+def case_sampled(d, trace, db):
+    sampled = os.path.join(d, "sampled.trc")
+    hrtest.record([hrtest.prog("maps")], sampled, env={"REC_SAMPLE": "4096"})
+    recs = hrtest.dump(sampled)
+    maps = [r for r in recs if any(w in r for w in ("fn=mmap", "fn=mremap", "fn=munmap"))]
+    assert not maps, maps
+    assert [r for r in recs if "size=%d" % BIG in r and "fn=malloc" in r], "64 MiB not sampled"
+    print("sampled: no mapping recorded: ok")
+
+
+def main():
+    d, trace, db = hrtest.recorded_db(hrtest.prog("maps"), "rec-maps-" + sys.argv[1],
+                                      needs=(hrtest.TRACE_SNAP,))
+    globals()["case_" + sys.argv[1]](d, trace, db)
+
+
+if __name__ == "__main__":
+    main()
