@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TF_VERSION 1 /* bumped on any incompatible change of FORMAT.md */
+#define TF_VERSION 2 /* bumped on any incompatible change of FORMAT.md (2: mappings) */
 
 /* ---- status codes ------------------------------------------------------ */
 enum tf_status {

@@ -13,6 +13,7 @@ import stat
 import struct
 import subprocess
 import sys
+import zlib
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hrtest  # noqa: E402
@@ -360,15 +361,29 @@ def case_bitflip(d):
     check_invariants(c)
 
 
-def case_version(d):
-    trc = mktrace(os.path.join(d, "v.trc"), PAIRING)
+def set_version(trc, v):
+    """Rewrites the trace's version (the u32 after the 8-byte magic) and the
+    header's crc (the u32 before header_size, a zlib crc32); the old one."""
     with open(trc, "r+b") as f:
         data = bytearray(f.read())
-        # the version is the little-endian u32 right after the 8-byte magic
-        assert int.from_bytes(data[8:12], "little") == 1, data[:16]
-        data[8:12] = (99).to_bytes(4, "little")
+        old = int.from_bytes(data[8:12], "little")
+        data[8:12] = v.to_bytes(4, "little")
+        end = int.from_bytes(data[12:16], "little") - 4
+        data[end:end + 4] = zlib.crc32(bytes(data[:end])).to_bytes(4, "little")
         f.seek(0)
         f.write(data)
+    return old
+
+
+def case_version(d):
+    # version 1 (no mappings) is read as before
+    one = mktrace(os.path.join(d, "one.trc"), PAIRING)
+    assert set_version(one, 1) == 2
+    trace_import([one, os.path.join(d, "one.db")])
+    assert connect(os.path.join(d, "one.db")).execute(
+        "SELECT COUNT(*) FROM allocations").fetchone()[0] > 0
+    trc = mktrace(os.path.join(d, "v.trc"), PAIRING)
+    assert set_version(trc, 99) == 2
     db = os.path.join(d, "v.db")
     p = trace_import([trc, db], expect=1)
     assert p.stderr.startswith("trace-import: " + trc + ": byte "), p.stderr
