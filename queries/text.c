@@ -173,6 +173,15 @@ static void function_rows(struct q_db *db, const struct q_fn_table *ft, int key,
 	}
 }
 
+/* The lines between the Total line and the table: the split by kind, the
+ * threads a filter keeps, and what the answer lacks. */
+static int after_total(struct q_db *db, const struct q_profile *p, int key, FILE *f)
+{
+	int rc = kinds_line(db, p, key, f);
+	q_write_threads_line(db, f);
+	return rc ? rc : q_write_lacks(db, p, WARNING, f);
+}
+
 static int by_function(struct q_db *db, const struct q_profile *p, int key, FILE *f)
 {
 	struct q_fn_table ft = { 0 };
@@ -187,10 +196,7 @@ static int by_function(struct q_db *db, const struct q_profile *p, int key, FILE
 	fputs("Total: ", f);
 	put_amount(f, tot, is_bytes(key));
 	fputc('\n', f);
-	int rc = kinds_line(db, p, key, f);
-	q_write_threads_line(db, f);
-	if (!rc)
-		rc = q_write_lacks(db, p, WARNING, f);
+	int rc = after_total(db, p, key, f);
 	if (!rc) {
 		struct table t = { 0 };
 		struct row h = { 0 };
@@ -255,10 +261,7 @@ static int by_stack(struct q_db *db, const struct q_profile *p, int key, FILE *f
 	fputs(", ", f);
 	put_amount(f, tot_other, is_bytes(other));
 	fputc('\n', f);
-	int rc = kinds_line(db, p, key, f);
-	q_write_threads_line(db, f);
-	if (!rc)
-		rc = q_write_lacks(db, p, WARNING, f);
+	int rc = after_total(db, p, key, f);
 	struct table t = { 0 };
 	struct row h = { 0 };
 	stack_header(&h, key);
