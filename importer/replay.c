@@ -9,12 +9,12 @@
  *                once that thread is done, SQLite being one connection.
  *
  * A forked child whose parent's trace is here (run.c: inherited 1) starts
- * with a copy of its parent's live set at the fork, taken when the merge
- * passes the fork's instant: allocations of the child at that instant,
- * with the parent's sizes and stacks, so that its snapshots hold them and
- * its frees of them pair. Those stacks are the parent's (or an ancestor's)
- * stacks rows, outside the child's own range: their counters sit in a
- * sorted side table (struct proc's foreign).
+ * with a copy of its parent's live set and live mappings at the fork, taken
+ * when the merge passes the fork's instant: allocations of the child at that
+ * instant, with the parent's sizes and stacks, so that its snapshots hold
+ * them and its frees (and unmaps) of them pair. Those stacks are the
+ * parent's (or an ancestor's) stacks rows, outside the child's own range:
+ * their counters sit in a sorted side table (struct proc's foreign).
  *
  * The program's anonymous mappings (FORMAT.md "Mappings") are allocations
  * of kind mmap kept apart, in each process's sorted list of regions: an
@@ -512,19 +512,22 @@ static int by_id(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The counters of c's inherited stacks (the distinct stacks of blocks,
- * sorted; a child is seeded once). */
-static int foreign_stacks(struct proc *c, struct imp_live *const *blocks, size_t n)
+/* The counters of c's inherited stacks (the distinct stacks of blocks and
+ * mappings, sorted; a child is seeded once). */
+static int foreign_stacks(struct proc *c, struct imp_live *const *blocks, size_t n,
+			  const struct region *maps, size_t nmaps)
 {
-	size_t k = 0;
+	size_t k = 0, all = n + nmaps;
 
-	c->foreign = malloc((n ? n : 1) * sizeof *c->foreign);
+	c->foreign = malloc((all ? all : 1) * sizeof *c->foreign);
 	if (!c->foreign)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		c->foreign[i] = blocks[i]->stack;
-	qsort(c->foreign, n, sizeof *c->foreign, by_u32);
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < nmaps; i++)
+		c->foreign[n + i] = maps[i].stack;
+	qsort(c->foreign, all, sizeof *c->foreign, by_u32);
+	for (size_t i = 0; i < all; i++)
 		if (!k || c->foreign[k - 1] != c->foreign[i])
 			c->foreign[k++] = c->foreign[i];
 	c->nforeign = k;
@@ -534,7 +537,8 @@ static int foreign_stacks(struct proc *c, struct imp_live *const *blocks, size_t
 
 /* Child f->child gets its parent's live set, as it is now (the fork's
  * instant: the merge is past every event before it), in the order the
- * parent allocated it. */
+ * parent allocated it, then its parent's anonymous mappings (a fork copies
+ * them too; the child's own munmap of one then cuts it as any other). */
 static int seed(struct replay *r, const struct fork *f)
 {
 	struct proc *pp = &r->procs[f->parent], *c = &r->procs[f->child];
@@ -549,7 +553,7 @@ static int seed(struct replay *r, const struct fork *f)
 		if (pt->tab[k].id)
 			blocks[n++] = &pt->tab[k];
 	qsort(blocks, n, sizeof *blocks, by_id);
-	if (foreign_stacks(c, blocks, n))
+	if (foreign_stacks(c, blocks, n, pp->maps, pp->nmaps))
 		goto nomem;
 	r->now = f->t;
 	if (advance(r, c, f->t))
@@ -566,6 +570,14 @@ static int seed(struct replay *r, const struct fork *f)
 		};
 
 		if (open_block(r, c, &l, &row))
+			goto out;
+		c->ps->inherited++;
+		r->tot->inherited++;
+	}
+	for (size_t i = 0; i < pp->nmaps; i++) {     /* sorted: each goes last */
+		struct region g = pp->maps[i];
+		g.tid = c->tr->hdr->pid;
+		if (open_region(r, c, c->nmaps, g, f->t, false))
 			goto out;
 		c->ps->inherited++;
 		r->tot->inherited++;

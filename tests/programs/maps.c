@@ -13,6 +13,10 @@
  *           MREMAP_FIXED onto a fresh reservation); fixed_c maps 2 pages
  *           MAP_FIXED over pages 0..1 of a (a keeps 10 pages)
  *   maps-3: everything unmapped, the 64 MiB block freed
+ * With the argument "fork", the process forks after maps-1; the child marks
+ * "child-0" (it inherited maps-1's mappings), unmaps all of a (both
+ * pieces) and marks "child-1" (grow_b's 12 pages stay), then exits; the
+ * parent waits for it and goes on as without the argument.
  * Expected per function at each mark, in bytes: see the test.
  * Exits 1 (a line on stderr) if a call fails.
  */
@@ -21,7 +25,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define PAGE 4096ul
@@ -82,7 +88,17 @@ static void fixed_c(char *a)
 	check(mmap(a, 2 * PAGE, RW, ANON | MAP_FIXED, -1, 0), "fixed_c");
 }
 
-int main(void)
+/* The child of "fork": what it inherited, then a of it unmapped. */
+static void child(char *a)
+{
+	rec_mark("child-0");
+	if (munmap(a, 16 * PAGE))
+		check(NULL, "child munmap");
+	rec_mark("child-1");
+	exit(0);
+}
+
+int main(int argc, char **argv)
 {
 	char *a = map_a();
 	void *b = map_b();
@@ -92,6 +108,14 @@ int main(void)
 	b = grow_b(b);
 	void *f = map_file();
 	rec_mark("maps-1");
+	if (argc > 1 && !strcmp(argv[1], "fork")) {
+		int status;
+		pid_t pid = fork();
+		if (pid == 0)
+			child(a);
+		if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0)
+			check(NULL, "fork");
+	}
 	b = move_b(b);
 	fixed_c(a);
 	rec_mark("maps-2");

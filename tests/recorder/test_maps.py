@@ -17,6 +17,9 @@ CASE:
             from inside malloc are not the program's (skip if not installed)
   sampled   under REC_SAMPLE no mapping is recorded (unbiasing would
             inflate them), the 64 MiB malloc still is
+  fork      a child forked after maps-1 holds the mappings it inherited
+            (its snapshots seeded with them), then loses a's two pieces
+            to its own munmap: --kind mmap byte-exact at its marks
 """
 import os
 import re
@@ -105,6 +108,24 @@ def case_sampled(d, trace, db):
     assert not maps, maps
     assert [r for r in recs if "size=%d" % BIG in r and "fn=malloc" in r], "64 MiB not sampled"
     print("sampled: no mapping recorded: ok")
+
+
+def case_fork(d, trace, db):
+    ftrace, fdb = os.path.join(d, "fork.trc"), os.path.join(d, "fork.db")
+    hrtest.record([hrtest.prog("maps"), "fork"], ftrace)
+    hrtest.run([hrtest.TRACE_IMPORT, "-q", ftrace, ftrace + ".1", fdb])
+    c = hrtest.connect(fdb)
+    parent = hrtest.one(c, "SELECT pid FROM processes WHERE ppid NOT IN "
+                        "(SELECT pid FROM processes)")
+    child = hrtest.one(c, "SELECT pid FROM processes WHERE ppid = ?", parent)
+    check_marks(fdb)                        # the parent's answers as without the fork
+    want = [MMAP[1], {"grow_b": 12 * PAGE}]
+    for m, w in enumerate(want):
+        got = hrtest.folded_per_function(fdb, ["--pid", str(child), "--at", "mark:child-%d" % m,
+                                               "--kind", "mmap"], FUNCS, "inuse_space")
+        got = {k: v for k, v in got.items() if v}
+        assert got == w, "child-%d mmap: %s != %s" % (m, got, w)
+    print("fork: the child's inherited mappings, then its own munmap: exact")
 
 
 def main():
