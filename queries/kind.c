@@ -43,8 +43,7 @@ static bool has_kinds(struct q_db *db)
 	                                     NULL, NULL, NULL) == SQLITE_OK;
 }
 
-/* db->kinds: stack id -> kind, for the stacks that are not heap's. */
-static int load(struct q_db *db)
+int q_load_kinds(struct q_db *db)
 {
 	if (db->kinds_loaded)
 		return 0;
@@ -68,7 +67,7 @@ static int load(struct q_db *db)
 	return 0;
 }
 
-static unsigned kind_of(const struct q_db *db, int64_t stack)
+unsigned q_kind_of(const struct q_db *db, int64_t stack)
 {
 	uint32_t k;
 	return q_map_get(&db->kinds, stack, &k) ? k : Q_KIND_HEAP;
@@ -78,11 +77,11 @@ int q_keep_kinds(struct q_db *db, struct q_profile *p, unsigned mask)
 {
 	if (mask == Q_KINDS_ALL)
 		return 0;
-	if (load(db))
+	if (q_load_kinds(db))
 		return -1;
 	size_t w = 0;
 	for (size_t i = 0; i < p->n; i++)
-		if (mask & (1u << kind_of(db, p->rows[i].stack_id)))
+		if (mask & (1u << q_kind_of(db, p->rows[i].stack_id)))
 			p->rows[w++] = p->rows[i];
 	p->n = w;
 	return 0;
@@ -90,13 +89,13 @@ int q_keep_kinds(struct q_db *db, struct q_profile *p, unsigned mask)
 
 int q_kind_totals(struct q_db *db, const struct q_profile *p, int key, int64_t tot[Q_NKINDS])
 {
-	if (load(db))
+	if (q_load_kinds(db))
 		return -1;
 	memset(tot, 0, Q_NKINDS * sizeof *tot);
 	for (size_t i = 0; i < p->n; i++) {
 		struct q_row u;
 		q_unbias(&p->rows[i], p->sample_period, &u);
-		tot[kind_of(db, p->rows[i].stack_id)] += u.v[key];
+		tot[q_kind_of(db, p->rows[i].stack_id)] += u.v[key];
 	}
 	return db->kinds.n > 0;
 }

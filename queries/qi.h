@@ -83,8 +83,9 @@ struct q_tblock {
 	int64_t t_alloc, t_free;               /* t_free: Q_NEVER if never freed */
 	int64_t size, stack_id;
 	bool temporary;
+	bool heap;                             /* kind heap: in the peak and the timeline */
 };
-/* A free of those threads' blocks: the sweeps (peak, timeline) need them
+/* A free of those threads' heap blocks: the sweeps (peak, timeline) need them
  * in time order. */
 struct q_tfree { int64_t t, size; };
 
@@ -192,6 +193,10 @@ void q_write_threads_line(struct q_db *db, FILE *f);
 struct q_row *q_prow(struct q_db *db, struct q_profile *p, int64_t stack);
 /* Drops rows whose values are all zero (the row map is stale afterwards). */
 void q_pcompact(struct q_profile *p);
+/* db->kinds: stack id -> kind, for the stacks that are not heap's (kind.c;
+ * once per handle). Then q_kind_of tells a stack's kind (Q_KIND_*). */
+int q_load_kinds(struct q_db *db);
+unsigned q_kind_of(const struct q_db *db, int64_t stack);
 /* A profile with nothing but what q_lacks reads (kind, pid, t1, t2). */
 int q_write_lacks_of(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t t2,
                      const char *prefix, FILE *f);

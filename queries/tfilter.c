@@ -147,7 +147,7 @@ static int load_blocks(struct q_db *db, struct q_tfilter *f)
 	size_t cap = 0, fcap = 0;
 	int rc;
 	sqlite3_stmt *s = q_stmt(db, Q_ST_THREAD_BLOCKS);
-	if (!s)
+	if (!s || q_load_kinds(db))
 		return -1;
 	sqlite3_bind_int64(s, 1, f->pid);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
@@ -161,13 +161,15 @@ static int load_blocks(struct q_db *db, struct q_tfilter *f)
 			.stack_id = sqlite3_column_int64(s, 4),
 			.temporary = sqlite3_column_int(s, 5) != 0,
 		};
+		b.heap = q_kind_of(db, b.stack_id) == Q_KIND_HEAP;
 		if (q_grow(&f->b, &cap, f->nb + 1, sizeof *f->b) ||
-		    (b.t_free != Q_NEVER && q_grow(&f->fr, &fcap, f->nfr + 1, sizeof *f->fr))) {
+		    (b.t_free != Q_NEVER && b.heap &&
+		     q_grow(&f->fr, &fcap, f->nfr + 1, sizeof *f->fr))) {
 			sqlite3_reset(s);
 			return q_fail(db, "out of memory");
 		}
 		f->b[f->nb++] = b;
-		if (b.t_free != Q_NEVER)
+		if (b.t_free != Q_NEVER && b.heap)
 			f->fr[f->nfr++] = (struct q_tfree){ b.t_free, b.size };
 	}
 	if (rc != SQLITE_DONE)
@@ -194,11 +196,15 @@ static int64_t next_instant(const struct sweep *w)
 	return ta < tf ? ta : tf;
 }
 
-/* Applies every event at instant t. */
+/* Applies every event at instant t. The peak and the timeline are the
+ * heap's, as the importer's are (a mapping is in the snapshots only). */
 static void apply(struct sweep *w, int64_t t)
 {
-	for (; w->a < w->f->nb && w->f->b[w->a].t_alloc == t; w->a++, w->allocs++)
-		w->live += w->f->b[w->a].size;
+	for (; w->a < w->f->nb && w->f->b[w->a].t_alloc == t; w->a++)
+		if (w->f->b[w->a].heap) {
+			w->live += w->f->b[w->a].size;
+			w->allocs++;
+		}
 	for (; w->k < w->f->nfr && w->f->fr[w->k].t == t; w->k++, w->frees++)
 		w->live -= w->f->fr[w->k].size;
 }

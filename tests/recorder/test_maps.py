@@ -10,7 +10,8 @@ CASE:
             mapping; the file mapping is nowhere; the text output's Kinds
             line splits the total; --stats shows the live mappings; the
             trace holds the 64 MiB block once,
-            as a malloc (glibc's own mapping of it is not recorded)
+            as a malloc (glibc's own mapping of it is not recorded); --tid
+            of the only thread gives the same peak (the heap's) and snapshot
   usage     --kind with another word, or with --stats, is a usage error (2)
   jemalloc  the same per-function answers with libjemalloc.so.2 or
   tcmalloc  libtcmalloc_minimal.so.4 serving malloc: the extents they map
@@ -70,6 +71,14 @@ def case_snap(d, trace, db):
     big = [r for r in hrtest.dump(trace) if "size=%d" % BIG in r]
     assert len(big) == 1 and big[0][0] == "alloc" and "fn=malloc" in big[0], big
     print("mmap per function at 4 marks byte-exact, 64 MiB once as heap: ok")
+    # one thread: a filter keeping it answers as no filter does, the peak
+    # the heap's (mappings are in snapshots, not in the peak)
+    pid = str(hrtest.one(hrtest.connect(db), "SELECT pid FROM processes"))
+    for q in (["--peak"], ["--at", "mark:maps-2"]):
+        whole = hrtest.run([hrtest.TRACE_SNAP, db, "--format", "folded"] + q).stdout
+        one = hrtest.run([hrtest.TRACE_SNAP, db, "--format", "folded", "--tid", pid] + q).stdout
+        assert sorted(one.splitlines()) == sorted(whole.splitlines()), (q, one, whole)
+    print("--tid of the only thread: the same peak and snapshot: ok")
 
 
 def case_usage(d, trace, db):
