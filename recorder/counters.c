@@ -165,8 +165,20 @@ static void add(const struct counter *c, size_t n)
 
 /* jemalloc's and tcmalloc's statistics exist only in some builds (jemalloc
  * --disable-stats), and tcmalloc answers only once its initializer ran,
- * which may come after ours: the writer tries them (probe) until one
- * answers, and keeps those that did. */
+ * which comes after ours when it is preloaded before us. So they are
+ * tried (probe) until one answers, then read once more, all keys after
+ * that answer, to learn which exist: a pass that overlaps the initializer
+ * sees its first keys refused and the later ones answered (seen in CI).
+ *
+ * The first try is made in our constructor, not by the writer: tcmalloc
+ * builds its interface lazily (a default MallocExtension, made on first
+ * use under pthread_once) and its initializer replaces it with the real
+ * one without waiting for that once. A first use on the writer thread,
+ * racing with the initializer on the main thread, could install the
+ * default after the real one: every later query, the program's own
+ * included, would then be refused (3 in 10 runs of a program preloaded
+ * with tcmalloc, then us). Made on the thread that runs the initializers,
+ * before tcmalloc's, the first use is over when that one starts. */
 static const struct counter *keyed;     /* their table, until probed */
 static size_t nkeyed;
 
@@ -179,16 +191,20 @@ static int read_key(const struct counter *c, uint64_t *v)
 	return ok ? 0 : -1;
 }
 
-/* Writer: the keyed counters that answer join sampled[] (the first time
- * any does). */
+/* The keyed counters that answer join sampled[] (the first time any
+ * does). */
 static void probe(void)
 {
 	uint64_t v;
-	for (size_t i = 0; i < nkeyed; i++)
+	size_t i = 0;
+	while (i < nkeyed && read_key(&keyed[i], &v) != 0)
+		i++;
+	if (i == nkeyed)
+		return;         /* not answering yet */
+	for (i = 0; i < nkeyed; i++)
 		if (read_key(&keyed[i], &v) == 0)
 			add(&keyed[i], 1);
-	if (nsampled > NSTATM)
-		nkeyed = 0;
+	nkeyed = 0;
 }
 
 void rec_counters_init(void)
@@ -209,7 +225,10 @@ void rec_counters_init(void)
 	} else if (tc_property_p) {
 		keyed = tcmalloc;
 		nkeyed = sizeof tcmalloc / sizeof tcmalloc[0];
-	} else if (mi) {        /* set only for glibc: read_all calls it when set */
+	}
+	if (nkeyed)
+		probe();
+	else if (mi) {        /* set only for glibc: read_all calls it when set */
 		*(void **)&mallinfo2_p = mi;
 		add(glibc, sizeof glibc / sizeof glibc[0]);
 	}
