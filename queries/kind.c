@@ -75,6 +75,7 @@ unsigned q_kind_of(const struct q_db *db, int64_t stack)
 
 int q_keep_kinds(struct q_db *db, struct q_profile *p, unsigned mask)
 {
+	p->kinds = mask;
 	if (mask == Q_KINDS_ALL)
 		return 0;
 	if (q_load_kinds(db))

@@ -69,6 +69,10 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 	bool live_set = kind == Q_SNAPSHOT || kind == Q_PEAK || kind == Q_GROWTH || kind == Q_LEAKS;
 	if (p->inherited == Q_INHERITED_UNKNOWN && live_set)
 		l->what |= Q_LACK_INHERITED;
+	/* The recorder skips mappings while sampling (recorder/mmap.c):
+	 * whether it skipped any is unknown, so every answer says it. */
+	if (p->sample_period > 0)
+		l->what |= Q_LACK_UNMAPPED;
 	return 0;
 }
 
@@ -110,6 +114,11 @@ static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 			         "allocated)", p->unknown_frees);
 		}
 		break;
+	case Q_LACK_UNMAPPED:
+		snprintf(buf, n, "process %lld was sampled (every %" PRId64 " bytes): its anonymous "
+		         "mappings were not recorded, so the answer holds no memory of kind mmap",
+		         pid, p->sample_period);
+		break;
 	default:
 		q_fmt_ns(a, sizeof a, p->fork_t);
 		snprintf(buf, n, "process %lld was forked from %lld at %s, whose trace was not "
@@ -121,7 +130,7 @@ static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 
 bool q_lack_text(const struct q_lack *l, int i, char *buf, size_t n)
 {
-	for (unsigned bit = 1; bit <= Q_LACK_INHERITED; bit <<= 1)
+	for (unsigned bit = 1; bit <= Q_LACK_LAST; bit <<= 1)
 		if ((l->what & bit) && i-- == 0) {
 			say(l, bit, buf, n);
 			return true;
@@ -129,19 +138,31 @@ bool q_lack_text(const struct q_lack *l, int i, char *buf, size_t n)
 	return false;
 }
 
+/* Each sentence of l as a line "PREFIX sentence" on f. */
+static void write_lack(const struct q_lack *l, const char *prefix, FILE *f)
+{
+	char line[512];
+	for (int i = 0; q_lack_text(l, i, line, sizeof line); i++)
+		fprintf(f, "%s%s\n", prefix, line);
+}
+
 int q_write_lacks_of(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t t2,
                      const char *prefix, FILE *f)
 {
 	struct q_lack l;
-	char line[512];
 	if (q_lacks(db, pid, kind, t1, t2, &l))
 		return -1;
-	for (int i = 0; q_lack_text(&l, i, line, sizeof line); i++)
-		fprintf(f, "%s%s\n", prefix, line);
+	write_lack(&l, prefix, f);
 	return 0;
 }
 
 int q_write_lacks(struct q_db *db, const struct q_profile *p, const char *prefix, FILE *f)
 {
-	return q_write_lacks_of(db, p->pid, p->kind, p->t1, p->t2, prefix, f);
+	struct q_lack l;
+	if (q_lacks(db, p->pid, p->kind, p->t1, p->t2, &l))
+		return -1;
+	if (p->kinds && !(p->kinds & (1u << Q_KIND_MMAP)))
+		l.what &= ~(unsigned)Q_LACK_UNMAPPED;
+	write_lack(&l, prefix, f);
+	return 0;
 }

@@ -26,6 +26,7 @@ static void start(struct q_db *db, struct q_profile *p, enum q_kind kind, int64_
 	p->t1 = t1;
 	p->t2 = t2;
 	p->n = 0;
+	p->kinds = 0;
 	long i = q_proc_index(db, pid);
 	p->sample_period = i < 0 ? 0 : db->procs[i].sample_period;
 	q_map_clear(&db->rowmap);

@@ -116,6 +116,7 @@ struct q_profile {
 	enum q_kind kind;
 	int64_t pid, sample_period;
 	int64_t t1, t2;                        /* the instants the profile is about */
+	unsigned kinds;                        /* q_keep_kinds' mask; 0: every kind */
 	struct q_row *rows;
 	size_t n, cap;
 };
@@ -350,6 +351,8 @@ enum {
 	Q_LACK_DAMAGE = 2,      /* reaches t_damaged: what followed was not read */
 	Q_LACK_STOPPED = 4,     /* meets a stopped span */
 	Q_LACK_INHERITED = 8,   /* a live set of a forked child whose inherited blocks are unknown */
+	Q_LACK_UNMAPPED = 16,   /* a sampled process: its mappings (kind mmap) were not recorded */
+	Q_LACK_LAST = Q_LACK_UNMAPPED
 };
 
 struct q_lack {
@@ -369,7 +372,8 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 /* Sentence i (0, 1, ...) of what l says into buf (one line, no newline);
  * false once there is none. */
 bool q_lack_text(const struct q_lack *l, int i, char *buf, size_t n);
-/* Each sentence of what profile p lacks as a line "PREFIX sentence" on f. */
+/* Each sentence of what profile p lacks as a line "PREFIX sentence" on f
+ * (not Q_LACK_UNMAPPED when p keeps no mappings: --kind heap). */
 int q_write_lacks(struct q_db *db, const struct q_profile *p, const char *prefix, FILE *f);
 
 /* ---- writers ---------------------------------------------------------------- */

@@ -125,7 +125,7 @@ static void lack_note(unsigned lacks, bool terse, char *buf, size_t n)
 {
 	static const struct { unsigned bit; const char *word; } words[] = {
 		{ Q_LACK_LOSS, "after loss" }, { Q_LACK_DAMAGE, "after damage" },
-		{ Q_LACK_STOPPED, "stopped" },
+		{ Q_LACK_STOPPED, "stopped" }, { Q_LACK_UNMAPPED, "no mmap" },
 	};
 	static const char after[] = "after ";
 	buf[0] = '\0';
@@ -520,7 +520,8 @@ static const char *const help_text[] = {
 	"short); \"! after loss / after damage / stopped\": the",
 	"live set may lack blocks (events lost, trace cut,",
 	"recording stopped: shaded on the chart, ( and ) mark",
-	"where it stopped and started again).",
+	"where it stopped and started again); \"! no mmap\": a",
+	"sampled process, whose mappings were not recorded.",
 };
 
 int tui_screen_help_lines(void)

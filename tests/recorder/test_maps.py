@@ -117,6 +117,21 @@ def case_sampled(d, trace, db):
     assert not maps, maps
     assert [r for r in recs if "size=%d" % BIG in r and "fn=malloc" in r], "64 MiB not sampled"
     print("sampled: no mapping recorded: ok")
+    # ... and every answer about the process says so, unless it asks for
+    # heap blocks only; the unsampled recording's answers do not
+    sdb = os.path.join(d, "sampled.db")
+    hrtest.trace_import([sampled, sdb])
+    said = "its anonymous mappings were not recorded, so the answer holds no memory of kind mmap"
+    for args, want in ((["--peak"], True), (["--at", "mark:maps-0", "--kind", "mmap"], True),
+                       (["--stats"], True), (["--peak", "--kind", "heap"], False)):
+        text = [] if "--stats" in args else ["--format", "text"]
+        p = hrtest.run([hrtest.TRACE_SNAP, sdb] + args + text)
+        warned = [l for l in p.stderr.splitlines() if said in l]
+        assert len(warned) == int(want), (args, p.stderr)
+        assert (said in p.stdout) == want, (args, p.stdout)
+    p = hrtest.run([hrtest.TRACE_SNAP, db, "--peak", "--format", "text"])
+    assert said not in p.stderr + p.stdout, p.stderr
+    print("sampled: its answers say the mappings were not recorded: ok")
 
 
 def case_fork(d, trace, db):

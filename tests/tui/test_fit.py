@@ -159,7 +159,7 @@ def check_size(w, h, want, db, cwd):
         assert all(len(l) < w for l in scr.splitlines()), scr
         for _ in range(4):
             tm.keys("NPage")
-        _, scr = tm.wait(r"^where it stopped and started again\)\.$")
+        _, scr = tm.wait(r"^sampled process, whose mappings were not recorded\.$")
         assert all(len(l) < w for l in scr.splitlines()), scr
 
 

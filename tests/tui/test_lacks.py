@@ -2,7 +2,8 @@
 a loss and unknown inherited blocks; the status line says when the
 snapshot at the cursor lies after the loss or the damage, or inside a
 stopped span (heapreel.stop .. heapreel.start marks, which are shaded on
-the chart); the numbers at the cursor stay exact. A trace that lacks
+the chart), or that the process was sampled (no mappings recorded); the
+numbers at the cursor stay exact. A trace that lacks
 nothing shows none of it.
 """
 import os
@@ -89,6 +90,13 @@ tt.build_fixture(ORPHAN, lacks={"fork_t": 0, "inherited": 2})
 with tt.Tmux([TUI, "--at", "3s", ORPHAN], width=WIDTH, height=HEIGHT) as tm:
     scr = at(tm, "3", "")
     assert "  INHERITED BLOCKS UNKNOWN  duration" in scr.splitlines()[0], scr
+    checks += 1
+# A sampled process: its mappings were not recorded, at every instant.
+SAMPLED = os.path.join(D, "sampled.db")
+tt.build_fixture(SAMPLED, lacks={"sample_period": 4096})
+with tt.Tmux([TUI, "--at", "3s", SAMPLED], width=WIDTH, height=HEIGHT) as tm:
+    st, _ = tt.wait_status(tm, lambda st: st[0] == "3")
+    assert st[5] == "no mmap", st
     checks += 1
 # A trace that lacks nothing: no flag, no note, no shade.
 CLEAN = os.path.join(D, "clean.db")
