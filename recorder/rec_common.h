@@ -19,6 +19,11 @@
  * for a keyframe and the segments after it (TF_BOUND_MIN is the format's). */
 #define REC_MAX_SIZE_MIN ((uint64_t)4 << 20)
 #define REC_MAX_SIZE_MAX ((uint64_t)1 << 50)
+/* A program that exports an object of this name (our own tools, so that
+ * one run under a caller's LD_PRELOAD is not recorded itself, and its fork
+ * before exec does not take the trace name meant for the program) is never
+ * recorded: libheapreel.so's constructor looks it up and stays idle. */
+#define REC_NEVER_RECORD "rec_never_record"
 
 /* ---- text.c ------------------------------------------------------------ */
 /* Both append at dst, never past end - 1, keep the result NUL-terminated and

@@ -54,6 +54,7 @@
  */
 #include "rec_internal.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -623,11 +624,27 @@ static uint64_t parse_max_size(void)
 	return v;
 }
 
+/* Is this the libheapreel.so that records? Two copies preloaded (an
+ * installed one and a build's) would write two traces of one process; the
+ * program's calls reach the first, whose rec_mark the dynamic loader
+ * finds first, so the other stays idle, passing calls on. */
+static int first_copy(void)
+{
+	Dl_info first, self;
+	void *mark = dlsym(RTLD_DEFAULT, "rec_mark");
+	return !mark || !dladdr(mark, &first) || !dladdr((void *)first_copy, &self) ||
+	       first.dli_fbase == self.dli_fbase;
+}
+
 __attribute__((constructor)) static void rec_init(void)
 {
 	int g = rec_guard;
 	rec_guard = 1;
 	rec_real_resolve();
+	if (dlsym(RTLD_DEFAULT, REC_NEVER_RECORD) || !first_copy()) {
+		rec_guard = g;          /* calls pass through */
+		return;
+	}
 	rec_s.depth = parse_depth();
 	rec_s.max_size = parse_max_size();
 	rec_ctl_init();

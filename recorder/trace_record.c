@@ -153,7 +153,15 @@ static int find_librec(char *out)
 	return lib_in(REC_LIBDIR, out);
 }
 
-/* LD_PRELOAD with lib first and the caller's entries after it (lib once).
+/* Is the LD_PRELOAD entry tok a libheapreel.so, whatever its directory? */
+static int is_librec(const char *tok)
+{
+	const char *base = strrchr(tok, '/');
+	return !strcmp(base ? base + 1 : tok, LIBREC);
+}
+
+/* LD_PRELOAD with lib first and the caller's entries after it, but no
+ * other libheapreel.so (an installed one, say): one recorder, the one found.
  * First, because the first object that defines malloc wins: behind a
  * preloaded jemalloc or tcmalloc the recorder would see no allocation,
  * while in front of one it records them and passes them on (RTLD_NEXT). */
@@ -171,7 +179,7 @@ static char *preload_with(const char *lib)
 	size_t n = (size_t)snprintf(v, need, "%s", lib);
 	/* entries are separated by spaces or colons (ld.so(8)) */
 	for (char *save, *tok = strtok_r(copy, ": ", &save); tok; tok = strtok_r(NULL, ": ", &save))
-		if (strcmp(tok, lib))
+		if (!is_librec(tok))
 			n += (size_t)snprintf(v + n, need - n, ":%s", tok);
 	free(copy);
 	return v;

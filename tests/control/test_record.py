@@ -6,7 +6,9 @@ trace file (exit 3; --force replaces only a trace) and a directory it
 cannot write to (exit 1) before running anything; puts a run's traces in a
 directory of its own (-o DIR/, by default heapreel-out/PROGRAM.STAMP/) and
 prints the exact command that imports them; preloads libheapreel.so by its
-absolute path, so a child that changes directory is recorded too."""
+absolute path, so a child that changes directory is recorded too; run under
+a caller's LD_PRELOAD of libheapreel.so, is not recorded itself and
+preloads one recorder."""
 import os
 import re
 import shutil
@@ -131,6 +133,33 @@ if os.path.exists(jemalloc):
     assert hrtest.summary(os.path.join(d, "jemalloc.trc"))["alloc"] > 0
 else:
     print("no %s: the preloaded allocator's case not run" % jemalloc)
+
+# Run under the caller's LD_PRELOAD of libheapreel.so (another copy of it,
+# as an installed one would be): trace-record is not recorded itself (no
+# trace of its own in the working directory, its fork does not take the
+# program's trace name), and the program gets one recorder, the one found.
+copy_dir = os.path.join(d, "other-lib")
+os.makedirs(copy_dir, exist_ok=True)
+other_rec = os.path.join(copy_dir, "libheapreel.so")
+shutil.copy(hrtest.LIBREC, other_rec)
+under = os.path.join(d, "under")
+os.makedirs(under, exist_ok=True)
+p = subprocess.run([ctltest.TRACE_RECORD, "-o", "self.trc", "--", "sh", "-c", "echo $LD_PRELOAD"],
+                   capture_output=True, text=True, cwd=under, timeout=60,
+                   env=dict(os.environ, LD_PRELOAD=other_rec + ":" + other))
+assert p.returncode == 0, p.stderr
+assert p.stdout.strip().split(":") == [os.path.realpath(hrtest.LIBREC), other], p.stdout
+assert sorted(os.listdir(under)) == ["self.trc"], os.listdir(under)
+assert hrtest.summary(os.path.join(under, "self.trc"))["alloc"] > 0
+# Two copies preloaded by hand: the first records, the other stays idle
+# (one trace per process, not two).
+twice = os.path.join(d, "twice")
+os.makedirs(twice, exist_ok=True)
+p = subprocess.run(["sh", "-c", "ls / > /dev/null"], capture_output=True, text=True, cwd=twice,
+                   timeout=60, env=dict(os.environ, LD_PRELOAD=other_rec + " " + hrtest.LIBREC))
+assert p.returncode == 0, p.stderr
+names = sorted(os.listdir(twice))
+assert len(names) == 2 and all(re.fullmatch(r"(sh|ls)\.\d+\.trc", n) for n in names), names
 
 # Refusals: one line, the program never runs.
 marker = os.path.join(d, "ran")
