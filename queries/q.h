@@ -200,6 +200,30 @@ struct q_tree {
 int q_build_tree(struct q_db *db, const struct q_profile *p, struct q_tree *t);
 void q_tree_free(struct q_tree *t);
 
+/* A call tree by function name, over one profile or two compared (flame.c):
+ * node 0 is the root ("all"); a node is a function name reached through its
+ * parent's path, whichever database the profile came from, so that two runs
+ * meet on the same nodes. Values per side, unbiased: [Q_SIDE_BASE] the base
+ * run's (zero when only one profile was added), [Q_SIDE_NEW] the profile's. */
+enum { Q_SIDE_BASE, Q_SIDE_NEW, Q_SIDES };
+struct q_fnode {
+	const char *name;                      /* owned by its q_db: valid until q_close */
+	int parent, first_child, next_sibling; /* -1 ends; children in no set order */
+	int depth;                             /* the root's is 0 */
+	int64_t self[Q_SIDES][Q_NVAL], total[Q_SIDES][Q_NVAL];
+};
+struct q_flame {
+	struct q_fnode *nodes;
+	size_t n, cap;
+};
+/* Adds profile p of db as side (Q_SIDE_*) to fl (zeroed before first use).
+ * positive >= 0: only the stacks whose value of that key is positive (the
+ * widths of a flame graph; a growth's shrinking stacks left out, as
+ * q_folded_dropped counts them); -1: every stack. */
+int q_flame_add(struct q_db *db, const struct q_profile *p, int side, int positive,
+                struct q_flame *fl);
+void q_flame_free(struct q_flame *fl);
+
 /* ---- threads ---------------------------------------------------------------- */
 
 struct q_thread {
@@ -374,11 +398,11 @@ int q_write_lacks(struct q_db *db, const struct q_profile *p, const char *prefix
 
 /* ---- writers ---------------------------------------------------------------- */
 
-enum q_format { Q_FMT_HEAP, Q_FMT_PB_GZ, Q_FMT_FOLDED, Q_FMT_TEXT };
+enum q_format { Q_FMT_HEAP, Q_FMT_PB_GZ, Q_FMT_FOLDED, Q_FMT_TEXT, Q_FMT_SVG };
 
-/* "heap", "pb.gz", "folded", "text" -> format; -1 if none. */
+/* "heap", "pb.gz", "folded", "text", "svg" -> format; -1 if none. */
 int q_format_by_name(const char *name);
-/* From a file name's extension (.heap, .pb.gz, .folded, .txt); -1 if none. */
+/* From a file name's extension (.heap, .pb.gz, .folded, .txt, .svg); -1 if none. */
 int q_format_by_path(const char *path);
 
 /* Writers to an open stream; errors of the stream are the caller's to check
@@ -399,6 +423,11 @@ void q_folded_dropped(const struct q_profile *p, int key, int64_t *stacks, int64
  * pprof-style per-function table. After the Total line, a "Warning: " line
  * for each sentence of what the answer lacks (q_lacks). */
 int q_write_text(struct q_db *db, const struct q_profile *p, int key, bool by_stack, FILE *f);
+/* A flame graph (svg.c): a standalone SVG of p's stacks by value of key,
+ * readable without JavaScript, zoom and search with it; the header says
+ * what p is and what it lacks, and what a growth's shrinking stacks (left
+ * out: widths cannot be negative) amount to. */
+int q_write_svg(struct q_db *db, const struct q_profile *p, int key, FILE *f);
 /* bytes for people, in binary units rounded to a tenth ("1.5 MiB", "-20.5
  * KiB"; "512 B" below 1 KiB): shown beside the exact count, never instead. */
 void q_human_bytes(char *buf, size_t n, int64_t bytes);

@@ -212,6 +212,22 @@ struct q_module {
 /* The modules of process pid by address (caller frees with q_modules_free). */
 int q_modules(struct q_db *db, int64_t pid, struct q_module **m, size_t *n);
 void q_modules_free(struct q_module *m, size_t n);
+/* ---- flame graphs (svg.c) --------------------------------------------------- */
+/* flame.js, the script every SVG inlines (embedded at build time). */
+extern const char q_js_flame[];
+/* Draws fl as an SVG flame graph on f: widths from total[Q_SIDE_NEW][key]
+ * (never negative: the caller adds positive stacks only), coloured by the
+ * change from the base when diff; head: the header's lines, each ending
+ * in '\n'. */
+int q_svg_draw(struct q_db *db, const struct q_flame *fl, bool diff, int key, const char *head,
+               FILE *f);
+/* What p is, in one line without its end: "live bytes of process 12
+ * (run.db): the live set at 1.000000000s". */
+void q_describe(struct q_db *db, const struct q_profile *p, int key, FILE *f);
+/* "PREFIX N stacks that shrank by ... are not drawn\n" when p has stacks
+ * whose value of key is negative (q_folded_dropped); nothing otherwise. */
+void q_describe_dropped(const struct q_profile *p, int key, const char *prefix, FILE *f);
+
 /* Rows of p in a stable order: inuse bytes, then alloc bytes descending,
  * then stack id; caller frees. NULL: no memory (db->err set). */
 const struct q_row **q_sorted_rows(struct q_db *db, const struct q_profile *p);

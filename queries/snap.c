@@ -1,7 +1,7 @@
 /* snap.c - trace-snap: answers one question about a heapreel database
  * (snapshot at an instant, peak, growth, steady window, leaks, temporary
  * allocations, top allocators) and writes it as .heap, .pb.gz, folded
- * stacks or a text table, or counts allocation sizes (--histogram, a
+ * stacks, a text table or an SVG flame graph, or counts allocation sizes (--histogram, a
  * text table); narrowed to threads with --tid; or lists the database's
  * processes.
  *
@@ -11,7 +11,8 @@
  * damage, a stopped span: q_lacks) gets one "trace-snap: warning: ..."
  * line per thing and still exits 0.
  * Never: SQL here; replace an existing file without --force, or the
- * database it reads even with it; write a binary format to a terminal.
+ * database it reads even with it; write a binary format or an SVG to a
+ * terminal.
  */
 #include <getopt.h>
 #include <stdarg.h>
@@ -45,11 +46,11 @@ static const char usage_text[] =
 	"   peak, the first instant at which their live bytes are largest\n"
 	"T: a number with a unit ns us ms s m h (30s 1.5m 250ms; bare: seconds, 0.5)\n"
 	"   | 45% (of the trace) | mark:LABEL | start | end\n"
-	"FMT: heap pb.gz folded text (default: from FILE's extension; text on stdout)\n"
-	"M (folded, text): inuse_space (default) inuse_objects alloc_space alloc_objects\n"
-	"--lines (folded, text): functions told apart by line, as \"function file:line\"\n"
+	"FMT: heap pb.gz folded text svg (default: from FILE's extension; text on stdout)\n"
+	"M (folded, text, svg): inuse_space (default) inuse_objects alloc_space alloc_objects\n"
+	"--lines (folded, text, svg): functions told apart by line, as \"function file:line\"\n"
 	"-o FILE: an existing FILE is replaced only with --force, the database never\n"
-	"pb.gz is binary: never written to a terminal (use -o FILE or a pipe)\n"
+	"pb.gz and svg: never written to a terminal (use -o FILE or a pipe)\n"
 	"--stats: RSS and the allocator's counters beside the live heap, at T or\n"
 	"   over the window (min, max, each end; alone: the whole recording), on stdout\n"
 	"exit: 0 done (also when it warns what the answer lacks); 1 unusable database;\n"
@@ -144,7 +145,7 @@ static int histogram_format(struct args *a)
 	int by_path = a->out ? q_format_by_path(a->out) : -1;
 	if ((a->format >= 0 && a->format != Q_FMT_TEXT) || (by_path >= 0 && by_path != Q_FMT_TEXT))
 		return fail(EXIT_USAGE, "--histogram writes a text table: --format text or a "
-		            "file not named .heap, .pb.gz or .folded");
+		            "file not named .heap, .pb.gz, .folded or .svg");
 	a->format = Q_FMT_TEXT;
 	return 0;
 }
@@ -191,7 +192,7 @@ static int parse(int argc, char **argv, struct args *a)
 			break;
 		case OPT_FORMAT:
 			if ((a->format = q_format_by_name(optarg)) < 0)
-				return fail(EXIT_USAGE, "unknown format '%s' (heap, pb.gz, folded, text)",
+				return fail(EXIT_USAGE, "unknown format '%s' (heap, pb.gz, folded, text, svg)",
 				            optarg);
 			break;
 		case OPT_PID: {
@@ -268,16 +269,18 @@ static int parse(int argc, char **argv, struct args *a)
 		return fail(EXIT_USAGE, "--window goes with --top");
 	if (a->out && a->format < 0 && (a->format = q_format_by_path(a->out)) < 0)
 		return fail(EXIT_USAGE, "%s: cannot tell the format from the extension "
-		            "(.heap, .pb.gz, .folded, .txt); use --format", a->out);
+		            "(.heap, .pb.gz, .folded, .txt, .svg); use --format", a->out);
 	if (a->format < 0)
 		a->format = Q_FMT_TEXT;
 	if (a->force && !a->out)
 		return fail(EXIT_USAGE, "--force goes with -o FILE");
-	if (a->lines && a->format != Q_FMT_TEXT && a->format != Q_FMT_FOLDED)
-		return fail(EXIT_USAGE, "--lines goes with the text and folded formats");
-	if (a->format == Q_FMT_PB_GZ && !a->out && isatty(STDOUT_FILENO))
-		return fail(EXIT_USAGE, "--format pb.gz is binary: not written to a terminal "
-		            "(use -o FILE or a pipe)");
+	if (a->lines && a->format != Q_FMT_TEXT && a->format != Q_FMT_FOLDED &&
+	    a->format != Q_FMT_SVG)
+		return fail(EXIT_USAGE, "--lines goes with the text, folded and svg formats");
+	if ((a->format == Q_FMT_PB_GZ || a->format == Q_FMT_SVG) && !a->out &&
+	    isatty(STDOUT_FILENO))
+		return fail(EXIT_USAGE, "--format %s: not written to a terminal (use -o FILE or a pipe)",
+		            a->format == Q_FMT_PB_GZ ? "pb.gz" : "svg");
 	return 0;
 }
 
