@@ -5,7 +5,8 @@
  * computes per-stack profiles (snapshot, peak, growth, steady window,
  * leaks, temporaries, top), resolves stacks to frames, aggregates profiles
  * by function or as a top-down tree, reads the timeline and the marks, and
- * writes profiles as .heap, .pb.gz, folded stacks or a text table. It
+ * writes profiles as .heap, .pb.gz, folded stacks, a text table or an SVG
+ * flame graph, and the comparison of two runs' profiles (q_write_diff). It
  * narrows every question to chosen threads (q_set_threads) and counts
  * allocation sizes (q_histogram).
  *
@@ -428,6 +429,39 @@ int q_write_text(struct q_db *db, const struct q_profile *p, int key, bool by_st
  * what p is and what it lacks, and what a growth's shrinking stacks (left
  * out: widths cannot be negative) amount to. */
 int q_write_svg(struct q_db *db, const struct q_profile *p, int key, FILE *f);
+/* ---- comparing two runs (diff.c) ------------------------------------------
+ * The same question asked of two databases (trace-snap --base): base and pb
+ * the earlier run and its answer, db and p the new one. Frames are matched
+ * by their names as the outputs give them (function; with q_by_lines,
+ * function file:line), never by address. Errors are left in db. */
+struct q_diff_fn {
+	const char *name;                      /* owned by one of the q_dbs */
+	int64_t flat[Q_SIDES], cum[Q_SIDES];   /* as q_by_function, per run */
+};
+struct q_diff_table {
+	struct q_diff_fn *rows;
+	size_t n, cap;
+};
+/* Every function of either run (unbiased if sampled) into t (zeroed
+ * before first use), by the size of its flat change, then of its cum
+ * change, largest first, then name. */
+int q_diff_functions(struct q_db *base, const struct q_profile *pb, struct q_db *db,
+                     const struct q_profile *p, int key, struct q_diff_table *t);
+void q_diff_table_free(struct q_diff_table *t);
+/* The comparison as text (a Total line with the change and both totals,
+ * Base: and New: lines, Warning: lines of what each lacks, then per
+ * function base, new, change and cum-change), folded stacks whose values
+ * are changes (signed, one line per path that changed), or svg (a
+ * differential flame graph: the new run's widths, growth red, shrinkage
+ * blue, the base's paths absent from the new run counted in its header).
+ * Another format fails. */
+int q_write_diff(struct q_db *base, const struct q_profile *pb, struct q_db *db,
+                 const struct q_profile *p, enum q_format fmt, int key, FILE *f);
+/* q_write_diff to path as q_write_file writes, refusing either database. */
+int q_write_diff_file(struct q_db *base, const struct q_profile *pb, struct q_db *db,
+                      const struct q_profile *p, enum q_format fmt, int key, const char *path,
+                      bool force);
+
 /* bytes for people, in binary units rounded to a tenth ("1.5 MiB", "-20.5
  * KiB"; "512 B" below 1 KiB): shown beside the exact count, never instead. */
 void q_human_bytes(char *buf, size_t n, int64_t bytes);

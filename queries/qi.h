@@ -217,16 +217,24 @@ void q_modules_free(struct q_module *m, size_t n);
 extern const char q_js_flame[];
 /* Draws fl as an SVG flame graph on f: widths from total[Q_SIDE_NEW][key]
  * (never negative: the caller adds positive stacks only), coloured by the
- * change from the base when diff; head: the header's lines, each ending
- * in '\n'. */
-int q_svg_draw(struct q_db *db, const struct q_flame *fl, bool diff, int key, const char *head,
-               FILE *f);
+ * change from the base when diff, under a header of the lines that
+ * head(db, ctx, stream) writes (each ending in '\n'). */
+int q_svg_draw(struct q_db *db, const struct q_flame *fl, bool diff, int key,
+               int (*head)(struct q_db *db, const void *ctx, FILE *f), const void *ctx, FILE *f);
 /* What p is, in one line without its end: "live bytes of process 12
  * (run.db): the live set at 1.000000000s". */
 void q_describe(struct q_db *db, const struct q_profile *p, int key, FILE *f);
 /* "PREFIX N stacks that shrank by ... are not drawn\n" when p has stacks
  * whose value of key is negative (q_folded_dropped); nothing otherwise. */
 void q_describe_dropped(const struct q_profile *p, int key, const char *prefix, FILE *f);
+
+/* "25000 B (24.4 KiB)" or "5 objects", the value of key v; sign: a "+"
+ * before a positive v (a change). */
+void q_put_value(int64_t v, int key, bool sign, FILE *f);
+/* Whether key counts bytes (else objects). */
+bool q_key_is_bytes(int key);
+/* A function's name in a folded stack: ';' and line breaks become '_'. */
+void q_put_folded_name(const char *s, FILE *f);
 
 /* Rows of p in a stable order: inuse bytes, then alloc bytes descending,
  * then stack id; caller frees. NULL: no memory (db->err set). */

@@ -26,7 +26,9 @@
 #define CHAR_PX 7.2          /* px: the width of a 12 px monospace character */
 #define MIN_PX 0.1           /* px: the script hides boxes narrower than this */
 #define LABEL_MIN 3          /* characters: fewer leave a box unlabelled */
-#define DIFF_SHADE_MIN 0.2   /* the palest red or blue of a comparison */
+#define DIFF_SHADE_MIN 0.2   /* the palest red or blue of a comparison ... */
+#define DIFF_DEPTH 175       /* ... and how far its other channels fall from 255
+                                at the largest change (80: dark text stays legible) */
 
 /* Walks the first n code points of s (all: n < 0), replacing what XML 1.0
  * cannot hold; writes them escaped to f when f is given. Returns the
@@ -75,17 +77,16 @@ static void put_label(const char *name, double w, FILE *f)
 	fputs("..", f);
 }
 
-static bool is_bytes(int key)
+bool q_key_is_bytes(int key)
 {
 	return key == Q_INUSE_BYTES || key == Q_ALLOC_BYTES;
 }
 
-/* "25000 B (24.4 KiB)" or "5 objects"; sign: "+" before a positive value. */
-static void put_value(int64_t v, int key, bool sign, FILE *f)
+void q_put_value(int64_t v, int key, bool sign, FILE *f)
 {
 	char h[Q_HUMAN_BYTES];
 	fprintf(f, sign && v > 0 ? "+%" PRId64 : "%" PRId64, v);
-	if (!is_bytes(key)) {
+	if (!q_key_is_bytes(key)) {
 		fputs(" objects", f);
 		return;
 	}
@@ -106,15 +107,15 @@ static void hot_colour(const char *name, char *buf, size_t n)
 }
 
 /* Red for growth, blue for shrinkage, paler the smaller the change beside
- * the largest one; white: unchanged. */
+ * the largest one; grey: unchanged. */
 static void diff_colour(int64_t delta, int64_t max_abs, char *buf, size_t n)
 {
 	if (!delta || !max_abs) {
-		snprintf(buf, n, "rgb(255,255,255)");
+		snprintf(buf, n, "rgb(225,225,225)");
 		return;
 	}
 	double s = (double)(delta < 0 ? -delta : delta) / (double)max_abs;
-	int other = (int)(255 * (1 - (DIFF_SHADE_MIN + (1 - DIFF_SHADE_MIN) * s)));
+	int other = 255 - (int)(DIFF_DEPTH * (DIFF_SHADE_MIN + (1 - DIFF_SHADE_MIN) * s));
 	if (delta > 0)
 		snprintf(buf, n, "rgb(255,%d,%d)", other, other);
 	else
@@ -187,15 +188,15 @@ static void put_title(const struct draw *d, int node, FILE *f)
 	fputc('\n', f);
 	if (d->diff) {
 		fputs("new ", f);
-		put_value(v, d->key, false, f);
+		q_put_value(v, d->key, false, f);
 		fputs(", base ", f);
-		put_value(x->total[Q_SIDE_BASE][d->key], d->key, false, f);
+		q_put_value(x->total[Q_SIDE_BASE][d->key], d->key, false, f);
 		fputs(", change ", f);
-		put_value(delta_of(d, node), d->key, true, f);
+		q_put_value(delta_of(d, node), d->key, true, f);
 	} else {
-		put_value(v, d->key, false, f);
+		q_put_value(v, d->key, false, f);
 		fprintf(f, ", %.2f%%; ", d->total ? 100.0 * (double)v / (double)d->total : 0.0);
-		put_value(x->total[Q_SIDE_NEW][d->key ^ 1], d->key ^ 1, false, f);
+		q_put_value(x->total[Q_SIDE_NEW][d->key ^ 1], d->key ^ 1, false, f);
 	}
 	fputs("</title>", f);
 }
@@ -210,7 +211,7 @@ static void put_box(const struct draw *d, int node, int64_t o, FILE *f)
 	double scale = d->total ? (double)GRAPH_WIDTH / (double)d->total : 0;
 	double bx = PAD + (double)o * scale, bw = (double)v * scale;
 	int y = d->top + (d->max_depth - x->depth) * FRAME_H;
-	char fill[32];
+	char fill[48];                         /* "rgb(R,G,B)" for any int R, G, B */
 	if (d->diff)
 		diff_colour(delta_of(d, node), d->max_abs, fill, sizeof fill);
 	else
@@ -228,8 +229,9 @@ static void put_box(const struct draw *d, int node, int64_t o, FILE *f)
 	}
 }
 
-int q_svg_draw(struct q_db *db, const struct q_flame *fl, bool diff, int key, const char *head,
-               FILE *f)
+/* The drawing itself, under the header's lines head. */
+static int draw(struct q_db *db, const struct q_flame *fl, bool diff, int key, const char *head,
+                FILE *f)
 {
 	struct draw d = { .fl = fl, .key = key, .diff = diff };
 	if (layout(&d)) {
@@ -304,39 +306,55 @@ void q_describe_dropped(const struct q_profile *p, int key, const char *prefix, 
 	if (!stacks)
 		return;
 	fprintf(f, "%s%" PRId64 " stack%s that shrank by ", prefix, stacks, stacks == 1 ? "" : "s");
-	put_value(sum, key, false, f);
+	q_put_value(sum, key, false, f);
 	fprintf(f, " in all %s not drawn (a width cannot be negative; --format text shows "
 	        "them)\n", stacks == 1 ? "is" : "are");
 }
 
-/* The header of a one-profile graph: what it shows, its total, what it lacks. */
-static int svg_head(struct q_db *db, const struct q_profile *p, int key, int64_t total, FILE *f)
+int q_svg_draw(struct q_db *db, const struct q_flame *fl, bool diff, int key,
+               int (*head)(struct q_db *db, const void *ctx, FILE *f), const void *ctx, FILE *f)
 {
+	char *text = NULL;
+	size_t len;
+	FILE *h = open_memstream(&text, &len);
+	if (!h)
+		return q_fail(db, "out of memory");
+	int rc = head(db, ctx, h);
+	if (fclose(h) && !rc)
+		rc = q_fail(db, "out of memory");
+	if (!rc)
+		rc = draw(db, fl, diff, key, text, f);
+	free(text);
+	return rc;
+}
+
+/* What the header of a one-profile graph needs. */
+struct one {
+	const struct q_profile *p;
+	const struct q_flame *fl;
+	int key;
+};
+
+/* The header of a one-profile graph: what it shows, its total, what it lacks. */
+static int svg_head(struct q_db *db, const void *ctx, FILE *f)
+{
+	const struct one *o = ctx;
 	fputs("Flame graph of the ", f);
-	q_describe(db, p, key, f);
+	q_describe(db, o->p, o->key, f);
 	fputs("\nTotal: ", f);
-	put_value(total, key, false, f);
+	q_put_value(o->fl->nodes[0].total[Q_SIDE_NEW][o->key], o->key, false, f);
 	fputc('\n', f);
-	q_describe_dropped(p, key, "Left out: ", f);
-	return q_write_lacks(db, p, "Warning: ", f);
+	q_describe_dropped(o->p, o->key, "Left out: ", f);
+	return q_write_lacks(db, o->p, "Warning: ", f);
 }
 
 int q_write_svg(struct q_db *db, const struct q_profile *p, int key, FILE *f)
 {
 	struct q_flame fl = { 0 };
-	char *head = NULL;
-	size_t len;
-	FILE *h = open_memstream(&head, &len);
-	if (!h)
-		return q_fail(db, "out of memory");
+	struct one o = { p, &fl, key };
 	int rc = q_flame_add(db, p, Q_SIDE_NEW, key, &fl);
 	if (!rc)
-		rc = svg_head(db, p, key, fl.nodes[0].total[Q_SIDE_NEW][key], h);
-	if (fclose(h) && !rc)
-		rc = q_fail(db, "out of memory");
-	if (!rc)
-		rc = q_svg_draw(db, &fl, false, key, head, f);
-	free(head);
+		rc = q_svg_draw(db, &fl, false, key, svg_head, &o, f);
 	q_flame_free(&fl);
 	return rc;
 }
