@@ -1,9 +1,9 @@
 /* diff.c - the difference between two runs (trace-snap --base, like pprof
  * -base but for two databases): the same question asked of each (the
  * caller's q_profiles), compared function by function and path by path,
- * frames matched by the names the outputs give them (flame.c; with
- * --lines, function and file:line), never by address, since each run has
- * its own layout. Written as text (per function: base, new, change), as
+ * frames matched by the names the outputs give them (flame.c), never by
+ * address, since each run has its own layout: trace-snap names them by
+ * function and file (q_by_files) or by file:line (q_by_lines). Written as text (per function: base, new, change), as
  * signed folded stacks, or as a differential flame graph (svg.c: the new
  * run's widths, growth red, shrinkage blue). Values unbiased if sampled.
  *

@@ -165,6 +165,12 @@ int q_stack(struct q_db *db, int64_t stack_id, const struct q_frame **frames, si
  * --lines), in every output that names functions. Call it before the first
  * q_stack of the handle: resolved frames are cached. */
 void q_by_lines(struct q_db *db);
+/* From now on a frame's function is told apart by its source file: its name
+ * is "function file" where the database knows the file, the file's last
+ * component only (two builds of a program in other directories name their
+ * files alike), unless q_by_lines gives file:line. What a comparison of two
+ * runs matches frames by (trace-snap --base). Before the first q_stack. */
+void q_by_files(struct q_db *db);
 /* Function names are interned: equal names have equal indexes. */
 const char *q_fn_name(const struct q_db *db, int fn);
 int q_fn_count(const struct q_db *db);
@@ -432,8 +438,9 @@ int q_write_svg(struct q_db *db, const struct q_profile *p, int key, FILE *f);
 /* ---- comparing two runs (diff.c) ------------------------------------------
  * The same question asked of two databases (trace-snap --base): base and pb
  * the earlier run and its answer, db and p the new one. Frames are matched
- * by their names as the outputs give them (function; with q_by_lines,
- * function file:line), never by address. Errors are left in db. */
+ * by their names as the outputs give them (with q_by_files, function and
+ * file; with q_by_lines, function file:line), never by address. Errors
+ * are left in db. */
 struct q_diff_fn {
 	const char *name;                      /* owned by one of the q_dbs */
 	int64_t flat[Q_SIDES], cum[Q_SIDES];   /* as q_by_function, per run */

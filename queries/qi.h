@@ -129,6 +129,7 @@ struct q_db {
 	int64_t main_pid;                      /* meta.peak_pid, 0 if absent */
 	int64_t damaged;                       /* meta.damaged, 0 if absent */
 	bool by_lines;                         /* q_by_lines: names carry file:line */
+	bool by_files;                         /* q_by_files: names carry the file's name */
 	struct q_map rowmap;                   /* stack_id -> profile row */
 	struct q_profile tmp;                  /* the other snapshot of growth/top */
 	struct q_map nodemap;                  /* trie node id -> nodes[] */

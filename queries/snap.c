@@ -46,7 +46,7 @@ static const char usage_text[] =
 	"   mappings), custom or all (default): only memory of that kind\n"
 	"--base OLD.db [--base-pid N]: the change from the same question asked of\n"
 	"   OLD.db (its own peak, instants, marks; its run's program or process N),\n"
-	"   functions matched by name; as text (per function: base, new, change),\n"
+	"   functions matched by function and file; as text (per function: base, new, change),\n"
 	"   folded (signed) or svg (differential: the new run's widths)\n"
 	"--tid N (repeatable; N,M): only the allocations these threads made (who\n"
 	"   allocated a block decides, not who freed it); --peak is then their own\n"
@@ -520,6 +520,8 @@ static int open_db(const struct args *a, const char *path, struct q_db **db)
 		return fail(EXIT_INPUT, "%s%s", path == a->base ? "--base " : "", err);
 	if (a->lines)
 		q_by_lines(*db);
+	else if (a->base)
+		q_by_files(*db);                   /* two runs' frames meet by function and file */
 	return 0;
 }
 

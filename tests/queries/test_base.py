@@ -5,13 +5,15 @@ peak (27229 B and 23228 B) and at its leaks: exact per-function changes in
 the text table, signed folded stacks, a differential SVG (the new run's
 widths, the change in each title, blue for shrinkage and red for growth,
 and what only the base holds counted in the header); instants resolved in
-each database; a missing, corrupt or mistaken base is one line and the
-README's exit code."""
+each database; frames matched by function and file name, whatever their
+addresses and directories (fixture databases); a missing, corrupt or
+mistaken base is one line and the README's exit code."""
 import os
 import re
 import xml.etree.ElementTree as ET
 
 import hrtest
+import fixture
 
 SNAP = hrtest.TRACE_SNAP
 NS = "{http://www.w3.org/2000/svg}"
@@ -45,15 +47,23 @@ assert out[1].startswith("Base: live bytes of process ") and out[1].endswith(
 assert out[2].startswith("New: live bytes of process ") and "(%s)" % NEW in out[2], out
 assert out[3].split() == ["base", "human", "new", "human", "change", "human", "cum-change",
                           "human", "function"], out
-rows = {}
-for line in out[4:]:
-    w = line.split()        # base N U new N U change N U cum-change N U name
-    rows[w[-1]] = (int(w[0]), int(w[3]), int(w[6]), int(w[9]))
+
+
+def table(lines):
+    """The rows after the header: {name: (base, new, change, cum-change)}."""
+    rows = {}
+    for line in lines:
+        w = line.split(None, 12)  # base N U new N U change N U cum-change N U name
+        rows[w[12]] = (int(w[0]), int(w[3]), int(w[6]), int(w[9]))
+    return rows
+
+
+rows = table(out[4:])
 want = {"alloc_big": (25000, 20000, -5000, -5000), "leak_some": (1332, 2331, 999, 999),
         "mid": (0, 0, 0, -5000), "main": (0, 0, 0, -4001),
         "alloc_small": (120, 120, 0, 0), "churn": (777, 777, 0, 0)}
-assert {k: rows.get(k) for k in want} == want, rows
-assert list(rows)[:2] == ["alloc_big", "leak_some"], rows     # largest change first
+assert {k: rows.get(k + " q_known.c") for k in want} == want, rows
+assert list(rows)[:2] == ["alloc_big q_known.c", "leak_some q_known.c"], rows  # largest first
 checks += 1
 
 # Objects: one mid block fewer, three leak_some blocks more.
@@ -63,8 +73,9 @@ checks += 1
 
 # Signed folded stacks: the paths that changed, summing to the total change.
 fold = snap("--peak", "--format", "folded").stdout.splitlines()
-got = sorted((l.rsplit(" ", 1)[0].split(";main;", 1)[1], int(l.rsplit(" ", 1)[1])) for l in fold)
-assert got == [("leak_some", 999), ("mid;alloc_big", -5000)], fold
+got = sorted((l.rsplit(" ", 1)[0].split(";main q_known.c;", 1)[1], int(l.rsplit(" ", 1)[1]))
+             for l in fold)
+assert got == [("leak_some q_known.c", 999), ("mid q_known.c;alloc_big q_known.c", -5000)], fold
 checks += 1
 
 # The differential flame graph: the new run's widths, the change in titles.
@@ -79,6 +90,7 @@ for g in root.iter(NS + "g"):
         boxes.setdefault(title[0], []).append((int(g.get("data-v")), title[1],
                                                g.find(NS + "rect").get("fill")))
 assert root.get("data-total") == "23228" and boxes["all"][0][0] == 23228, boxes["all"]
+boxes = {k.replace(" q_known.c", ""): v for k, v in boxes.items()}
 v, title, fill = boxes["mid"][0]
 assert v == 5000 and title == "new 5000 B (4.9 KiB), base 10000 B (9.8 KiB), change " \
     "-5000 B (-4.9 KiB)", boxes["mid"]
@@ -108,6 +120,27 @@ t = "%dns" % max(end_old, end_new)
 fails([longer, "--base", shorter, "--at", t], 4, "--base %s: time '%s' is outside" % (shorter, t))
 out = hrtest.run([SNAP, NEW, "--base", OLD, "--at", "end"]).stdout
 assert out.startswith("Total: -4001 B (-3.9 KiB), from 6332 B"), out   # each run's end
+checks += 1
+
+# Frames meet by function and file name: other addresses, another build
+# directory; a function of the same name in another file stays apart.
+FX = {}
+for run, ip, d, grow in (("old", 0x1000, "/src/v1/", 0), ("new", 0x9000, "/build/v2/", 50)):
+    FX[run] = os.path.join(tmp, run + "-fx.db")
+    fx = fixture.Fixture(FX[run])
+    fx.process(100)
+    main = (ip + 0x100, "main", d + "main.c", 3, 0)
+    fx.alloc(100, fixture.S, 100, fx.stack((ip + 0x10, "helper", d + "a.c", 5, 0), main))
+    fx.alloc(100, fixture.S, 200 + grow, fx.stack((ip + 0x20, "helper", d + "b.c", 9, 0), main))
+    fx.alloc(100, fixture.S, 300, fx.stack((ip + 0x30, "work", None, 0, 0), main))
+    fx.finish()
+out = hrtest.run([SNAP, FX["new"], "--base", FX["old"], "--at", "end"]).stdout.splitlines()
+assert out[0].startswith("Total: +50 B (+50 B), from 600 B"), out
+assert table(out[4:]) == {"helper b.c": (200, 250, 50, 50), "main main.c": (0, 0, 0, 50),
+                          "helper a.c": (100, 100, 0, 0), "work": (300, 300, 0, 0)}, out
+out = hrtest.run([SNAP, FX["new"], "--base", FX["old"], "--at", "end", "--format",
+                  "folded"]).stdout
+assert out == "main main.c;helper b.c 50\n", out
 checks += 1
 
 # A missing or corrupt base, one that is the output, and misuse.
