@@ -6,10 +6,12 @@ through its path, exact per function at the peak and in objects; a growth
 draws its growing stacks and says exactly what it leaves out; the header
 carries what the answer lacks; names that XML cannot hold as they are
 (fixture database) are escaped; no overwrite without --force, never to a
-terminal."""
+terminal; in headless Chromium, if installed, the inlined script zooms and
+searches."""
 import os
 import pty
 import re
+import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 
@@ -137,4 +139,58 @@ assert [h for h in head if h.startswith("Warning: ")] == [
 with open(os.path.join(tmp, "fx.svg")) as fh:
     assert "f&lt;int&gt; &amp; &quot;g&quot;" in fh.read()
 checks += 1
+
+# In a browser (headless Chromium, skipped without it): the inlined script
+# zooms into mid (its callers stretched across, the rest hidden) and its
+# search gives the share of the functions it matches (a match inside
+# another counted once), without an error.
+HOOK = """<script type="text/ecmascript"><![CDATA[
+window.addEventListener("load", function () {
+  var out = [];
+  try {
+    var mid = boxes.filter(function (g) { return nameOf(g) === "mid"; })[0];
+    zoom(mid);
+    window.prompt = function () { return "^(mid|alloc_big)$"; };
+    search();
+    boxes.forEach(function (g) {
+      out.push([nameOf(g), g.style.display, g.querySelector("rect").getAttribute("x"),
+                g.querySelector("rect").getAttribute("width")].join("|"));
+    });
+    out.push(document.getElementById("matched").textContent);
+  } catch (e) {
+    out = ["error: " + e];
+  }
+  document.documentElement.setAttribute("data-test", out.join(";"));
+});
+]]></script>
+</svg>
+"""
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+if CHROMIUM:
+    peak = os.path.join(tmp, "peak.svg")
+    hrtest.run([SNAP, DB, "--peak", "-o", peak])
+    with open(peak) as fh:
+        page = fh.read()
+    hooked = os.path.join(tmp, "hooked.svg")
+    with open(hooked, "w") as fh:
+        fh.write(page.replace("</svg>\n", HOOK))
+    p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
+                        "--user-data-dir=" + os.path.join(tmp, "chromium"), "--dump-dom",
+                        "file://" + hooked], capture_output=True, text=True, timeout=120)
+    got = re.search(r'data-test="([^"]*)"', p.stdout)
+    assert got, (p.stdout[-2000:], p.stderr[-2000:])
+    seen = got.group(1).split(";")
+    # main's alloc_big and mid (its alloc_big inside it counted once) of 27229
+    assert seen[-1] == "Matched: 25000 (91.8%)", seen
+    boxes = {}
+    for b in seen[:-1]:
+        name, shown, x, w = b.split("|")
+        boxes.setdefault(name, []).append((shown, float(x), float(w)))
+    assert boxes["main"] == [("", 10.0, 1180.0)] and boxes["mid"] == [("", 10.0, 1180.0)], boxes
+    assert ("", 10.0, 1180.0) in boxes["alloc_big"] and ("none", 10.0, 650.04) in \
+        boxes["alloc_big"], boxes                           # mid's shown, main's hidden
+    assert boxes["leak_some"][0][0] == "none", boxes
+    checks += 1
+else:
+    print("note: chromium not installed: the script was not run")
 print("ok: %d checks" % checks)
