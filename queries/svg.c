@@ -335,7 +335,8 @@ struct one {
 	int key;
 };
 
-/* The header of a one-profile graph: what it shows, its total, what it lacks. */
+/* The header of a one-profile graph: what it shows, its total, the threads
+ * it is narrowed to, what it lacks. */
 static int svg_head(struct q_db *db, const void *ctx, FILE *f)
 {
 	const struct one *o = ctx;
@@ -344,6 +345,7 @@ static int svg_head(struct q_db *db, const void *ctx, FILE *f)
 	fputs("\nTotal: ", f);
 	q_put_value(o->fl->nodes[0].total[Q_SIDE_NEW][o->key], o->key, false, f);
 	fputc('\n', f);
+	q_write_threads_line(db, f);
 	q_describe_dropped(o->p, o->key, "Left out: ", f);
 	return q_write_lacks(db, o->p, "Warning: ", f);
 }

@@ -4,7 +4,7 @@ root's and the top level's widths equal --format folded's total, every box's
 value (its data-v and its <title>) equals the sum of the folded stacks
 through its path, exact per function at the peak and in objects; a growth
 draws its growing stacks and says exactly what it leaves out; the header
-carries what the answer lacks; names that XML cannot hold as they are
+carries the threads it is narrowed to and what the answer lacks; names that XML cannot hold as they are
 (fixture database) are escaped; no overwrite without --force, never to a
 terminal; in headless Chromium, if installed, the inlined script zooms and
 searches."""
@@ -127,12 +127,15 @@ FX = os.path.join(tmp, "fx.db")
 fx = fixture.Fixture(FX)
 pr = fx.process(100)
 pr.lost_events, pr.t_loss = 3, 5 * fixture.S
+pr.threads = [(1, "main"), (2, "worker")]
 st = fx.stack((0x10, "f<int> & \"g\""), (0x20, "bad\x01name"), (0x30, "main"))
 fx.alloc(100, fixture.S, 100, st)
+fx.alloc(100, fixture.S, 30, fx.stack((0x40, "work"), (0x30, "main")), tid=2)
 fx.finish()
-head, boxes = svg([FX, "--at", "6s"], "fx.svg")
+head, boxes = svg([FX, "--at", "6s", "--tid", "1"], "fx.svg")
 assert [p for p, _, _ in boxes] == [(), ("main",), ("main", "bad?name"),
                                     ("main", "bad?name", "f<int> & \"g\"")], boxes
+assert head[1:3] == ["Total: 100 B (100 B)", "Threads: 1 (main)"], head
 assert [h for h in head if h.startswith("Warning: ")] == [
     "Warning: events of process 100 may be missing from 5.000000000s on (3 lost): the "
     "answer may lack blocks, or hold blocks whose free was lost"], head
