@@ -3,9 +3,10 @@
  * caller's q_profiles), compared function by function and path by path,
  * frames matched by the names the outputs give them (flame.c), never by
  * address, since each run has its own layout: trace-snap names them by
- * function and file (q_by_files) or by file:line (q_by_lines). Written as text (per function: base, new, change), as
- * signed folded stacks, or as a differential flame graph (svg.c: the new
- * run's widths, growth red, shrinkage blue). Values unbiased if sampled.
+ * function and file (q_by_files) or by file:line (q_by_lines). Written as
+ * text (per function: base, new, change), as signed folded stacks, or as a
+ * differential flame graph (svg.c: the new run's widths, growth red,
+ * shrinkage blue). Values unbiased if sampled.
  *
  * Never: read one database's function index as the other's, hide what a
  * graph leaves out (paths only in the base, shrinking stacks of a growth:

@@ -4,10 +4,10 @@ root's and the top level's widths equal --format folded's total, every box's
 value (its data-v and its <title>) equals the sum of the folded stacks
 through its path, exact per function at the peak and in objects; a growth
 draws its growing stacks and says exactly what it leaves out; the header
-carries the threads it is narrowed to and what the answer lacks; names that XML cannot hold as they are
-(fixture database) are escaped; no overwrite without --force, never to a
-terminal; in headless Chromium, if installed, the inlined script zooms and
-searches."""
+carries the threads it is narrowed to and what the answer lacks; names
+that XML cannot hold as they are (fixture database) are escaped; no
+overwrite without --force, never to a terminal; in headless Chromium, if
+installed, the inlined script zooms and searches."""
 import os
 import pty
 import re
