@@ -113,31 +113,6 @@ void q_diff_table_free(struct q_diff_table *t)
 static const char *const col_names[] = { "base", "new", "change", "cum-change" };
 #define NCOLS (int)(sizeof col_names / sizeof *col_names)
 
-/* The cells of one row (bytes: each value and its human size). */
-static int cells(const struct q_diff_fn *r, int key, char c[2 * NCOLS][CELL])
-{
-	int64_t v[NCOLS] = { r->flat[Q_SIDE_BASE], r->flat[Q_SIDE_NEW],
-	                     r->flat[Q_SIDE_NEW] - r->flat[Q_SIDE_BASE],
-	                     r->cum[Q_SIDE_NEW] - r->cum[Q_SIDE_BASE] };
-	int n = 0;
-	for (int i = 0; i < NCOLS; i++) {
-		snprintf(c[n++], CELL, i >= 2 && v[i] > 0 ? "+%" PRId64 : "%" PRId64, v[i]);
-		if (q_key_is_bytes(key))
-			q_human_bytes(c[n++], CELL, v[i]);
-	}
-	return n;
-}
-
-static void head_cells(int key, char c[2 * NCOLS][CELL], int *n)
-{
-	*n = 0;
-	for (int i = 0; i < NCOLS; i++) {
-		snprintf(c[(*n)++], CELL, "%s", col_names[i]);
-		if (q_key_is_bytes(key))
-			snprintf(c[(*n)++], CELL, "human");
-	}
-}
-
 /* Whether the row shows nothing but zeros (a caller's cum, unchanged). */
 static bool all_zero(const struct q_diff_fn *r)
 {
@@ -145,32 +120,48 @@ static bool all_zero(const struct q_diff_fn *r)
 	       r->cum[Q_SIDE_BASE] == r->cum[Q_SIDE_NEW];
 }
 
-/* The table: widths from every row shown and the header, then each row
- * right-aligned, the name last. */
+/* The cells of line i of the table: 0 the header, else row i - 1 (bytes:
+ * each value, then its human size); returns how many. */
+static int line_cells(const struct q_diff_table *t, size_t i, int key, char c[2 * NCOLS][CELL])
+{
+	const struct q_diff_fn *r = i ? &t->rows[i - 1] : NULL;
+	int n = 0;
+	for (int k = 0; k < NCOLS; k++) {
+		int64_t v = !r ? 0 : k == 0 ? r->flat[Q_SIDE_BASE] : k == 1 ? r->flat[Q_SIDE_NEW]
+		          : k == 2 ? r->flat[Q_SIDE_NEW] - r->flat[Q_SIDE_BASE]
+		          : r->cum[Q_SIDE_NEW] - r->cum[Q_SIDE_BASE];
+		if (!r)
+			snprintf(c[n++], CELL, "%s", col_names[k]);
+		else
+			snprintf(c[n++], CELL, k >= 2 && v > 0 ? "+%" PRId64 : "%" PRId64, v);
+		if (q_key_is_bytes(key) && r)
+			q_human_bytes(c[n++], CELL, v);
+		else if (q_key_is_bytes(key))
+			snprintf(c[n++], CELL, "human");
+	}
+	return n;
+}
+
+/* The table: the widths of the header and every row shown (first pass),
+ * then each line right-aligned, the name last (second pass). */
 static void put_table(const struct q_diff_table *t, int key, FILE *f)
 {
 	char c[2 * NCOLS][CELL];
-	int w[2 * NCOLS] = { 0 }, n;
-	head_cells(key, c, &n);
-	for (size_t r = 0; r <= t->n; r++) {
-		if (r && all_zero(&t->rows[r - 1]))
-			continue;
-		if (r)
-			cells(&t->rows[r - 1], key, c);
-		for (int i = 0; i < n; i++)
-			if ((int)strlen(c[i]) > w[i])
-				w[i] = (int)strlen(c[i]);
-	}
-	for (size_t r = 0; r <= t->n; r++) {
-		if (r && all_zero(&t->rows[r - 1]))
-			continue;
-		if (r)
-			cells(&t->rows[r - 1], key, c);
-		else
-			head_cells(key, c, &n);
-		for (int i = 0; i < n; i++)
-			fprintf(f, "%s%*s", i ? " " : "", w[i], c[i]);
-		fprintf(f, "  %s\n", r ? t->rows[r - 1].name : "function");
+	int w[2 * NCOLS] = { 0 };
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i <= t->n; i++) {
+			if (i && all_zero(&t->rows[i - 1]))
+				continue;
+			int n = line_cells(t, i, key, c);
+			for (int k = 0; k < n; k++) {
+				if (pass)
+					fprintf(f, "%s%*s", k ? " " : "", w[k], c[k]);
+				else if ((int)strlen(c[k]) > w[k])
+					w[k] = (int)strlen(c[k]);
+			}
+			if (pass)
+				fprintf(f, "  %s\n", i ? t->rows[i - 1].name : "function");
+		}
 	}
 }
 
