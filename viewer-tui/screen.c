@@ -729,7 +729,7 @@ static const char *prompt_text(const struct tui_ui *u, char *buf, size_t n)
 {
 	switch (u->prompt) {
 	case TUI_PROMPT_SEARCH:  return "/";
-	case TUI_PROMPT_EXPORT:  return "export (.heap .pb.gz .folded .txt .svg): ";
+	case TUI_PROMPT_EXPORT:  return "export (.heap .pb.gz .folded .txt): ";
 	case TUI_PROMPT_GOTO:    return "go to (30s, 45%, mark:L, end): ";
 	case TUI_PROMPT_REPLACE:
 		snprintf(buf, n, "%s exists: replace it? (y/N) ", u->export_path);
