@@ -4,12 +4,14 @@
 // and show their share (a box inside another match counted once). Everything
 // it needs is in the SVG: each box is a <g class="f"> whose data-o, data-v
 // and data-d are its offset and width in the graph's unit and its depth,
-// and whose <title> starts with the function's name.
+// and whose <title> starts with the function's name; the root's data-*
+// attributes give svg.c's layout constants.
 // Never: change the figures written in the titles or the header (the SVG
 // must say the same with or without this script), or fetch anything.
 "use strict";
-var svgns = "http://www.w3.org/2000/svg";
-var root, boxes, width, pad, total, charPx, minPx;
+var HIGHLIGHT = "rgb(230,0,230)";     // a box the search matched
+var ELLIPSIS = "..";                  // ends a label cut to fit, as svg.c's
+var root, boxes, width, pad, total, charPx, minPx, inset, labelMin;
 
 function init() {
 	root = document.documentElement;
@@ -19,6 +21,8 @@ function init() {
 	total = +root.getAttribute("data-total");
 	charPx = +root.getAttribute("data-char-px");
 	minPx = +root.getAttribute("data-min-px");
+	inset = +root.getAttribute("data-inset");
+	labelMin = +root.getAttribute("data-label-min");
 	boxes.forEach(function (g) {
 		g.addEventListener("click", function () { zoom(g); });
 	});
@@ -35,9 +39,10 @@ function place(g, x, w) {
 	g.style.display = w < minPx ? "none" : "";
 	r.setAttribute("x", x.toFixed(2));
 	r.setAttribute("width", w.toFixed(2));
-	t.setAttribute("x", (x + 3).toFixed(2));
-	var fit = Math.floor((w - 6) / charPx), name = nameOf(g);
-	t.textContent = fit < 3 ? "" : name.length <= fit ? name : name.slice(0, fit - 2) + "..";
+	t.setAttribute("x", (x + inset).toFixed(2));
+	var fit = Math.floor((w - 2 * inset) / charPx), name = nameOf(g);
+	t.textContent = fit < labelMin ? "" : name.length <= fit ? name :
+		name.slice(0, fit - ELLIPSIS.length) + ELLIPSIS;
 }
 
 function zoom(z) {
@@ -80,7 +85,7 @@ function search() {
 		if (!r.hasAttribute("data-fill"))
 			r.setAttribute("data-fill", r.getAttribute("fill"));
 		var hit = re !== null && re.test(nameOf(g));
-		r.setAttribute("fill", hit ? "rgb(230,0,230)" : r.getAttribute("data-fill"));
+		r.setAttribute("fill", hit ? HIGHLIGHT : r.getAttribute("data-fill"));
 		if (hit)
 			hits.push([+g.getAttribute("data-o"), +g.getAttribute("data-v")]);
 	});

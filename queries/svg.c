@@ -26,6 +26,16 @@
 #define CHAR_PX 7.2          /* px: the width of a 12 px monospace character */
 #define MIN_PX 0.1           /* px: the script hides boxes narrower than this */
 #define LABEL_MIN 3          /* characters: fewer leave a box unlabelled */
+#define LABEL_INSET 3        /* px: from a box's left edge to its label (each side) */
+#define LABEL_DROP 4         /* px: from a box's bottom up to its label's baseline */
+#define ELLIPSIS ".."        /* ends a label cut to fit */
+#define CHANNEL_MAX 255      /* an RGB channel's largest value */
+#define HOT_RED 205          /* flamegraph.pl's "hot" palette: red 205..255, */
+#define HOT_RED_SPAN 50
+#define HOT_GREEN_SPAN 230   /* green 0..230, */
+#define HOT_BLUE_SPAN 55     /* blue 0..55 */
+#define UNCHANGED "rgb(225,225,225)"   /* a comparison's box that did not change */
+#define BACKGROUND "rgb(248,248,248)"
 #define DIFF_SHADE_MIN 0.2   /* the palest red or blue of a comparison ... */
 #define DIFF_DEPTH 175       /* ... and how far its other channels fall from 255
                                 at the largest change (80: dark text stays legible) */
@@ -66,15 +76,15 @@ static size_t put_xml(const char *s, long n, FILE *f)
 /* The box's label: the name, cut with ".." to fit w px, or nothing. */
 static void put_label(const char *name, double w, FILE *f)
 {
-	long fit = (long)((w - 6) / CHAR_PX);
+	long fit = (long)((w - 2 * LABEL_INSET) / CHAR_PX);
 	if (fit < LABEL_MIN)
 		return;
 	if ((long)put_xml(name, -1, NULL) <= fit) {
 		put_xml(name, -1, f);
 		return;
 	}
-	put_xml(name, fit - 2, f);
-	fputs("..", f);
+	put_xml(name, fit - (long)strlen(ELLIPSIS), f);
+	fputs(ELLIPSIS, f);
 }
 
 bool q_key_is_bytes(int key)
@@ -101,9 +111,9 @@ static void hot_colour(const char *name, char *buf, size_t n)
 	uint32_t h = 2166136261u;                  /* FNV-1a */
 	for (const char *s = name; *s; s++)
 		h = (h ^ (unsigned char)*s) * 16777619u;
-	double v1 = (double)(h & 0xff) / 255, v2 = (double)(h >> 8 & 0xff) / 255;
-	snprintf(buf, n, "rgb(%d,%d,%d)", 205 + (int)(50 * v2), (int)(230 * v1),
-	         (int)(55 * v2));
+	double v1 = (double)(h & 0xff) / 0xff, v2 = (double)(h >> 8 & 0xff) / 0xff;
+	snprintf(buf, n, "rgb(%d,%d,%d)", HOT_RED + (int)(HOT_RED_SPAN * v2),
+	         (int)(HOT_GREEN_SPAN * v1), (int)(HOT_BLUE_SPAN * v2));
 }
 
 /* Red for growth, blue for shrinkage, paler the smaller the change beside
@@ -111,15 +121,15 @@ static void hot_colour(const char *name, char *buf, size_t n)
 static void diff_colour(int64_t delta, int64_t max_abs, char *buf, size_t n)
 {
 	if (!delta || !max_abs) {
-		snprintf(buf, n, "rgb(225,225,225)");
+		snprintf(buf, n, UNCHANGED);
 		return;
 	}
 	double s = (double)(delta < 0 ? -delta : delta) / (double)max_abs;
-	int other = 255 - (int)(DIFF_DEPTH * (DIFF_SHADE_MIN + (1 - DIFF_SHADE_MIN) * s));
+	int other = CHANNEL_MAX - (int)(DIFF_DEPTH * (DIFF_SHADE_MIN + (1 - DIFF_SHADE_MIN) * s));
 	if (delta > 0)
-		snprintf(buf, n, "rgb(255,%d,%d)", other, other);
+		snprintf(buf, n, "rgb(%d,%d,%d)", CHANNEL_MAX, other, other);
 	else
-		snprintf(buf, n, "rgb(%d,%d,255)", other, other);
+		snprintf(buf, n, "rgb(%d,%d,%d)", other, other, CHANNEL_MAX);
 }
 
 /* What a drawing needs beside the tree. */
@@ -220,7 +230,8 @@ static void put_box(const struct draw *d, int node, int64_t o, FILE *f)
 	        o, v, x->depth);
 	put_title(d, node, f);
 	fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\"/>"
-	        "<text x=\"%.2f\" y=\"%d\">", bx, y, bw, BOX_H, fill, bx + 3, y + BOX_H - 4);
+	        "<text x=\"%.2f\" y=\"%d\">", bx, y, bw, BOX_H, fill,
+	        bx + LABEL_INSET, y + BOX_H - LABEL_DROP);
 	put_label(x->name, bw, f);
 	fputs("</text></g>\n", f);
 	for (size_t k = d->first_kid[node]; k < d->first_kid[node + 1]; k++) {
@@ -248,13 +259,14 @@ static int draw(struct q_db *db, const struct q_flame *fl, bool diff, int key, c
 	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
 	        "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" width=\"%d\" "
 	        "height=\"%d\" viewBox=\"0 0 %d %d\" onload=\"init()\" data-total=\"%" PRId64 "\" "
-	        "data-graph-width=\"%d\" data-pad=\"%d\" data-char-px=\"%g\" data-min-px=\"%g\">\n"
+	        "data-graph-width=\"%d\" data-pad=\"%d\" data-char-px=\"%g\" data-min-px=\"%g\" "
+	        "data-inset=\"%d\" data-label-min=\"%d\">\n"
 	        "<style>text{font-family:monospace;font-size:12px} g.f{cursor:pointer} "
 	        "g.f:hover rect{stroke:#000;stroke-width:0.5} #reset,#search{cursor:pointer}"
 	        "</style>\n<script type=\"text/ecmascript\"><![CDATA[\n%s]]></script>\n"
-	        "<rect width=\"100%%\" height=\"100%%\" fill=\"rgb(248,248,248)\"/>\n",
+	        "<rect width=\"100%%\" height=\"100%%\" fill=\"" BACKGROUND "\"/>\n",
 	        width, height, width, height, d.total, GRAPH_WIDTH, PAD, CHAR_PX, MIN_PX,
-	        q_js_flame);
+	        LABEL_INSET, LABEL_MIN, q_js_flame);
 	int y = PAD + LINE_H;
 	for (const char *s = head; *s; y += LINE_H) {
 		const char *nl = strchr(s, '\n');
