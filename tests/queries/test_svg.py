@@ -2,7 +2,8 @@
 program (recorded, so every number is known), parsed with xml.etree: the
 root's and the top level's widths equal --format folded's total, every box's
 value (its data-v and its <title>) equals the sum of the folded stacks
-through its path, exact per function at the peak and in objects; a growth
+through its path, exact per function at the peak and in objects, unbiased
+as they are for a sampled process (fixture database); a growth
 draws its growing stacks and says exactly what it leaves out; the header
 carries the threads it is narrowed to and what the answer lacks; names
 that XML cannot hold as they are (fixture database) are escaped; no
@@ -55,11 +56,11 @@ def folded(args):
             for l in out.splitlines()]
 
 
-def agree(args, unit):
+def agree(args, unit, db=DB):
     """The graph of ARGS against its folded stacks: returns (head, boxes)."""
     global checks
-    head, boxes = svg([DB] + args)
-    stacks = folded([DB] + args)
+    head, boxes = svg([db] + args)
+    stacks = folded([db] + args)
     total = sum(v for _, v in stacks)
     assert boxes[0][0] == () and boxes[0][1] == total, (boxes[0], total)
     assert sum(v for p, v, _ in boxes if len(p) == 1) == total, boxes
@@ -105,6 +106,15 @@ head, boxes = agree(["--growth", "%dns..end" % T3], "B")
 assert boxes[0][1] == 1332 and by_leaf(boxes, "leak_some") == 1332, boxes
 assert "Left out: 3 stacks that shrank by 20240 B (19.8 KiB) in all are not drawn " \
     "(a width cannot be negative; --format text shows them)" in head, head
+checks += 1
+
+# A sampled process: the graph's figures unbiased as the folded stacks'.
+SAMPLED = os.path.join(tmp, "sampled.db")
+fixture.standard(SAMPLED, sample_period=1000)
+head, boxes = agree(["--at", "5s"], "B", SAMPLED)
+assert boxes[0][1] > hrtest.one(hrtest.connect(SAMPLED), "SELECT sum(size) FROM allocations "
+                                "WHERE t_alloc <= ? AND (t_free IS NULL OR t_free > ?)",
+                                5 * fixture.S, 5 * fixture.S), boxes[0]   # scaled up
 checks += 1
 
 # No overwrite without --force; never to a terminal; a pipe is fine.
