@@ -1,10 +1,10 @@
 /* snap.c - trace-snap: answers one question about a heapreel database
  * (snapshot at an instant, peak, growth, steady window, leaks, temporary
  * allocations, top allocators) and writes it as .heap, .pb.gz, folded
- * stacks, a text table or an SVG flame graph, or counts allocation sizes (--histogram, a
- * text table); narrowed to threads with --tid; compares the same question
- * in two databases (--base: text, folded or svg); or lists the database's
- * processes.
+ * stacks, a text table or an SVG flame graph, or counts allocation sizes
+ * (--histogram, a text table); narrowed to threads with --tid; compares
+ * the same question in two databases (--base: text, folded or svg); or
+ * lists the database's processes.
  *
  * The only place that prints: every failure is one line "trace-snap: ..."
  * on stderr and an exit code from the list below (README "Exit codes",
@@ -46,16 +46,18 @@ static const char usage_text[] =
 	"   mappings), custom or all (default): only memory of that kind\n"
 	"--base OLD.db [--base-pid N]: the change from the same question asked of\n"
 	"   OLD.db (its own peak, instants, marks; its run's program or process N),\n"
-	"   functions matched by function and file; as text (per function: base, new, change),\n"
-	"   folded (signed) or svg (differential: the new run's widths)\n"
+	"   functions matched by function and file; as text (per function: base,\n"
+	"   new, change), folded (signed) or svg (differential: the new run's widths)\n"
 	"--tid N (repeatable; N,M): only the allocations these threads made (who\n"
 	"   allocated a block decides, not who freed it); --peak is then their own\n"
 	"   peak, the first instant at which their live bytes are largest\n"
 	"T: a number with a unit ns us ms s m h (30s 1.5m 250ms; bare: seconds, 0.5)\n"
 	"   | 45% (of the trace) | mark:LABEL | start | end\n"
 	"FMT: heap pb.gz folded text svg (default: from FILE's extension; text on stdout)\n"
-	"M (folded, text, svg): inuse_space (default) inuse_objects alloc_space alloc_objects\n"
-	"--lines (folded, text, svg): functions told apart by line, as \"function file:line\"\n"
+	"M (folded, text, svg): inuse_space (default) inuse_objects alloc_space\n"
+	"   alloc_objects\n"
+	"--lines (folded, text, svg): functions told apart by line, as\n"
+	"   \"function file:line\"\n"
 	"-o FILE: an existing FILE is replaced only with --force, the database never\n"
 	"pb.gz and svg: never written to a terminal (use -o FILE or a pipe)\n"
 	"--stats: RSS and the allocator's counters beside the live heap, at T or\n"
