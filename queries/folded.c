@@ -13,7 +13,7 @@
 
 #include "qi.h"
 
-static void put_name(const char *s, FILE *f)
+void q_put_folded_name(const char *s, FILE *f)
 {
 	for (; *s; s++)
 		fputc(*s == ';' || *s == '\n' || *s == '\r' ? '_' : *s, f);
@@ -51,7 +51,7 @@ int q_write_folded(struct q_db *db, const struct q_profile *p, int key, FILE *f)
 		if (!nf)
 			fputs("[unknown]", f);
 		for (size_t j = nf; j-- > 0; ) {
-			put_name(fr[j].function, f);
+			q_put_folded_name(fr[j].function, f);
 			if (j)
 				fputc(';', f);
 		}

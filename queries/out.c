@@ -27,6 +27,7 @@ static const struct { const char *name, *ext; } formats[] = {
 	[Q_FMT_PB_GZ] = { "pb.gz", ".pb.gz" },
 	[Q_FMT_FOLDED] = { "folded", ".folded" },
 	[Q_FMT_TEXT] = { "text", ".txt" },
+	[Q_FMT_SVG] = { "svg", ".svg" },
 };
 #define NFORMATS (int)(sizeof formats / sizeof *formats)
 
@@ -57,6 +58,7 @@ int q_write(struct q_db *db, const struct q_profile *p, enum q_format fmt, int k
 	case Q_FMT_PB_GZ: return q_write_pb_gz(db, p, f);
 	case Q_FMT_FOLDED: return q_write_folded(db, p, key, f);
 	case Q_FMT_TEXT: return q_write_text(db, p, key, by_stack, f);
+	case Q_FMT_SVG: return q_write_svg(db, p, key, f);
 	}
 	return q_fail(db, "unknown output format %d", (int)fmt);
 }

@@ -5,7 +5,8 @@
  * computes per-stack profiles (snapshot, peak, growth, steady window,
  * leaks, temporaries, top), resolves stacks to frames, aggregates profiles
  * by function or as a top-down tree, reads the timeline and the marks, and
- * writes profiles as .heap, .pb.gz, folded stacks or a text table. It
+ * writes profiles as .heap, .pb.gz, folded stacks, a text table or an SVG
+ * flame graph, and the comparison of two runs' profiles (q_write_diff). It
  * narrows every question to chosen threads (q_set_threads) and counts
  * allocation sizes (q_histogram).
  *
@@ -165,6 +166,12 @@ int q_stack(struct q_db *db, int64_t stack_id, const struct q_frame **frames, si
  * --lines), in every output that names functions. Call it before the first
  * q_stack of the handle: resolved frames are cached. */
 void q_by_lines(struct q_db *db);
+/* From now on a frame's function is told apart by its source file: its name
+ * is "function file" where the database knows the file, the file's last
+ * component only (two builds of a program in other directories name their
+ * files alike), unless q_by_lines gives file:line. What a comparison of two
+ * runs matches frames by (trace-snap --base). Before the first q_stack. */
+void q_by_files(struct q_db *db);
 /* Function names are interned: equal names have equal indexes. */
 const char *q_fn_name(const struct q_db *db, int fn);
 int q_fn_count(const struct q_db *db);
@@ -200,6 +207,30 @@ struct q_tree {
 };
 int q_build_tree(struct q_db *db, const struct q_profile *p, struct q_tree *t);
 void q_tree_free(struct q_tree *t);
+
+/* A call tree by function name, over one profile or two compared (flame.c):
+ * node 0 is the root ("all"); a node is a function name reached through its
+ * parent's path, whichever database the profile came from, so that two runs
+ * meet on the same nodes. Values per side, unbiased: [Q_SIDE_BASE] the base
+ * run's (zero when only one profile was added), [Q_SIDE_NEW] the profile's. */
+enum { Q_SIDE_BASE, Q_SIDE_NEW, Q_SIDES };
+struct q_fnode {
+	const char *name;                      /* owned by its q_db: valid until q_close */
+	int parent, first_child, next_sibling; /* -1 ends; children in no set order */
+	int depth;                             /* the root's is 0 */
+	int64_t self[Q_SIDES][Q_NVAL], total[Q_SIDES][Q_NVAL];
+};
+struct q_flame {
+	struct q_fnode *nodes;
+	size_t n, cap;
+};
+/* Adds profile p of db as side (Q_SIDE_*) to fl (zeroed before first use).
+ * positive >= 0: only the stacks whose value of that key is positive (the
+ * widths of a flame graph; a growth's shrinking stacks left out, as
+ * q_folded_dropped counts them); -1: every stack. */
+int q_flame_add(struct q_db *db, const struct q_profile *p, int side, int positive,
+                struct q_flame *fl);
+void q_flame_free(struct q_flame *fl);
 
 /* ---- threads ---------------------------------------------------------------- */
 
@@ -378,11 +409,11 @@ int q_write_lacks(struct q_db *db, const struct q_profile *p, const char *prefix
 
 /* ---- writers ---------------------------------------------------------------- */
 
-enum q_format { Q_FMT_HEAP, Q_FMT_PB_GZ, Q_FMT_FOLDED, Q_FMT_TEXT };
+enum q_format { Q_FMT_HEAP, Q_FMT_PB_GZ, Q_FMT_FOLDED, Q_FMT_TEXT, Q_FMT_SVG };
 
-/* "heap", "pb.gz", "folded", "text" -> format; -1 if none. */
+/* "heap", "pb.gz", "folded", "text", "svg" -> format; -1 if none. */
 int q_format_by_name(const char *name);
-/* From a file name's extension (.heap, .pb.gz, .folded, .txt); -1 if none. */
+/* From a file name's extension (.heap, .pb.gz, .folded, .txt, .svg); -1 if none. */
 int q_format_by_path(const char *path);
 
 /* Writers to an open stream; errors of the stream are the caller's to check
@@ -403,6 +434,45 @@ void q_folded_dropped(const struct q_profile *p, int key, int64_t *stacks, int64
  * pprof-style per-function table. After the Total line, a "Warning: " line
  * for each sentence of what the answer lacks (q_lacks). */
 int q_write_text(struct q_db *db, const struct q_profile *p, int key, bool by_stack, FILE *f);
+/* A flame graph (svg.c): a standalone SVG of p's stacks by value of key,
+ * readable without JavaScript, zoom and search with it; the header says
+ * what p is and what it lacks, and what a growth's shrinking stacks (left
+ * out: widths cannot be negative) amount to. */
+int q_write_svg(struct q_db *db, const struct q_profile *p, int key, FILE *f);
+/* ---- comparing two runs (diff.c) ------------------------------------------
+ * The same question asked of two databases (trace-snap --base): base and pb
+ * the earlier run and its answer, db and p the new one. Frames are matched
+ * by their names as the outputs give them (with q_by_files, function and
+ * file; with q_by_lines, function file:line), never by address. Errors
+ * are left in db. */
+struct q_diff_fn {
+	const char *name;                      /* owned by one of the q_dbs */
+	int64_t flat[Q_SIDES], cum[Q_SIDES];   /* as q_by_function, per run */
+};
+struct q_diff_table {
+	struct q_diff_fn *rows;
+	size_t n, cap;
+};
+/* Every function of either run (unbiased if sampled) into t (zeroed
+ * before first use), by the size of its flat change, then of its cum
+ * change, largest first, then name. */
+int q_diff_functions(struct q_db *base, const struct q_profile *pb, struct q_db *db,
+                     const struct q_profile *p, int key, struct q_diff_table *t);
+void q_diff_table_free(struct q_diff_table *t);
+/* The comparison as text (a Total line with the change and both totals,
+ * Base: and New: lines, Warning: lines of what each lacks, then per
+ * function base, new, change and cum-change), folded stacks whose values
+ * are changes (signed, one line per path that changed), or svg (a
+ * differential flame graph: the new run's widths, growth red, shrinkage
+ * blue, the base's paths absent from the new run counted in its header).
+ * Another format fails. */
+int q_write_diff(struct q_db *base, const struct q_profile *pb, struct q_db *db,
+                 const struct q_profile *p, enum q_format fmt, int key, FILE *f);
+/* q_write_diff to path as q_write_file writes, refusing either database. */
+int q_write_diff_file(struct q_db *base, const struct q_profile *pb, struct q_db *db,
+                      const struct q_profile *p, enum q_format fmt, int key, const char *path,
+                      bool force);
+
 /* bytes for people, in binary units rounded to a tenth ("1.5 MiB", "-20.5
  * KiB"; "512 B" below 1 KiB): shown beside the exact count, never instead. */
 void q_human_bytes(char *buf, size_t n, int64_t bytes);

@@ -129,6 +129,7 @@ struct q_db {
 	int64_t main_pid;                      /* meta.peak_pid, 0 if absent */
 	int64_t damaged;                       /* meta.damaged, 0 if absent */
 	bool by_lines;                         /* q_by_lines: names carry file:line */
+	bool by_files;                         /* q_by_files: names carry the file's name */
 	struct q_map rowmap;                   /* stack_id -> profile row */
 	struct q_profile tmp;                  /* the other snapshot of growth/top */
 	struct q_map nodemap;                  /* trie node id -> nodes[] */
@@ -212,6 +213,30 @@ struct q_module {
 /* The modules of process pid by address (caller frees with q_modules_free). */
 int q_modules(struct q_db *db, int64_t pid, struct q_module **m, size_t *n);
 void q_modules_free(struct q_module *m, size_t n);
+/* ---- flame graphs (svg.c) --------------------------------------------------- */
+/* flame.js, the script every SVG inlines (embedded at build time). */
+extern const char q_js_flame[];
+/* Draws fl as an SVG flame graph on f: widths from total[Q_SIDE_NEW][key]
+ * (never negative: the caller adds positive stacks only), coloured by the
+ * change from the base when diff, under a header of the lines that
+ * head(db, ctx, stream) writes (each ending in '\n'). */
+int q_svg_draw(struct q_db *db, const struct q_flame *fl, bool diff, int key,
+               int (*head)(struct q_db *db, const void *ctx, FILE *f), const void *ctx, FILE *f);
+/* What p is, in one line without its end: "live bytes of process 12
+ * (run.db): the live set at 1.000000000s". */
+void q_describe(struct q_db *db, const struct q_profile *p, int key, FILE *f);
+/* "PREFIX N stacks that shrank by ... are not drawn\n" when p has stacks
+ * whose value of key is negative (q_folded_dropped); nothing otherwise. */
+void q_describe_dropped(const struct q_profile *p, int key, const char *prefix, FILE *f);
+
+/* "25000 B (24.4 KiB)" or "5 objects", the value of key v; sign: a "+"
+ * before a positive v (a change). */
+void q_put_value(int64_t v, int key, bool sign, FILE *f);
+/* Whether key counts bytes (else objects). */
+bool q_key_is_bytes(int key);
+/* A function's name in a folded stack: ';' and line breaks become '_'. */
+void q_put_folded_name(const char *s, FILE *f);
+
 /* Rows of p in a stable order: inuse bytes, then alloc bytes descending,
  * then stack id; caller frees. NULL: no memory (db->err set). */
 const struct q_row **q_sorted_rows(struct q_db *db, const struct q_profile *p);

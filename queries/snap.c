@@ -1,9 +1,10 @@
 /* snap.c - trace-snap: answers one question about a heapreel database
  * (snapshot at an instant, peak, growth, steady window, leaks, temporary
  * allocations, top allocators) and writes it as .heap, .pb.gz, folded
- * stacks or a text table, or counts allocation sizes (--histogram, a
- * text table); narrowed to threads with --tid; or lists the database's
- * processes.
+ * stacks, a text table or an SVG flame graph, or counts allocation sizes
+ * (--histogram, a text table); narrowed to threads with --tid; compares
+ * the same question in two databases (--base: text, folded or svg); or
+ * lists the database's processes.
  *
  * The only place that prints: every failure is one line "trace-snap: ..."
  * on stderr and an exit code from the list below (README "Exit codes",
@@ -11,9 +12,11 @@
  * damage, a stopped span: q_lacks) gets one "trace-snap: warning: ..."
  * line per thing and still exits 0.
  * Never: SQL here; replace an existing file without --force, or the
- * database it reads even with it; write a binary format to a terminal.
+ * database it reads even with it; write a binary format or an SVG to a
+ * terminal.
  */
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +34,7 @@ enum {
 static const char usage_text[] =
 	"usage: trace-snap DB [--pid N] [--tid N[,N...]]... QUESTION [-o FILE [--force]]\n"
 	"                     [--format FMT] [--metric M] [--by function|stack] [--lines]\n"
+	"                     [--base OLD.db [--base-pid N]]\n"
 	"QUESTION: --at T | --peak | --growth T1..T2 | --steady T1..T2 | --leaks |\n"
 	"          --temporary | --top [--window T1..T2] | --processes |\n"
 	"          --stats [--at T | --growth T1..T2 | --steady T1..T2]\n"
@@ -40,16 +44,22 @@ static const char usage_text[] =
 	"   (T1, T2], or alone of every allocation of the run\n"
 	"--kind K: heap (the allocator's blocks), mmap (the program's anonymous\n"
 	"   mappings), custom or all (default): only memory of that kind\n"
+	"--base OLD.db [--base-pid N]: the change from the same question asked of\n"
+	"   OLD.db (its own peak, instants, marks; its run's program or process N),\n"
+	"   functions matched by function and file; as text (per function: base,\n"
+	"   new, change), folded (signed) or svg (differential: the new run's widths)\n"
 	"--tid N (repeatable; N,M): only the allocations these threads made (who\n"
 	"   allocated a block decides, not who freed it); --peak is then their own\n"
 	"   peak, the first instant at which their live bytes are largest\n"
 	"T: a number with a unit ns us ms s m h (30s 1.5m 250ms; bare: seconds, 0.5)\n"
 	"   | 45% (of the trace) | mark:LABEL | start | end\n"
-	"FMT: heap pb.gz folded text (default: from FILE's extension; text on stdout)\n"
-	"M (folded, text): inuse_space (default) inuse_objects alloc_space alloc_objects\n"
-	"--lines (folded, text): functions told apart by line, as \"function file:line\"\n"
+	"FMT: heap pb.gz folded text svg (default: from FILE's extension; text on stdout)\n"
+	"M (folded, text, svg): inuse_space (default) inuse_objects alloc_space\n"
+	"   alloc_objects\n"
+	"--lines (folded, text, svg): functions told apart by line, as\n"
+	"   \"function file:line\"\n"
 	"-o FILE: an existing FILE is replaced only with --force, the database never\n"
-	"pb.gz is binary: never written to a terminal (use -o FILE or a pipe)\n"
+	"pb.gz and svg: never written to a terminal (use -o FILE or a pipe)\n"
 	"--stats: RSS and the allocator's counters beside the live heap, at T or\n"
 	"   over the window (min, max, each end; alone: the whole recording), on stdout\n"
 	"exit: 0 done (also when it warns what the answer lacks); 1 unusable database;\n"
@@ -60,7 +70,7 @@ static const char usage_text[] =
 enum { OPT_AT = 256, OPT_PEAK, OPT_GROWTH, OPT_STEADY, OPT_LEAKS, OPT_TEMPORARY, OPT_TOP,
        OPT_PROCESSES, OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_FORCE,
        OPT_LINES, OPT_HELP,
-       OPT_TID, OPT_HISTOGRAM, OPT_STATS, OPT_KIND };
+       OPT_TID, OPT_HISTOGRAM, OPT_STATS, OPT_KIND, OPT_BASE, OPT_BASE_PID };
 
 static const struct option options[] = {
 	{ "at", required_argument, NULL, OPT_AT },
@@ -84,6 +94,8 @@ static const struct option options[] = {
 	{ "tid", required_argument, NULL, OPT_TID },
 	{ "histogram", no_argument, NULL, OPT_HISTOGRAM },
 	{ "kind", required_argument, NULL, OPT_KIND },
+	{ "base", required_argument, NULL, OPT_BASE },
+	{ "base-pid", required_argument, NULL, OPT_BASE_PID },
 	{ 0 }
 };
 
@@ -106,10 +118,11 @@ static int fail(int code, const char *fmt, ...)
 
 struct args {
 	const char *db, *out, *arg, *window;
+	const char *base;                      /* --base: the database compared with */
 	int question, format, metric;
 	unsigned kinds;                        /* --kind: a mask of enum q_alloc_kind */
 	bool by_stack, have_pid, force, lines, histogram, stats;
-	int64_t pid;
+	int64_t pid, base_pid;                 /* base_pid 0: its run's program */
 	int64_t *tids;                         /* --tid, in the order given */
 	size_t ntids, captids;
 };
@@ -137,6 +150,33 @@ static int parse_tids(struct args *a, const char *arg)
 	return 0;
 }
 
+/* A process id given with option opt. */
+static int parse_pid(const char *opt, const char *arg, int64_t *pid)
+{
+	char *end;
+	long long v = strtoll(arg, &end, 10);
+	if (!*arg || *end || v <= 0)
+		return fail(EXIT_USAGE, "%s takes a process id, not '%s'", opt, arg);
+	*pid = v;
+	return 0;
+}
+
+/* --base compares per-stack questions of two runs, whose threads differ. */
+static int check_base(const struct args *a)
+{
+	if (!a->base)
+		return a->base_pid ? fail(EXIT_USAGE, "--base-pid goes with --base") : 0;
+	if (a->stats || a->histogram || a->question == OPT_PROCESSES || a->ntids)
+		return fail(EXIT_USAGE, "--base compares per-stack questions: no --stats, "
+		            "--histogram, --processes or --tid");
+	if (a->format != Q_FMT_TEXT && a->format != Q_FMT_FOLDED && a->format != Q_FMT_SVG)
+		return fail(EXIT_USAGE, "--base writes text, folded or svg (.heap and pb.gz "
+		            "hold one profile)");
+	if (a->by_stack)
+		return fail(EXIT_USAGE, "--base compares functions: no --by stack");
+	return 0;
+}
+
 /* --histogram writes text only: a format or an extension naming another
  * one is the user's mistake. */
 static int histogram_format(struct args *a)
@@ -144,7 +184,7 @@ static int histogram_format(struct args *a)
 	int by_path = a->out ? q_format_by_path(a->out) : -1;
 	if ((a->format >= 0 && a->format != Q_FMT_TEXT) || (by_path >= 0 && by_path != Q_FMT_TEXT))
 		return fail(EXIT_USAGE, "--histogram writes a text table: --format text or a "
-		            "file not named .heap, .pb.gz or .folded");
+		            "file not named .heap, .pb.gz, .folded or .svg");
 	a->format = Q_FMT_TEXT;
 	return 0;
 }
@@ -191,18 +231,21 @@ static int parse(int argc, char **argv, struct args *a)
 			break;
 		case OPT_FORMAT:
 			if ((a->format = q_format_by_name(optarg)) < 0)
-				return fail(EXIT_USAGE, "unknown format '%s' (heap, pb.gz, folded, text)",
+				return fail(EXIT_USAGE, "unknown format '%s' (heap, pb.gz, folded, text, svg)",
 				            optarg);
 			break;
-		case OPT_PID: {
-			char *end;
-			long long v = strtoll(optarg, &end, 10);
-			if (!*optarg || *end || v <= 0)
-				return fail(EXIT_USAGE, "--pid takes a process id, not '%s'", optarg);
-			a->pid = v;
+		case OPT_PID:
+			if ((rc = parse_pid("--pid", optarg, &a->pid)))
+				return rc;
 			a->have_pid = true;
 			break;
-		}
+		case OPT_BASE:
+			a->base = optarg;
+			break;
+		case OPT_BASE_PID:
+			if ((rc = parse_pid("--base-pid", optarg, &a->base_pid)))
+				return rc;
+			break;
 		case OPT_METRIC:
 			a->metric = -1;
 			for (int k = 0; k < Q_NVAL; k++)
@@ -249,7 +292,7 @@ static int parse(int argc, char **argv, struct args *a)
 		return fail(EXIT_USAGE, "--kind goes with the per-stack questions, not with "
 		            "--stats, --histogram or --processes");
 	if (a->stats)
-		return check_stats(a);
+		return a->base ? check_base(a) : check_stats(a);
 	if (a->histogram && a->question != 0 && a->question != OPT_AT && a->question != OPT_PEAK &&
 	    a->question != OPT_GROWTH && a->question != OPT_STEADY)
 		return fail(EXIT_USAGE, "--histogram goes with --at, --peak, --growth, --steady, "
@@ -268,23 +311,19 @@ static int parse(int argc, char **argv, struct args *a)
 		return fail(EXIT_USAGE, "--window goes with --top");
 	if (a->out && a->format < 0 && (a->format = q_format_by_path(a->out)) < 0)
 		return fail(EXIT_USAGE, "%s: cannot tell the format from the extension "
-		            "(.heap, .pb.gz, .folded, .txt); use --format", a->out);
+		            "(.heap, .pb.gz, .folded, .txt, .svg); use --format", a->out);
 	if (a->format < 0)
 		a->format = Q_FMT_TEXT;
 	if (a->force && !a->out)
 		return fail(EXIT_USAGE, "--force goes with -o FILE");
-	if (a->lines && a->format != Q_FMT_TEXT && a->format != Q_FMT_FOLDED)
-		return fail(EXIT_USAGE, "--lines goes with the text and folded formats");
-	if (a->format == Q_FMT_PB_GZ && !a->out && isatty(STDOUT_FILENO))
-		return fail(EXIT_USAGE, "--format pb.gz is binary: not written to a terminal "
-		            "(use -o FILE or a pipe)");
-	return 0;
-}
-
-/* Exit code for a q_time/q_window failure. */
-static int time_fail(struct q_db *db, int rc)
-{
-	return fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_USAGE, "%s", q_errmsg(db));
+	if (a->lines && a->format != Q_FMT_TEXT && a->format != Q_FMT_FOLDED &&
+	    a->format != Q_FMT_SVG)
+		return fail(EXIT_USAGE, "--lines goes with the text, folded and svg formats");
+	if ((a->format == Q_FMT_PB_GZ || a->format == Q_FMT_SVG) && !a->out &&
+	    isatty(STDOUT_FILENO))
+		return fail(EXIT_USAGE, "--format %s: not written to a terminal (use -o FILE or a pipe)",
+		            a->format == Q_FMT_PB_GZ ? "pb.gz" : "svg");
+	return check_base(a);
 }
 
 /* .heap and folded stacks have no negative values: say what a growth
@@ -356,28 +395,76 @@ static int profile_stream(struct q_db *db, const struct args *a, const void *p, 
 	return q_write(db, p, a->format, a->metric, a->by_stack, f);
 }
 
+/* The per-stack profile the question a asks about pid over [t1, t2], of
+ * the kinds asked, into p. */
+static int ask(struct q_db *db, const struct args *a, int64_t pid, int64_t t1, int64_t t2,
+               struct q_profile *p)
+{
+	int rc = 0;
+	switch (a->question) {
+	case OPT_AT: rc = q_snapshot(db, pid, t2, p); break;
+	case OPT_PEAK: rc = q_peak(db, pid, p); break;
+	case OPT_GROWTH: rc = q_growth(db, pid, t1, t2, p); break;
+	case OPT_STEADY: rc = q_steady(db, pid, t1, t2, p); break;
+	case OPT_LEAKS: rc = q_leaks(db, pid, p); break;
+	case OPT_TEMPORARY: rc = q_temporary(db, pid, p); break;
+	case OPT_TOP: rc = q_top(db, pid, t1, t2, p); break;
+	}
+	return rc ? rc : q_keep_kinds(db, p, a->kinds);
+}
+
 /* A per-stack profile: the question a asks about pid over [t1, t2]. */
 static int profile(struct q_db *db, const struct args *a, int64_t pid, int64_t t1, int64_t t2)
 {
 	struct q_profile p = { 0 };
-	int rc = 0;
-	switch (a->question) {
-	case OPT_AT: rc = q_snapshot(db, pid, t2, &p); break;
-	case OPT_PEAK: rc = q_peak(db, pid, &p); break;
-	case OPT_GROWTH: rc = q_growth(db, pid, t1, t2, &p); break;
-	case OPT_STEADY: rc = q_steady(db, pid, t1, t2, &p); break;
-	case OPT_LEAKS: rc = q_leaks(db, pid, &p); break;
-	case OPT_TEMPORARY: rc = q_temporary(db, pid, &p); break;
-	case OPT_TOP: rc = q_top(db, pid, t1, t2, &p); break;
-	}
-	if (!rc)
-		rc = q_keep_kinds(db, &p, a->kinds);
+	int rc = ask(db, a, pid, t1, t2, &p);
 	/* the .heap, .pb.gz and folded outputs cannot carry the warnings */
 	if (!rc) {
 		warn_dropped(&p, a->format, a->metric);
 		rc = q_write_lacks(db, &p, "trace-snap: warning: ", stderr);
 	}
 	rc = emit(db, a, rc, profile_file, profile_stream, &p);
+	q_profile_free(&p);
+	return rc;
+}
+
+/* The base run's side of a comparison: its database and answer. */
+struct base {
+	struct q_db *db;
+	struct q_profile p;
+};
+
+/* What emit passes to the writers of a comparison. */
+struct pair {
+	const struct base *b;
+	const struct q_profile *p;             /* the new run's answer */
+};
+
+static int diff_file(struct q_db *db, const struct args *a, const void *ctx)
+{
+	const struct pair *x = ctx;
+	return q_write_diff_file(x->b->db, &x->b->p, db, x->p, a->format, a->metric, a->out,
+	                         a->force);
+}
+
+static int diff_stream(struct q_db *db, const struct args *a, const void *ctx, FILE *f)
+{
+	const struct pair *x = ctx;
+	return q_write_diff(x->b->db, &x->b->p, db, x->p, a->format, a->metric, f);
+}
+
+/* --base: the question of pid over [t1, t2] compared with b's answer. */
+static int compare(struct q_db *db, const struct args *a, struct base *b, int64_t pid,
+                   int64_t t1, int64_t t2)
+{
+	struct q_profile p = { 0 };
+	if (q_write_lacks(b->db, &b->p, "trace-snap: warning: base: ", stderr))
+		return fail(EXIT_INPUT, "%s", q_errmsg(b->db));
+	int rc = ask(db, a, pid, t1, t2, &p);
+	if (!rc)
+		rc = q_write_lacks(db, &p, "trace-snap: warning: new: ", stderr);
+	struct pair x = { b, &p };
+	rc = emit(db, a, rc, diff_file, diff_stream, &x);
 	q_profile_free(&p);
 	return rc;
 }
@@ -411,7 +498,6 @@ static int histogram(struct q_db *db, const struct args *a, int64_t pid, int64_t
 	return emit(db, a, rc, hist_file, hist_stream, &h);
 }
 
-/* Opens the database and answers what a asks; returns the exit code. */
 /* --stats: over [t1, t2], or at t2 with --at. */
 static int stats(struct q_db *db, const struct args *a, int64_t pid, int64_t t1, int64_t t2)
 {
@@ -428,51 +514,103 @@ static int stats(struct q_db *db, const struct args *a, int64_t pid, int64_t t1,
 	return 0;
 }
 
-static int answer(const struct args *a)
+/* Opens the database at path, by lines if asked. Returns the exit code. */
+static int open_db(const struct args *a, const char *path, struct q_db **db)
+{
+	char err[600];
+	if (!(*db = q_open(path, err, sizeof err)))
+		return fail(EXIT_INPUT, "%s%s", path == a->base ? "--base " : "", err);
+	if (a->lines)
+		q_by_lines(*db);
+	else if (a->base)
+		q_by_files(*db);                   /* two runs' frames meet by function and file */
+	return 0;
+}
+
+/* The process a question is about: pid, or the run's program (pid 0). */
+static int find_process(struct q_db *db, const char *path, int64_t pid,
+                        const struct q_process **proc)
+{
+	if ((*proc = pid ? q_process(db, pid) : q_default_process(db)))
+		return 0;
+	if (pid)
+		return fail(EXIT_NOT_FOUND, "%s: no process with pid %lld in the database", path,
+		            (long long)pid);
+	return fail(EXIT_NOT_FOUND, "%s: the database holds no process", path);
+}
+
+/* The instants of the question in proc: [t1, t2], the whole process unless
+ * the question names them (each database resolves its own marks, peaks
+ * and percentages). A failure's line starts with who (the base: "--base
+ * DB: "). */
+static int instants(struct q_db *db, const struct args *a, const struct q_process *proc,
+                    const char *who, int64_t *t1, int64_t *t2)
 {
 	int rc = 0;
-	char err[600];
-	struct q_db *db = q_open(a->db, err, sizeof err);
-	if (!db)
-		return fail(EXIT_INPUT, "%s", err);
-	if (a->lines)
-		q_by_lines(db);
+	*t1 = proc->t_start;
+	*t2 = proc->t_end;
+	if (a->question == OPT_AT)
+		rc = q_time(db, proc->pid, a->arg, t2);
+	else if (a->question == OPT_GROWTH || a->question == OPT_STEADY)
+		rc = q_window(db, proc->pid, a->arg, t1, t2);
+	else if (a->question == OPT_TOP && a->window)
+		rc = q_window(db, proc->pid, a->window, t1, t2);
+	if (rc)
+		return fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_USAGE, "%s%s", who, q_errmsg(db));
+	return 0;
+}
+
+/* --base: the same question asked of the base run, into b. */
+static int ask_base(const struct args *a, struct base *b)
+{
+	const struct q_process *proc;
+	int64_t t1, t2;
+	int rc = open_db(a, a->base, &b->db);
+	if (!rc)
+		rc = find_process(b->db, a->base, a->base_pid, &proc);
+	if (!rc && a->out && q_output_ok(b->db, a->out, a->force))
+		rc = fail(EXIT_OUTPUT, "%s", q_errmsg(b->db));
+	char who[PATH_MAX + 16];
+	snprintf(who, sizeof who, "--base %s: ", a->base);
+	if (!rc)
+		rc = instants(b->db, a, proc, who, &t1, &t2);
+	if (!rc && ask(b->db, a, proc->pid, t1, t2, &b->p))
+		rc = fail(EXIT_INPUT, "%s", q_errmsg(b->db));
+	return rc;
+}
+
+/* Opens the database(s) and answers what a asks; returns the exit code. */
+static int answer(const struct args *a)
+{
+	struct q_db *db;
+	int rc = open_db(a, a->db, &db);
+	if (rc)
+		return rc;
 	if (a->question == OPT_PROCESSES) {
 		rc = list_processes(db);
 		q_close(db);
 		return rc;
 	}
-	const struct q_process *proc = a->have_pid ? q_process(db, a->pid) : q_default_process(db);
-	if (!proc) {
-		if (a->have_pid)
-			rc = fail(EXIT_NOT_FOUND, "%s: no process with pid %lld in the database", a->db,
-			          (long long)a->pid);
-		else
-			rc = fail(EXIT_NOT_FOUND, "%s: the database holds no process", a->db);
-		q_close(db);
-		return rc;
-	}
+	const struct q_process *proc;
+	struct base b = { 0 };
+	int64_t t1, t2;
 	/* The output and the instants first: their failures are the user's. */
-	if (a->out && q_output_ok(db, a->out, a->force)) {
+	rc = find_process(db, a->db, a->have_pid ? a->pid : 0, &proc);
+	if (!rc && a->out && q_output_ok(db, a->out, a->force))
 		rc = fail(EXIT_OUTPUT, "%s", q_errmsg(db));
-		q_close(db);
-		return rc;
-	}
-	int64_t pid = proc->pid, t1 = proc->t_start, t2 = proc->t_end;
-	if (a->question == OPT_AT)
-		rc = q_time(db, pid, a->arg, &t2);
-	else if (a->question == OPT_GROWTH || a->question == OPT_STEADY)
-		rc = q_window(db, pid, a->arg, &t1, &t2);
-	else if (a->question == OPT_TOP && a->window)
-		rc = q_window(db, pid, a->window, &t1, &t2);
-	if (rc) {
-		rc = time_fail(db, rc);
-	} else if (a->ntids && (rc = q_set_threads(db, pid, a->tids, a->ntids))) {
+	if (!rc)
+		rc = instants(db, a, proc, "", &t1, &t2);
+	if (!rc && a->base)
+		rc = ask_base(a, &b);
+	if (!rc && a->ntids && (rc = q_set_threads(db, proc->pid, a->tids, a->ntids)))
 		rc = fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_INPUT, "%s", q_errmsg(db));
-	} else {
-		rc = a->stats ? stats(db, a, pid, t1, t2)
-		   : a->histogram ? histogram(db, a, pid, t1, t2) : profile(db, a, pid, t1, t2);
-	}
+	if (!rc)
+		rc = a->base ? compare(db, a, &b, proc->pid, t1, t2)
+		   : a->stats ? stats(db, a, proc->pid, t1, t2)
+		   : a->histogram ? histogram(db, a, proc->pid, t1, t2)
+		   : profile(db, a, proc->pid, t1, t2);
+	q_profile_free(&b.p);
+	q_close(b.db);
 	q_close(db);
 	return rc;
 }

@@ -79,14 +79,25 @@ void q_by_lines(struct q_db *db)
 	db->by_lines = true;
 }
 
+void q_by_files(struct q_db *db)
+{
+	db->by_files = true;
+}
+
 /* The frame's function name as interned: with its file:line under
- * q_by_lines when both are known; -1: no memory. */
+ * q_by_lines when both are known, with its file's name under q_by_files
+ * when the file is known; -1: no memory. */
 static int intern_frame(struct q_db *db, const char *fn, const char *file, int line)
 {
-	if (!db->by_lines || !file || line <= 0)
-		return intern(db, fn);
 	char *name;
-	if (asprintf(&name, "%s %s:%d", fn, file, line) < 0)
+	int made;
+	if (db->by_lines && file && line > 0)
+		made = asprintf(&name, "%s %s:%d", fn, file, line);
+	else if (db->by_files && file && *file)
+		made = asprintf(&name, "%s %s", fn, strrchr(file, '/') ? strrchr(file, '/') + 1 : file);
+	else
+		return intern(db, fn);
+	if (made < 0)
 		return -1;
 	int k = intern(db, name);
 	free(name);

@@ -345,7 +345,7 @@ int tui_data_export(struct tui_data *d, enum tui_kind kind, int64_t t1, int64_t 
 	struct stat st;
 	int fmt = q_format_by_path(path);
 	if (fmt < 0) {
-		snprintf(err, errn, "%s: unknown extension (use .heap, .pb.gz, .folded or .txt)", path);
+		snprintf(err, errn, "%s: unknown extension (use .heap, .pb.gz, .folded, .txt or .svg)", path);
 		return -1;
 	}
 	/* q_write_file renames over path: never replace a file by surprise,

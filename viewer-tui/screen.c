@@ -507,7 +507,7 @@ static const char *const help_text[] = {
 	"  f                 the selected row's stack, file:line",
 	"  / , n             search a function, next match",
 	"  e                 export the view (.heap .pb.gz",
-	"                    .folded .txt: the name's extension)",
+	"                    .folded .txt .svg: the extension)",
 	"  T                 threads: Space picks, Enter shows",
 	"                    only theirs (none picked: all)",
 	"  h                 the view's allocation sizes",

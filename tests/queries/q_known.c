@@ -11,7 +11,12 @@
  *   6. free main's big blocks, the other small ones and one of mid's
  * Peak: the first churn block, 5x24 + 5x5000 + 4x333 + 777 = 27229 B.
  * Leaks at the end: one 5000 B block from mid, 4 x 333 B from leak_some.
- * It prints nothing; exit status 0, 1 if an allocation failed.
+ * `q_known LEAKS MIDS` (trace-snap --base's second run) makes LEAKS
+ * blocks in leak_some() (1..16, default 4) and MIDS in mid() (1..8,
+ * default 2) instead: with 7 and 1 the peak is 5x24 + 4x5000 + 7x333 +
+ * 777 = 23228 B.
+ * It prints nothing; exit status 0, 1 if an allocation failed, 2 for a
+ * bad argument.
  * Never: allocate from any other site between the phases.
  */
 #include <stdlib.h>
@@ -20,6 +25,8 @@
 #define NBIG 3
 #define NMID 2
 #define NLEAK 4
+#define MAX_MID 8
+#define MAX_LEAK 16
 #define NCHURN 6
 
 static int bad;
@@ -36,19 +43,31 @@ static void churn(void)
 	free(p);
 }
 
-int main(void)
+/* Argument i as a count in [1, max], else dflt; -1 if it is not one. */
+static int count(int argc, char **argv, int i, int max, int dflt)
 {
-	void *small[NSMALL], *big[NBIG], *m[NMID];
-	static void *leaked[NLEAK];      /* static: still reachable, not freed */
+	if (argc <= i)
+		return dflt;
+	int v = atoi(argv[i]);
+	return v >= 1 && v <= max ? v : -1;
+}
+
+int main(int argc, char **argv)
+{
+	void *small[NSMALL], *big[NBIG], *m[MAX_MID];
+	static void *leaked[MAX_LEAK];   /* static: still reachable, not freed */
+	int nleak = count(argc, argv, 1, MAX_LEAK, NLEAK), nmid = count(argc, argv, 2, MAX_MID, NMID);
+	if (nleak < 0 || nmid < 0)
+		return 2;
 	for (int i = 0; i < NSMALL; i++)
 		bad |= !(small[i] = alloc_small());
 	for (int i = 0; i < NBIG; i++)
 		bad |= !(big[i] = alloc_big());
-	for (int i = 0; i < NMID; i++)
+	for (int i = 0; i < nmid; i++)
 		bad |= !(m[i] = mid());
 	for (int i = 0; i < NSMALL / 2; i++)
 		free(small[i]);
-	for (int i = 0; i < NLEAK; i++)
+	for (int i = 0; i < nleak; i++)
 		bad |= !(leaked[i] = leak_some());
 	for (int i = 0; i < NCHURN; i++)
 		churn();

@@ -201,7 +201,7 @@ assert out == ("_start start.S:1;main app.c:10;alloc_big app.c:5 12288\n"
 out = hrtest.run([SNAP, DB, "--peak", "--lines", "--by", "stack"]).stdout.splitlines()
 assert out[5].endswith("  alloc_small app.c:3 <- main app.c:10 <- _start start.S:1"), out
 p = hrtest.run([SNAP, DB, "--peak", "--lines", "--format", "heap"], check=False)
-assert p.returncode == 2 and "--lines goes with the text and folded" in p.stderr, p.stderr
+assert p.returncode == 2 and "--lines goes with the text, folded and svg" in p.stderr, p.stderr
 checks += 1
 # C++: stacks start at the caller of the global operator new / new[] (every
 # variant, also new[] calling new, also inlined into it), as they do at

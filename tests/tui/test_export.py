@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import xml.etree.ElementTree as ET
 
 import hrtest
 import tuitest as tt
@@ -89,17 +90,22 @@ with tt.Tmux([TUI, "--at", "6s", DB], cwd=OUT) as tm:
     tt.wait_status(tm, lambda st: st[4].startswith("growth 0s..4.8s"))
     tm.keys("e")
     tm.wait(r"phases-growth-0s-4\.8s\.heap\s*$")
-    for ext in ("folded", "txt", "pb.gz"):
+    for ext in ("folded", "txt", "pb.gz", "svg"):
         tm.keys("BSpace", "BSpace", "BSpace", "BSpace")
         tm.text(ext)
         tm.keys("Enter")
         tm.wait(r"^wrote phases-growth-0s-4\.8s\.%s\s*$" % re.escape(ext))
         tm.keys("e")
         tm.wait(r"phases-growth-0s-4\.8s\.heap\s*$")
+    # the flame graph of the growth: its root as wide as the folded stacks
+    fg = ET.parse(os.path.join(OUT, "phases-growth-0s-4.8s.svg")).getroot()
+    with open(os.path.join(OUT, "phases-growth-0s-4.8s.folded")) as fh:
+        fold = sum(int(l.rsplit(" ", 1)[1]) for l in fh)
+    assert fg.get("data-total") == str(fold) and fold > 0, (fg.attrib, fold)
     tm.keys("C-u")
     tm.text("view.xyz")
     tm.keys("Enter")
-    tm.wait(r"export failed: view\.xyz: unknown extension \(use \.heap, \.pb\.gz, \.folded or \.txt\)")
+    tm.wait(r"export failed: view\.xyz: unknown extension \(use \.heap, \.pb\.gz, \.folded, \.txt or \.svg\)")
     link = os.path.join(OUT, "db.heap")
     os.symlink(DB, link)
     size = os.path.getsize(DB)
