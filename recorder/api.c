@@ -26,7 +26,8 @@
  *
  * Marks (rec_mark, trace-ctl mark, and the reserved heapreel.start,
  * heapreel.stop, heapreel.sample=N) are stamped by the caller and queued in
- * a fixed array of slots that the writer thread drains into MARK records;
+ * a fixed array of slots that the writer thread drains into MARK records
+ * (and the names of rec_pool_create's pools into POOL records);
  * a caller finding the queue full waits for the writer (never the writer
  * itself: it drains first). rec_flush asks the writer for a full round and
  * waits for it.
@@ -64,11 +65,13 @@ _Atomic uint64_t rec_ctl_word;
 enum { SLOT_FREE, SLOT_FILLING, SLOT_READY };
 struct mark_slot {
 	_Atomic uint32_t state;
+	uint32_t pool;             /* a pool's name (POOL record), 0: a mark */
 	uint64_t t;
 	char label[REC_MARK_MAX + 1];
 };
 static struct mark_slot slots[MARK_SLOTS];
 static _Atomic uint32_t flush_asked, flush_done; /* rec_flush requests, compared mod 2^32 */
+static _Atomic uint32_t pools_made;  /* pool ids handed out: 1 .. pools_made */
 
 /* The REC_M_* flags that follow from the period and the other flags, for
  * a word about to be stored. A free whose first-filter count is 0 passes
@@ -110,9 +113,10 @@ int rec_ctl_active(void)
 	return (atomic_load(&rec_ctl_word) & REC_M_ALLOCS) != 0;
 }
 
-/* Queues a mark stamped t; 0, or -1 if there is no trace. can_wait: the
- * caller is not the writer, so it may wait for room. */
-static int queue_mark(uint64_t t, const char *label, int can_wait)
+/* Queues a mark stamped t (or pool's name, pool != 0); 0, or -1 if there
+ * is no trace. can_wait: the caller is not the writer, so it may wait for
+ * room. */
+static int queue_mark(uint64_t t, const char *label, uint32_t pool, int can_wait)
 {
 	for (;;) {
 		if (!rec_session_mine())
@@ -122,6 +126,7 @@ static int queue_mark(uint64_t t, const char *label, int can_wait)
 			if (!atomic_compare_exchange_strong(&slots[i].state, &free_, SLOT_FILLING))
 				continue;
 			slots[i].t = t;
+			slots[i].pool = pool;
 			size_t n = strnlen(label, REC_MARK_MAX);
 			memcpy(slots[i].label, label, n);
 			slots[i].label[n] = 0;
@@ -145,7 +150,13 @@ void rec_ctl_drain_marks(void)
 	for (unsigned i = 0; i < MARK_SLOTS; i++) {
 		if (atomic_load_explicit(&slots[i].state, memory_order_acquire) != SLOT_READY)
 			continue;
-		rec_writer_mark(slots[i].t, slots[i].label);
+		if (slots[i].pool) {
+			struct tf_record r = { .kind = TF_POOL, .id = slots[i].pool,
+					       .str = slots[i].label };
+			rec_writer_meta(&r);
+		} else {
+			rec_writer_mark(slots[i].t, slots[i].label);
+		}
 		atomic_store_explicit(&slots[i].state, SLOT_FREE, memory_order_release);
 	}
 }
@@ -168,7 +179,7 @@ int rec_ctl_start(int can_wait)
 	uint64_t t = rec_now(); /* before: every allocation recorded comes after */
 	uint64_t old = change(REC_M_ALLOCS | F_EVER, REC_M_SETBUILD | F_SETREADY);
 	if (!(old & REC_M_ALLOCS))
-		return queue_mark(t, TF_MARK_RESERVED "start", can_wait);
+		return queue_mark(t, TF_MARK_RESERVED "start", 0, can_wait);
 	return 0;
 }
 
@@ -178,7 +189,7 @@ int rec_ctl_stop(int can_wait)
 		return -1;
 	uint64_t old = change(0, REC_M_ALLOCS);
 	if (old & REC_M_ALLOCS)
-		return queue_mark(rec_now(), TF_MARK_RESERVED "stop", can_wait);
+		return queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, can_wait);
 	return 0;
 }
 
@@ -216,7 +227,22 @@ int rec_ctl_set_ready(void)
 
 int rec_ctl_mark(const char *label, int can_wait)
 {
-	return label ? queue_mark(rec_now(), label, can_wait) : -1;
+	return label ? queue_mark(rec_now(), label, 0, can_wait) : -1;
+}
+
+uint32_t rec_ctl_pool_create(const char *name)
+{
+	uint32_t id = atomic_load(&pools_made);
+	do {
+		if (id >= TF_POOL_MAX || !rec_session_mine())
+			return 0;
+	} while (!atomic_compare_exchange_weak(&pools_made, &id, id + 1));
+	return queue_mark(rec_now(), name ? name : "", id + 1, 1) ? 0 : id + 1;
+}
+
+int rec_ctl_pool_known(uint32_t pool)
+{
+	return pool && pool <= atomic_load(&pools_made);
 }
 
 int rec_ctl_set_period(uint64_t period, uint64_t *have)
@@ -235,7 +261,7 @@ int rec_ctl_set_period(uint64_t period, uint64_t *have)
 	} while (!atomic_compare_exchange_weak(&rec_ctl_word, &old, now));
 	char label[48], *e = label + sizeof label;
 	rec_utoa(rec_cat(label, e, TF_MARK_SAMPLE), e, period);
-	queue_mark(rec_now(), label, 0);
+	queue_mark(rec_now(), label, 0, 0);
 	return 0;
 }
 
@@ -280,7 +306,7 @@ void rec_ctl_session_start(void)
 void rec_ctl_session_started(void)
 {
 	if (!(atomic_load(&rec_ctl_word) & REC_M_ALLOCS))
-		queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0);
+		queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, 0);
 }
 
 /* ---- rec.h ------------------------------------------------------------ */

@@ -254,13 +254,13 @@ static void note_free(void *p, unsigned fn, enum how h)
 	record(&ev, 1, h, at);
 }
 
-/* mmap.c's events of one call (unmaps, then at most one mapping, all
- * stamped): recorded by this thread's hook, the mapping with its stack. */
-void rec_hook_regions(struct tf_event *ev, unsigned k)
+/* mmap.c's and custom.c's events of one call (all stamped): recorded by
+ * this thread's hook, the last one with its stack if stacked. */
+void rec_hook_events(struct tf_event *ev, unsigned k, int stacked)
 {
 	enter(HOOK);
 	KEEP_ERRNO({
-		if (ev[k - 1].fn != TF_FN_MUNMAP)
+		if (stacked)
 			ev[k - 1].stack = current_stack();
 		record(ev, k, HOOK, 0);
 	});
