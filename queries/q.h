@@ -225,6 +225,9 @@ int q_threads(struct q_db *db, int64_t pid, const struct q_thread **t, size_t *n
  * for a tid the process never had (db->err lists its threads), -1 on
  * failure; either way the filter is lifted. */
 int q_set_threads(struct q_db *db, int64_t pid, const int64_t *tids, size_t n);
+/* The same, and with pool set, only the custom blocks of the pools of that
+ * name (schema.sql pools): Q_NOT_FOUND if the process has none. */
+int q_set_filter(struct q_db *db, int64_t pid, const int64_t *tids, size_t n, const char *pool);
 
 /* Kinds of memory (schema.sql allocations.kind), and sets of them as bit
  * masks (1 << kind). kind.c. */

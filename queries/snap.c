@@ -40,6 +40,7 @@ static const char usage_text[] =
 	"   (T1, T2], or alone of every allocation of the run\n"
 	"--kind K: heap (the allocator's blocks), mmap (the program's anonymous\n"
 	"   mappings), custom or all (default): only memory of that kind\n"
+	"--pool NAME: only the custom blocks of the pools named NAME (rec_pool_create)\n"
 	"--tid N (repeatable; N,M): only the allocations these threads made (who\n"
 	"   allocated a block decides, not who freed it); --peak is then their own\n"
 	"   peak, the first instant at which their live bytes are largest\n"
@@ -60,7 +61,7 @@ static const char usage_text[] =
 enum { OPT_AT = 256, OPT_PEAK, OPT_GROWTH, OPT_STEADY, OPT_LEAKS, OPT_TEMPORARY, OPT_TOP,
        OPT_PROCESSES, OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_FORCE,
        OPT_LINES, OPT_HELP,
-       OPT_TID, OPT_HISTOGRAM, OPT_STATS, OPT_KIND };
+       OPT_TID, OPT_HISTOGRAM, OPT_STATS, OPT_KIND, OPT_POOL };
 
 static const struct option options[] = {
 	{ "at", required_argument, NULL, OPT_AT },
@@ -84,6 +85,7 @@ static const struct option options[] = {
 	{ "tid", required_argument, NULL, OPT_TID },
 	{ "histogram", no_argument, NULL, OPT_HISTOGRAM },
 	{ "kind", required_argument, NULL, OPT_KIND },
+	{ "pool", required_argument, NULL, OPT_POOL },
 	{ 0 }
 };
 
@@ -106,6 +108,7 @@ static int fail(int code, const char *fmt, ...)
 
 struct args {
 	const char *db, *out, *arg, *window;
+	const char *pool;                      /* --pool NAME */
 	int question, format, metric;
 	unsigned kinds;                        /* --kind: a mask of enum q_alloc_kind */
 	bool by_stack, have_pid, force, lines, histogram, stats;
@@ -232,6 +235,9 @@ static int parse(int argc, char **argv, struct args *a)
 				return fail(EXIT_USAGE, "--kind takes heap, mmap, custom or all, not '%s'",
 				            optarg);
 			break;
+		case OPT_POOL:
+			a->pool = optarg;
+			break;
 		case OPT_HELP: case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
@@ -247,6 +253,9 @@ static int parse(int argc, char **argv, struct args *a)
 	a->db = argv[optind];
 	if (a->kinds != Q_KINDS_ALL && (a->stats || a->histogram || a->question == OPT_PROCESSES))
 		return fail(EXIT_USAGE, "--kind goes with the per-stack questions, not with "
+		            "--stats, --histogram or --processes");
+	if (a->pool && (a->stats || a->histogram || a->question == OPT_PROCESSES))
+		return fail(EXIT_USAGE, "--pool goes with the per-stack questions, not with "
 		            "--stats, --histogram or --processes");
 	if (a->stats)
 		return check_stats(a);
@@ -467,7 +476,8 @@ static int answer(const struct args *a)
 		rc = q_window(db, pid, a->window, &t1, &t2);
 	if (rc) {
 		rc = time_fail(db, rc);
-	} else if (a->ntids && (rc = q_set_threads(db, pid, a->tids, a->ntids))) {
+	} else if ((a->ntids || a->pool) &&
+	           (rc = q_set_filter(db, pid, a->tids, a->ntids, a->pool))) {
 		rc = fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_INPUT, "%s", q_errmsg(db));
 	} else {
 		rc = a->stats ? stats(db, a, pid, t1, t2)
