@@ -266,7 +266,7 @@ def snap_table(out):
     those columns."""
     lines = out.splitlines()
     i = 1
-    while i < len(lines) and lines[i].startswith(("Kinds: ", "Threads: ", "Warning: ")):
+    while i < len(lines) and lines[i].startswith(("Kinds: ", "Pool: ", "Threads: ", "Warning: ")):
         i += 1
     head = lines[i].split()
     cols = head[:next(k for k, w in enumerate(head) if w in ("function", "stack,"))]
