@@ -17,8 +17,9 @@
  * in a bounded trace (the keymap keeps one block per address, and a pool's
  * block may share its address with the malloc'd block that holds it): the
  * calls still return 0 then, and README says what such a trace lacks.
- * Allocations are recorded only while recording is started; frees always,
- * so a block recorded before a stop still ends.
+ * Allocations are recorded only while recording is started; frees also
+ * while stopped once something was recorded, so a block recorded before a
+ * stop still ends.
  *
  * Must never: allocate, lock, use stdio, or record from inside the
  * recorder (a call while this thread's hook runs is dropped).
@@ -40,7 +41,10 @@ static int take(void)
 	uint64_t w = rec_ctl_now();
 	if (rec_guard || (w >> REC_M_PERIOD_SHIFT) || rec_s.max_size)
 		return TAKE_NONE;
-	return w & REC_M_ALLOCS ? TAKE_ALL : TAKE_FREE;
+	if (w & REC_M_ALLOCS)
+		return TAKE_ALL;
+	/* stopped: frees only once blocks may have been recorded */
+	return w & (REC_M_FREES | REC_M_PROBE) ? TAKE_FREE : TAKE_NONE;
 }
 
 static struct tf_event custom_event(unsigned fn, rec_pool_t pool, const void *p, size_t size)
