@@ -16,7 +16,8 @@
  * blocks' mean size: a pool's blocks are not drawn by the countdown) nor
  * in a bounded trace (the keymap keeps one block per address, and a pool's
  * block may share its address with the malloc'd block that holds it): the
- * calls still return 0 then, and README says what such a trace lacks.
+ * calls still return 0 then, and the first one of a trace leaves a mark
+ * (TF_MARK_CUSTOM_UNRECORDED) from which answers say they lack them.
  * Allocations are recorded only while recording is started; frees also
  * while stopped once something was recorded, so a block recorded before a
  * stop still ends.
@@ -33,14 +34,30 @@
 
 enum take { TAKE_NONE, TAKE_FREE, TAKE_ALL };
 
+/* The session (rec_s.gen + 1) whose trace has the mark of a call not
+ * recorded: one mark per trace. */
+static _Atomic uint32_t told_gen;
+
+/* A call the trace cannot hold (sampled, bounded): the trace says so once. */
+static void unrecorded(void)
+{
+	uint32_t gen = atomic_load(&rec_s.gen) + 1, old = atomic_load(&told_gen);
+	if (old != gen && atomic_compare_exchange_strong(&told_gen, &old, gen))
+		rec_ctl_mark(TF_MARK_CUSTOM_UNRECORDED, 1);
+}
+
 /* What may be recorded now; -1 without a trace. */
 static int take(void)
 {
 	if (!rec_on())
 		return -1;
 	uint64_t w = rec_ctl_now();
-	if (rec_guard || (w >> REC_M_PERIOD_SHIFT) || rec_s.max_size)
+	if (rec_guard)
 		return TAKE_NONE;
+	if ((w >> REC_M_PERIOD_SHIFT) || rec_s.max_size) {
+		unrecorded();
+		return TAKE_NONE;
+	}
 	if (w & REC_M_ALLOCS)
 		return TAKE_ALL;
 	/* stopped: frees only once blocks may have been recorded */

@@ -105,6 +105,10 @@ enum tf_key_phase { TF_KEY_BEGIN = 0, TF_KEY_CUT = 1, TF_KEY_END = 2 };
  * recorded, which readers prefer over the header's. */
 #define TF_MARK_RESERVED "heapreel."
 #define TF_MARK_SAMPLE TF_MARK_RESERVED "sample="
+/* The first custom allocator call (rec.h) the recorder did not record
+ * because the trace is sampled or bounded: custom blocks are missing from
+ * that instant on (README "Custom allocators"). */
+#define TF_MARK_CUSTOM_UNRECORDED TF_MARK_RESERVED "custom-unrecorded"
 
 /* Which allocator entry point produced an ALLOC / REALLOC (for tests and
  * debugging; the importer keeps only "came from realloc"). */

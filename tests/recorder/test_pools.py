@@ -15,9 +15,12 @@ CASE:
   empty     --pool on a process without pools, or a name it never used:
             exit 4, one line naming the pools it has
   usage     --pool with --stats, --histogram or no name: usage (2)
-  sampled   under REC_SAMPLE no custom block is recorded
+  sampled   under REC_SAMPLE no custom block is recorded, and the answers
+            say from when they lack them (one warning)
+  bounded   the same under REC_MAX_SIZE
 """
 import os
+import re
 import sys
 
 import hrtest
@@ -115,7 +118,34 @@ def case_sampled(d, trace, db):
     assert not custom(sampled), custom(sampled)
     recs = hrtest.dump(sampled)
     assert [r for r in recs if r[0] == "pool"], "pool names still recorded"
-    print("sampled: no custom block recorded: ok")
+    unrecorded_said(d, sampled)
+    print("sampled: no custom block recorded, the answers say so: ok")
+
+
+def unrecorded_said(d, trace):
+    """trace's answers say they lack custom blocks from the first call not
+    recorded (one mark), which the recorder made at pools-0's blocks."""
+    marks = [r for r in hrtest.dump(trace) if r[0] == "mark"]
+    said = [r for r in marks if r[-1] == "label=heapreel.custom-unrecorded"]
+    assert len(said) == 1, marks
+    db = trace + ".db"
+    hrtest.run([hrtest.TRACE_IMPORT, "-q", trace, db])
+    for q in (["--pool", "alpha", "--at", "mark:pools-0"], ["--kind", "custom", "--at", "end"]):
+        p = hrtest.run([hrtest.TRACE_SNAP, db, "--format", "folded"] + q)
+        assert p.stdout == "", (q, p.stdout)
+        assert re.fullmatch(r"trace-snap: warning: process \d+ reported custom allocator "
+                            r"blocks from \S+ on that its trace does not hold \(sampled or "
+                            r"bounded\): the answer lacks them\n", p.stderr), p.stderr
+
+
+def case_bounded(d, trace, db):
+    bounded = os.path.join(d, "bounded.trc")
+    hrtest.record([hrtest.prog("pools")], bounded, env={"REC_MAX_SIZE": "4M"})
+    assert not [r for r in hrtest.dump(bounded) if any(w.startswith("pool=") for w in r)]
+    unrecorded_said(d, bounded)
+    p = hrtest.run([hrtest.TRACE_SNAP, db, "--pool", "alpha", "--at", "end"])
+    assert p.stderr == "", "the unbounded trace's answers lack nothing: " + p.stderr
+    print("bounded: no custom block recorded, the answers say so: ok")
 
 
 def main():
