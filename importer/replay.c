@@ -9,7 +9,8 @@
  *                once that thread is done, SQLite being one connection.
  *
  * A forked child whose parent's trace is here (run.c: inherited 1) starts
- * with a copy of its parent's live set and live mappings at the fork, taken
+ * with a copy of its parent's live set, live mappings and live custom
+ * blocks at the fork, taken
  * when the merge passes the fork's instant: allocations of the child at that
  * instant, with the parent's sizes and stacks, so that its snapshots hold
  * them and its frees (and unmaps) of them pair. Those stacks are the
@@ -614,8 +615,8 @@ static int by_id(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The counters of c's inherited stacks (the distinct stacks of blocks and
- * mappings, sorted; a child is seeded once). */
+/* The counters of c's inherited stacks (the distinct stacks of blocks,
+ * custom blocks included, and mappings, sorted; a child is seeded once). */
 static int foreign_stacks(struct proc *c, struct imp_live *const *blocks, size_t n,
 			  const struct region *maps, size_t nmaps)
 {
@@ -637,24 +638,36 @@ static int foreign_stacks(struct proc *c, struct imp_live *const *blocks, size_t
 	return c->fss ? 0 : -1;
 }
 
+/* Appends the live entries of t to blocks. */
+static size_t live_entries(const struct imp_livetab *t, struct imp_live **blocks, size_t n)
+{
+	for (size_t k = 0; k < t->cap; k++)
+		if (t->tab[k].id)
+			blocks[n++] = &t->tab[k];
+	return n;
+}
+
 /* Child f->child gets its parent's live set, as it is now (the fork's
  * instant: the merge is past every event before it), in the order the
- * parent allocated it, then its parent's anonymous mappings (a fork copies
- * them too; the child's own munmap of one then cuts it as any other). */
+ * parent allocated it, its heap blocks then its custom blocks (the same
+ * memory, the same pools: the child's trace names them again), then its
+ * parent's anonymous mappings (a fork copies them too; the child's own
+ * munmap of one then cuts it as any other). */
 static int seed(struct replay *r, const struct fork *f)
 {
 	struct proc *pp = &r->procs[f->parent], *c = &r->procs[f->child];
 	const struct imp_livetab *pt = &pp->live;
-	struct imp_live **blocks = malloc((pt->n ? pt->n : 1) * sizeof *blocks);
-	size_t n = 0;
+	size_t all = pt->n + pp->custom.n;
+	struct imp_live **blocks = malloc((all ? all : 1) * sizeof *blocks);
+	size_t n = 0, nheap;
 	int rc = -1;
 
 	if (!blocks)
 		goto nomem;
-	for (size_t k = 0; k < pt->cap; k++)
-		if (pt->tab[k].id)
-			blocks[n++] = &pt->tab[k];
-	qsort(blocks, n, sizeof *blocks, by_id);
+	nheap = n = live_entries(pt, blocks, 0);
+	n = live_entries(&pp->custom, blocks, n);
+	qsort(blocks, nheap, sizeof *blocks, by_id);
+	qsort(blocks + nheap, n - nheap, sizeof *blocks, by_id);
 	if (foreign_stacks(c, blocks, n, pp->maps, pp->nmaps))
 		goto nomem;
 	r->now = f->t;
@@ -662,6 +675,7 @@ static int seed(struct replay *r, const struct fork *f)
 		goto out;
 	c->changed = true;
 	for (size_t i = 0; i < n; i++) {
+		bool custom = i >= nheap;
 		struct imp_live l = {
 			.addr = blocks[i]->addr, .id = ++r->alloc_id, .size = blocks[i]->size,
 			.stack = blocks[i]->stack, .stream = NO_STREAM,
@@ -671,8 +685,17 @@ static int seed(struct replay *r, const struct fork *f)
 			.tid = c->tr->hdr->pid, .pid = c->pid,
 		};
 
-		if (open_block(r, c, &l, &row))
+		if (custom) {
+			row.addr = l.addr & ((UINT64_C(1) << POOL_SHIFT) - 1);
+			row.kind = IMP_KIND_CUSTOM;
+			row.pool = (uint32_t)(l.addr >> POOL_SHIFT);
+			if (imp_live_insert(&c->custom, &l))
+				goto nomem;
+			if (start_row(r, c, l.id, l.size, l.stack, &row))
+				goto out;
+		} else if (open_block(r, c, &l, &row)) {
 			goto out;
+		}
 		c->ps->inherited++;
 		r->tot->inherited++;
 	}
@@ -688,7 +711,7 @@ static int seed(struct replay *r, const struct fork *f)
 	rc = 0;
 	goto out;
 nomem:
-	imp_errf(r->e, "out of memory (a forked child's %zu inherited blocks)", pt->n);
+	imp_errf(r->e, "out of memory (a forked child's %zu inherited blocks)", all);
 out:
 	free(blocks);
 	return rc;

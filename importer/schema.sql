@@ -133,7 +133,8 @@ CREATE TABLE allocations(
 CREATE INDEX allocations_kind ON allocations(kind, stack_id) WHERE kind <> 0;
 
 -- A custom allocator's pools (rec_pool_create): id is the recorder's, per
--- process; names need not be unique. A custom block's rows (kind 2) are
+-- process (a forked child's trace names its parent's pools again, with
+-- their ids); names need not be unique. A custom block's rows (kind 2) are
 -- the blocks the program reported with rec_alloc, rec_realloc or
 -- rec_pool_alloc, paired with their ends per pool (a pool's blocks may lie
 -- inside heap blocks: both are rows); rec_pool_destroy ends every live

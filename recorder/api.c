@@ -27,7 +27,9 @@
  * Marks (rec_mark, trace-ctl mark, and the reserved heapreel.start,
  * heapreel.stop, heapreel.sample=N) are stamped by the caller and queued in
  * a fixed array of slots that the writer thread drains into MARK records
- * (and the names of rec_pool_create's pools into POOL records);
+ * (and the names of rec_pool_create's pools into POOL records; the names
+ * are kept too, in a table mapped at the first pool, so that a new trace
+ * of the process (a forked child's) and every keyframe names them again);
  * a caller finding the queue full waits for the writer (never the writer
  * itself: it drains first). rec_flush asks the writer for a full round and
  * waits for it.
@@ -47,6 +49,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -72,6 +75,15 @@ struct mark_slot {
 static struct mark_slot slots[MARK_SLOTS];
 static _Atomic uint32_t flush_asked, flush_done; /* rec_flush requests, compared mod 2^32 */
 static _Atomic uint32_t pools_made;  /* pool ids handed out: 1 .. pools_made */
+
+/* Pool id i's name, entry i - 1; ready once the name is in. The table is
+ * reserved whole (TF_POOL_MAX entries, 17 MiB of address space) and gets
+ * a page per 15 pools as they are made. */
+struct pool_name {
+	_Atomic uint32_t ready;
+	char name[REC_MARK_MAX + 1];
+};
+static struct pool_name *_Atomic pool_names;
 
 /* The REC_M_* flags that follow from the period and the other flags, for
  * a word about to be stored. A free whose first-filter count is 0 passes
@@ -230,14 +242,50 @@ int rec_ctl_mark(const char *label, int can_wait)
 	return label ? queue_mark(rec_now(), label, 0, can_wait) : -1;
 }
 
+/* The names table, mapped by the first caller; NULL without memory. */
+static struct pool_name *names_table(void)
+{
+	struct pool_name *t = atomic_load(&pool_names), *none = NULL;
+	if (t)
+		return t;
+	size_t bytes = (size_t)TF_POOL_MAX * sizeof *t;
+	t = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0);
+	if (t == MAP_FAILED)
+		return NULL;
+	if (!atomic_compare_exchange_strong(&pool_names, &none, t)) {
+		munmap(t, bytes);   /* another thread's came first */
+		return none;
+	}
+	return t;
+}
+
 uint32_t rec_ctl_pool_create(const char *name)
 {
+	struct pool_name *t = rec_session_mine() ? names_table() : NULL;
 	uint32_t id = atomic_load(&pools_made);
 	do {
-		if (id >= TF_POOL_MAX || !rec_session_mine())
+		if (id >= TF_POOL_MAX || !t)
 			return 0;
 	} while (!atomic_compare_exchange_weak(&pools_made, &id, id + 1));
-	return queue_mark(rec_now(), name ? name : "", id + 1, 1) ? 0 : id + 1;
+	struct pool_name *e = &t[id];
+	size_t n = name ? strnlen(name, REC_MARK_MAX) : 0;
+	memcpy(e->name, name ? name : "", n);
+	e->name[n] = 0;
+	atomic_store_explicit(&e->ready, 1, memory_order_release);
+	return queue_mark(rec_now(), e->name, id + 1, 1) ? 0 : id + 1;
+}
+
+void rec_ctl_pool_names(void)
+{
+	struct pool_name *t = atomic_load(&pool_names);
+	uint32_t n = atomic_load(&pools_made);
+	for (uint32_t i = 0; t && i < n; i++) {
+		if (!atomic_load_explicit(&t[i].ready, memory_order_acquire))
+			continue;   /* its creator is copying the name: its own POOL follows */
+		struct tf_record r = { .kind = TF_POOL, .id = i + 1, .str = t[i].name };
+		rec_writer_meta(&r);
+	}
 }
 
 int rec_ctl_pool_known(uint32_t pool)

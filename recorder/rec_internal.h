@@ -163,6 +163,7 @@ int rec_ctl_mark(const char *label, int can_wait);
  * is no trace or TF_POOL_MAX pools were made. */
 uint32_t rec_ctl_pool_create(const char *name);
 int rec_ctl_pool_known(uint32_t pool);  /* made by rec_ctl_pool_create */
+void rec_ctl_pool_names(void);          /* writer: a POOL record per pool made */
 /* A new period, accepted only before anything was recorded, and before
  * any thread drew a countdown (rec_sample_drawn): 0, or -1 (refused), or
  * -2 (the sampled set cannot be mapped); *have: the period in force. */

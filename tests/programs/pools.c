@@ -13,6 +13,11 @@
  *   pools-2: beta destroyed (rec_pool_destroy: its 4 blocks end), its
  *            arena freed; the other loose block freed (rec_free)
  *   pools-3: alpha destroyed, its arena freed, the last loose block freed
+ * With the argument "fork", the process forks after pools-1; the child
+ * marks "child-0" (it inherited pools-1's blocks), frees alpha's second
+ * small block, destroys beta, makes pool "gamma" with one gamma_obj block
+ * of 32 B, marks "child-1" and exits; the parent waits for it and goes on
+ * as without the argument.
  * Without the recorder (the weak symbols are NULL) it does the same and
  * prints "no recorder"; with it, any rec_ call that fails exits 1.
  * Expected per function at each mark, in bytes: see the test.
@@ -22,6 +27,9 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define ARENA 65536
 
@@ -85,6 +93,8 @@ static void *alpha_small(struct pool *p) { return pool_get(p, 100); }
 static void *alpha_big(struct pool *p) { return pool_get(p, 4000); }
 static void *beta_obj(struct pool *p) { return pool_get(p, 64); }
 
+static void *gamma_obj(struct pool *p) { return pool_get(p, 32); }
+
 static char loose[2][4096];
 
 static void *loose_alloc(int i)
@@ -106,7 +116,34 @@ static void loose_free(void *b)
 		must(rec_free(b), "rec_free");
 }
 
-int main(void)
+/* The child of "fork": what it inherited, then its own pool calls. */
+static void child(struct pool *alpha, struct pool *beta, void *small)
+{
+	struct pool gamma;
+	mark("child-0");
+	pool_put(alpha, small);
+	pool_drop(beta);
+	make_pool(&gamma, "gamma");
+	gamma_obj(&gamma);
+	mark("child-1");
+	exit(0);
+}
+
+/* Forks the child; returns once it is done. */
+static void fork_child(struct pool *alpha, struct pool *beta, void *small)
+{
+	pid_t pid = fork();
+	int status;
+	if (pid == 0)
+		child(alpha, beta, small);
+	if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) ||
+	    WEXITSTATUS(status)) {
+		fprintf(stderr, "pools: the forked child failed\n");
+		exit(1);
+	}
+}
+
+int main(int argc, char **argv)
 {
 	struct pool alpha, beta;
 	void *a[3], *b[5], *l[2];
@@ -127,6 +164,8 @@ int main(void)
 	pool_put(&alpha, b[1]);   /* beta's block, not alpha's: nothing ends */
 	loose_grow(l[0]);
 	mark("pools-1");
+	if (argc > 1 && !strcmp(argv[1], "fork"))
+		fork_child(&alpha, &beta, a[1]);
 
 	pool_drop(&beta);
 	loose_free(l[1]);

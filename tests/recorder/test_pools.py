@@ -18,6 +18,9 @@ CASE:
   sampled   under REC_SAMPLE no custom block is recorded, and the answers
             say from when they lack them (one warning)
   bounded   the same under REC_MAX_SIZE
+  fork      a child forked after pools-1 holds the custom blocks it
+            inherited, in their pools (its trace names them again), then
+            its own frees, destroy and pool: --pool byte-exact at its marks
 """
 import os
 import re
@@ -26,7 +29,8 @@ import sys
 import hrtest
 
 ARENA = 65536
-FUNCS = ["alpha_small", "alpha_big", "beta_obj", "loose_alloc", "loose_grow", "make_pool"]
+FUNCS = ["alpha_small", "alpha_big", "beta_obj", "gamma_obj", "loose_alloc", "loose_grow",
+         "make_pool"]
 # live bytes per function at each mark (tests/programs/pools.c)
 ALPHA = [{"alpha_small": 300, "alpha_big": 4000}, {"alpha_small": 200, "alpha_big": 4000},
          {"alpha_small": 200, "alpha_big": 4000}, {}]
@@ -146,6 +150,42 @@ def case_bounded(d, trace, db):
     p = hrtest.run([hrtest.TRACE_SNAP, db, "--pool", "alpha", "--at", "end"])
     assert p.stderr == "", "the unbounded trace's answers lack nothing: " + p.stderr
     print("bounded: no custom block recorded, the answers say so: ok")
+
+
+def case_fork(d, trace, db):
+    ftrace, fdb = os.path.join(d, "fork.trc"), os.path.join(d, "fork.db")
+    hrtest.record([hrtest.prog("pools"), "fork"], ftrace)
+    hrtest.run([hrtest.TRACE_IMPORT, "-q", ftrace, ftrace + ".1", fdb])
+    c = hrtest.connect(fdb)
+    parent = hrtest.one(c, "SELECT pid FROM processes WHERE ppid NOT IN "
+                        "(SELECT pid FROM processes)")
+    child = hrtest.one(c, "SELECT pid FROM processes WHERE ppid = ?", parent)
+    assert hrtest.one(c, "SELECT inherited FROM processes WHERE pid = ?", child) == 1
+    names = [r[0] for r in c.execute("SELECT name FROM pools WHERE pid = ? ORDER BY id", (child,))]
+    assert names == ["alpha", "beta", "gamma"], names
+    want = {
+        "alpha": [ALPHA[1], {"alpha_small": 100, "alpha_big": 4000}],
+        "beta": [BETA[1], {}],
+        "gamma": [None, {"gamma_obj": 32}],
+    }
+    for m in range(2):
+        for name, w in want.items():
+            args = ["--pid", str(child), "--at", "mark:child-%d" % m, "--pool", name]
+            if w[m] is None:   # not made yet: the name is unknown then, not later
+                continue
+            got = per_function(fdb, args)
+            assert got == w[m], "child-%d %s: %s != %s" % (m, name, got, w[m])
+        got = per_function(fdb, ["--pid", str(child), "--at", "mark:child-%d" % m, "--kind",
+                                 "custom"])
+        loose = LOOSE[1]
+        whole = {**want["alpha"][m], **want["beta"][m], **(want["gamma"][m] or {}), **loose}
+        assert got == whole, "child-%d custom: %s != %s" % (m, got, whole)
+    for m in range(4):                      # the parent's answers as without the fork
+        for name, w in (("alpha", ALPHA[m]), ("beta", BETA[m])):
+            got = per_function(fdb, at(m) + ["--pool", name])
+            assert got == w, "parent pools-%d %s: %s != %s" % (m, name, got, w)
+    assert hrtest.meta(c, "unmatched_frees") == 1 and hrtest.meta(c, "inherited_frees") == 0
+    print("fork: the child's inherited custom blocks per pool, then its own calls: exact")
 
 
 def main():
