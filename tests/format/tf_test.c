@@ -79,6 +79,14 @@ static uint64_t rnd(void)
 	return z ^ (z >> 31);
 }
 
+/* Opens path and a decoder for it (the test fails if either fails). */
+static void open_decoding(const char *path, struct tf_reader **rd, struct tf_decoder **d)
+{
+	struct tf_error e = { 0 };
+	CHECK(tf_reader_open(rd, path, &e) == TF_OK, "%s", e.msg);
+	CHECK(tf_decoder_new(d, &e) == TF_OK, "%s", e.msg);
+}
+
 static char *tmp_path(const char *name)
 {
 	static char buf[4][256];
@@ -710,8 +718,7 @@ static void test_unknown_kinds(void)
 	struct tf_decoder *d;
 	struct tf_segment_info si;
 	const struct tf_record *r;
-	CHECK(tf_reader_open(&rd, path, &e) == TF_OK, "%s", e.msg);
-	CHECK(tf_decoder_new(&d, &e) == TF_OK, "%s", e.msg);
+	open_decoding(path, &rd, &d);
 	CHECK(tf_reader_next_segment(rd, &si, &e) == TF_OK, "%s", e.msg);
 	CHECK(tf_decode_segment(rd, d, &si, &r, &e) == TF_OK, "meta: %s", e.msg);
 	CHECK(r[0].kind == TF_STACK && r[0].id == 7 && r[0].ip == 42, "stack");
@@ -803,8 +810,7 @@ static void test_counters(void)
 	struct tf_segment_info si;
 	const struct tf_record *r;
 	uint64_t got[TF_SAMPLE_MAX];
-	CHECK(tf_reader_open(&rd, path, &e) == TF_OK, "%s", e.msg);
-	CHECK(tf_decoder_new(&d, &e) == TF_OK, "%s", e.msg);
+	open_decoding(path, &rd, &d);
 	CHECK(tf_reader_next_segment(rd, &si, &e) == TF_OK, "%s", e.msg);
 	CHECK(tf_decode_segment(rd, d, &si, &r, &e) == TF_OK, "meta: %s", e.msg);
 	CHECK(si.count == 3, "%u records", si.count);
@@ -832,8 +838,12 @@ static void test_counters(void)
 static void test_pools(void)
 {
 	const char *path = tmp_path("pools.trc");
-	int fd = create(path);
+	int fd = create(path), seen = 0;
 	struct tf_writer *w;
+	struct tf_reader *rd;
+	struct tf_decoder *d;
+	struct tf_segment_info si;
+	const struct tf_record *r;
 	struct tf_error e = { 0 };
 	const uint64_t a = 0x7f0000001000;
 	const struct tf_event ev[] = {
@@ -860,13 +870,7 @@ static void test_pools(void)
 	CHECK(tf_writer_close(w, 100, &e) == TF_OK, "%s", e.msg);
 	close(fd);
 
-	struct tf_reader *rd;
-	struct tf_decoder *d;
-	struct tf_segment_info si;
-	const struct tf_record *r;
-	int seen = 0;
-	CHECK(tf_reader_open(&rd, path, &e) == TF_OK, "%s", e.msg);
-	CHECK(tf_decoder_new(&d, &e) == TF_OK, "%s", e.msg);
+	open_decoding(path, &rd, &d);
 	while (tf_reader_next_segment(rd, &si, &e) == TF_OK) {
 		CHECK(tf_decode_segment(rd, d, &si, &r, &e) == TF_OK, "%s", e.msg);
 		if (si.stream == 0) {

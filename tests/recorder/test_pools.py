@@ -24,7 +24,6 @@ CASE:
 """
 import os
 import re
-import sys
 
 import hrtest
 
@@ -153,13 +152,7 @@ def case_bounded(d, trace, db):
 
 
 def case_fork(d, trace, db):
-    ftrace, fdb = os.path.join(d, "fork.trc"), os.path.join(d, "fork.db")
-    hrtest.record([hrtest.prog("pools"), "fork"], ftrace)
-    hrtest.run([hrtest.TRACE_IMPORT, "-q", ftrace, ftrace + ".1", fdb])
-    c = hrtest.connect(fdb)
-    parent = hrtest.one(c, "SELECT pid FROM processes WHERE ppid NOT IN "
-                        "(SELECT pid FROM processes)")
-    child = hrtest.one(c, "SELECT pid FROM processes WHERE ppid = ?", parent)
+    fdb, c, _, child = hrtest.forked_db(d, [hrtest.prog("pools"), "fork"])
     assert hrtest.one(c, "SELECT inherited FROM processes WHERE pid = ?", child) == 1
     names = [r[0] for r in c.execute("SELECT name FROM pools WHERE pid = ? ORDER BY id", (child,))]
     assert names == ["alpha", "beta", "gamma"], names
@@ -188,11 +181,5 @@ def case_fork(d, trace, db):
     print("fork: the child's inherited custom blocks per pool, then its own calls: exact")
 
 
-def main():
-    d, trace, db = hrtest.recorded_db(hrtest.prog("pools"), "rec-pools-" + sys.argv[1],
-                                      needs=(hrtest.TRACE_SNAP,))
-    globals()["case_" + sys.argv[1]](d, trace, db)
-
-
 if __name__ == "__main__":
-    main()
+    hrtest.run_case(hrtest.prog("pools"), "rec-pools-", globals())
