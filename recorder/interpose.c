@@ -216,7 +216,10 @@ static void record(const struct tf_event *ev, unsigned k, enum how h, uint32_t a
 		return;
 	if (REC_UNLIKELY(rec_nested_queued())) {
 		rec_nested_drain(ev[0].t);
-		if (k == 2 && rec_nested_queued()) {
+		/* Only a realloc's halves have a real call between their stamps;
+		 * mmap.c's and custom.c's events are all stamped before the hook,
+		 * so what handlers queued since goes after them, as they leave. */
+		if (k == 2 && ev[0].kind == TF_EV_REALLOC_OLD && rec_nested_queued()) {
 			/* a handler may have run inside the real realloc: its events
 			 * go between the halves, sent as a FREE and an ALLOC (fn kept) */
 			struct tf_event half[2] = { ev[0], ev[1] };
