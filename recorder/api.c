@@ -77,7 +77,7 @@ static _Atomic uint32_t flush_asked, flush_done; /* rec_flush requests, compared
 static _Atomic uint32_t pools_made;  /* pool ids handed out: 1 .. pools_made */
 
 /* Pool id i's name, entry i - 1; ready once the name is in. The table is
- * reserved whole (TF_POOL_MAX entries, 17 MiB of address space) and gets
+ * reserved whole (TF_POOL_MAX entries, 16 MiB of address space) and gets
  * a page per 15 pools as they are made. */
 struct pool_name {
 	_Atomic uint32_t ready;
