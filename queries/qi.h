@@ -84,7 +84,8 @@ struct q_tblock {
 	int64_t t_alloc, t_free;               /* t_free: Q_NEVER if never freed */
 	int64_t size, stack_id;
 	bool temporary;
-	bool heap;                             /* kind heap: in the peak and the timeline */
+	bool peaked;                           /* in the peak and the timeline: kind heap,
+	                                          or under a pool filter its custom blocks */
 };
 /* A free of those threads' heap blocks: the sweeps (peak, timeline) need them
  * in time order. */

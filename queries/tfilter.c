@@ -173,15 +173,16 @@ static int load_blocks(struct q_db *db, struct q_tfilter *f)
 			.stack_id = sqlite3_column_int64(s, 4),
 			.temporary = sqlite3_column_int(s, 5) != 0,
 		};
-		b.heap = q_kind_of(db, b.stack_id) == Q_KIND_HEAP;
+		/* a pool's answers peak with its own blocks, a thread's with the heap */
+		b.peaked = f->pool || q_kind_of(db, b.stack_id) == Q_KIND_HEAP;
 		if (q_grow(&f->b, &cap, f->nb + 1, sizeof *f->b) ||
-		    (b.t_free != Q_NEVER && b.heap &&
+		    (b.t_free != Q_NEVER && b.peaked &&
 		     q_grow(&f->fr, &fcap, f->nfr + 1, sizeof *f->fr))) {
 			sqlite3_reset(s);
 			return q_fail(db, "out of memory");
 		}
 		f->b[f->nb++] = b;
-		if (b.t_free != Q_NEVER && b.heap)
+		if (b.t_free != Q_NEVER && b.peaked)
 			f->fr[f->nfr++] = (struct q_tfree){ b.t_free, b.size };
 	}
 	if (rc != SQLITE_DONE)
@@ -209,11 +210,12 @@ static int64_t next_instant(const struct sweep *w)
 }
 
 /* Applies every event at instant t. The peak and the timeline are the
- * heap's, as the importer's are (a mapping is in the snapshots only). */
+ * heap's, as the importer's are (a mapping is in the snapshots only), or
+ * under a pool filter the pool's. */
 static void apply(struct sweep *w, int64_t t)
 {
 	for (; w->a < w->f->nb && w->f->b[w->a].t_alloc == t; w->a++)
-		if (w->f->b[w->a].heap) {
+		if (w->f->b[w->a].peaked) {
 			w->live += w->f->b[w->a].size;
 			w->allocs++;
 		}

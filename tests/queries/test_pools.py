@@ -4,7 +4,8 @@ the name asked (exit 4, one line naming the pools there are), a pool
 without a block (every format answers empty, well-formed: the filter's
 empty block list is walked), and two pools allocating from the same
 stacks: every answer of --pool equals the brute-force answer over that
-pool's rows only, at every instant, alone and with --tid."""
+pool's rows only, at every instant, alone and with --tid, and --peak is
+the pool's own (the first instant of its largest live bytes)."""
 import os
 import sqlite3
 
@@ -89,10 +90,18 @@ def exact(f, db):
             want = sum(brute(f, t, ids, {2}).values())
             got = folded_total(db, ["--pool", name, "--tid", "2", "--at", "%dns" % t])
             assert got == want, (name, "tid 2", t, got, want)
+    for name, ids in (("alpha", {1}), ("beta", {2})):
+        times = sorted({a["t_alloc"] for a in f.allocs if a["pool"] in ids})
+        best = max(sum(brute(f, t, ids).values()) for t in times)
+        first = min(t for t in times if sum(brute(f, t, ids).values()) == best)
+        got = folded_total(db, ["--pool", name, "--peak"])
+        at = folded_total(db, ["--pool", name, "--at", "%dns" % first])
+        assert got == best == at, (name, got, best, at)
     out = snap(db, "--pool", "alpha", "--at", "5s").stdout.splitlines()
     assert out[0] == "Total: %d B (%d B)" % ((sum(brute(f, 5 * S, {1}).values()),) * 2), out
     assert out[2] == "Pool: alpha", out
-    print("--pool equals brute force over the pool's rows at 21 instants, with --tid: ok")
+    print("--pool equals brute force over the pool's rows at 21 instants, with --tid, "
+          "and at its own peak: ok")
 
 
 def empty_pool(db):
