@@ -18,7 +18,10 @@ second, and the many traces' cost beyond their events (medians).
 Last, bounded recording's memory: our own workload bench/bounded_live.c
 (5 M live blocks, churned) run alternately without profiler, recorded and
 recorded under REC_MAX_SIZE, with the recorder's extra peak RSS per live
-block and the wall times (medians).
+block and the wall times (medians). And the custom allocator API's cost
+per call (issue 23): bench/pool_calls.c's loop of rec_pool_alloc and
+rec_pool_free pairs timed by itself, alternately without the recorder
+(the weak calls skipped), recorded and recorded while stopped (medians).
 
 It must never run from .ci/run (CI runs the tests only), and never leave big
 files behind: everything goes to a temporary directory, removed at the end
@@ -63,6 +66,8 @@ LIVE_ROUNDS = 40              # bounded_live: churn rounds (a tenth of the block
 # REC_MAX_SIZE of the bounded_live runs: a quarter must hold a keyframe of
 # 5 M blocks (about 16 bytes each), and the run writes several keyframes.
 LIVE_MAX_SIZE = "512M"
+POOL_PAIRS = 2000000          # pool_calls: rec_pool_alloc + rec_pool_free pairs per run
+QUICK_POOL_PAIRS = 200000
 MANY_CHILDREN = 3000          # import_many: traces of one run (issue 22: < 10 s)
 QUICK_MANY_CHILDREN = 300
 MANY_BLOCKS = 125             # allocations per child (~750 k events in all, as in issue 22)
@@ -445,6 +450,52 @@ def bench_bounded_memory(tools, work, runs, quick):
               (med["bounded"][1] - med["rec"][1]) / live,
               (med["bounded"][1] - med["base"][1]) / live,
               med["bounded"][0] / med["rec"][0]))
+
+
+def pool_run(prog, pairs, tools, work, variant, i):
+    """One pool_calls run: its ns per pair, None if it failed."""
+    env = dict(os.environ)
+    trace = os.path.join(work, "pool-%s-%d.trc" % (variant, i))
+    if variant != "base":
+        env.update(LD_PRELOAD=tools["librec"], REC_OUT=trace)
+    if variant == "stopped":
+        env["REC_PAUSED"] = "1"
+    p = subprocess.run([prog, str(pairs)], env=env, capture_output=True, text=True,
+                       timeout=RUN_TIMEOUT_S)
+    remove(trace)
+    remove(trace + ".ring")
+    m = re.match(r"ns_per_pair ([0-9.]+)$", p.stdout.strip())
+    return float(m.group(1)) if p.returncode == 0 and m else None
+
+
+def bench_pool_calls(tools, work, runs, quick):
+    """The custom allocator API on a pool's hot path: pool_calls alternately
+    without the recorder, recorded and recorded while stopped (REC_PAUSED);
+    the medians of ns per rec_pool_alloc + rec_pool_free pair, and per call
+    over the base."""
+    prog = tools.get("pool_calls")
+    if not prog:
+        print("pool calls: skipped (bench/pool_calls not built)")
+        return
+    pairs = QUICK_POOL_PAIRS if quick else POOL_PAIRS
+    res = {"base": [], "recorded": [], "stopped": []}
+    for i in range(runs):
+        for v in res:
+            res[v].append(pool_run(prog, pairs, tools, work, v, i))
+    print("pool calls: pool_calls, %s pairs of rec_pool_alloc + rec_pool_free, %d run(s)" % (
+        human_count(pairs), runs))
+    med = {}
+    for v, ns in res.items():
+        ok = [x for x in ns if x is not None]
+        if not ok:
+            print("  %-9s FAILED" % v)
+            return
+        med[v] = statistics.median(ok)
+        print("  %-9s %7.1f ns per pair (median; min %.1f, max %.1f)" % (
+            v, med[v], min(ok), max(ok)))
+    for v in ("recorded", "stopped"):
+        print("  %-9s %7.1f ns per call over the base, %.2fx the base loop" % (
+            v, (med[v] - med["base"]) / 2, med[v] / med["base"] if med["base"] else 0))
 
 
 def sandwiched(before, run, after, field):
@@ -835,6 +886,7 @@ def find_tools(build):
         "snap": exe("queries", "trace-snap"),
         "tui": exe("viewer-tui", "trace-tui"),
         "bounded_live": exe("bench", "bounded_live"),
+        "pool_calls": exe("bench", "pool_calls"),
         "heaptrack": shutil.which("heaptrack"),
         "crowd": exe("tests", "programs", "crowd"),
         "record": exe("recorder", "trace-record"),
@@ -857,7 +909,7 @@ def main():
                     help="1 run of smaller workloads, to check the harness")
     ap.add_argument("--only", metavar="WORD",
                     help="only the workloads whose name contains WORD (churn, sqlite3, crowd, "
-                    "import_many, bounded)")
+                    "import_many, bounded, pool)")
     ap.add_argument("--build", default=os.path.join(REPO, "build"), help="build directory")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--no-sampling", action="store_true",
@@ -871,7 +923,7 @@ def main():
     work = tempfile.mkdtemp(prefix="heapreel-bench-")
     try:
         # bounded_live and crowd are built by meson
-        workloads = [] if a.only in ("bounded", "crowd", "import_many") else \
+        workloads = [] if a.only in ("bounded", "crowd", "import_many", "pool") else \
             prepare_workloads(work, a.quick)
         if a.only:
             workloads = [w for w in workloads if a.only in w[0]]
@@ -904,6 +956,8 @@ def main():
             bench_import_many(tools, work, runs, a.quick)
         if not a.only or a.only in "bounded":
             bench_bounded_memory(tools, work, runs, a.quick)
+        if not a.only or a.only in "pool":
+            bench_pool_calls(tools, work, runs, a.quick)
     finally:
         if a.keep:
             print("work directory kept: %s" % work)

@@ -65,6 +65,11 @@ struct imp_mark {
 	char *label;
 };
 
+struct imp_pool {                     /* a POOL record: a custom allocator's pool */
+	uint32_t id;
+	char *name;
+};
+
 struct imp_stream {                   /* one thread's event stream */
 	uint32_t stream, tid;
 	struct tf_segment_info *segs; /* in seq order */
@@ -95,6 +100,8 @@ struct imp_trace {
 	size_t nthreads, capthreads;
 	struct imp_mark *marks;
 	size_t nmarks, capmarks;
+	struct imp_pool *pools;
+	size_t npools, cappools;
 	uint64_t events;              /* event records (trace segments + ring) */
 	uint64_t lost;                /* LOST records, and the .ring file's counts */
 	uint64_t lost_total;          /* largest total a LOST record gave */
@@ -183,7 +190,7 @@ int imp_db_create(struct imp_db **db, const char *out, bool force,
 int imp_db_insert(struct imp_db *db, const char *sql, const char *types, ...);
 /* Bulk loading: runs sql (an INSERT ... SELECT c0, c1, ... FROM imp_bulk)
  * with the rows the callback produces. */
-#define IMP_BULK_COLS 11
+#define IMP_BULK_COLS 12
 struct imp_bulk {
 	/* 1: vals (and nulls, bit i = column i is NULL) filled; 0: no more
 	 * rows; -1: error, described by the callback's owner. */
@@ -245,8 +252,16 @@ static inline uint32_t imp_stack_of(const struct imp_trace *tr, uint32_t stack)
 /* ---- pass 2: the merge (merge.c) --------------------------------------- */
 enum imp_ev_kind { IMP_FREE = 0, IMP_ALLOC = 1 }; /* frees first at equal t */
 /* What an event does to the program's anonymous mappings (an ALLOC record
- * whose fn is mmap, mremap or munmap: FORMAT.md "Mappings"), or nothing. */
-enum imp_region { IMP_NOT_REGION = 0, IMP_MAP, IMP_REMAP, IMP_UNMAP };
+ * whose fn is mmap, mremap or munmap: FORMAT.md "Mappings") or to a custom
+ * allocator's blocks (fns custom_*, pool_destroy: "Custom blocks"), or
+ * nothing: a heap event. */
+enum imp_region { IMP_NOT_REGION = 0, IMP_MAP, IMP_REMAP, IMP_UNMAP,
+		  IMP_CUSTOM, IMP_CUSTOM_END, IMP_POOL_END };
+/* Does it end something (ordered as a free)? */
+static inline bool imp_region_ends(unsigned region)
+{
+	return region == IMP_UNMAP || region == IMP_CUSTOM_END || region == IMP_POOL_END;
+}
 /* allocations.kind (schema.sql) */
 enum imp_alloc_kind { IMP_KIND_HEAP = 0, IMP_KIND_MMAP = 1, IMP_KIND_CUSTOM = 2 };
 
@@ -257,6 +272,7 @@ struct imp_ev {
 	uint8_t kind;                 /* enum imp_ev_kind */
 	uint8_t from_realloc;
 	uint8_t region;               /* enum imp_region */
+	uint32_t pool;                /* custom: the block's pool, 0 = none */
 	struct imp_stream *st;
 };
 
@@ -296,6 +312,7 @@ struct imp_alloc_row {                /* one allocations row */
 	uint32_t stack, tid, pid;
 	bool freed, temporary, from_realloc;
 	uint8_t kind;                 /* enum imp_alloc_kind */
+	uint32_t pool;                /* kind custom: pools.id, 0 = none */
 };
 
 struct imp_free_row {                 /* one free, as free_blocks packs it */

@@ -221,6 +221,18 @@ static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 			tr->t_max = r->t;
 		return 0;
 	}
+	case TF_POOL: {
+		struct imp_pool *k;
+
+		if (imp_grow(&tr->pools, &tr->cappools, tr->npools, sizeof *tr->pools))
+			return -1;
+		k = &tr->pools[tr->npools];
+		k->id = r->id;
+		if (!(k->name = strdup(r->str ? r->str : "")))
+			return -1;
+		tr->npools++;
+		return 0;
+	}
 	case TF_LOST:
 		tr->lost += r->count;
 		if (r->size > tr->lost_total)
@@ -387,6 +399,9 @@ void imp_trace_close(struct imp_trace *tr)
 		free(tr->threads[i].name);
 	for (i = 0; i < tr->nmarks; i++)
 		free(tr->marks[i].label);
+	for (i = 0; i < tr->npools; i++)
+		free(tr->pools[i].name);
+	free(tr->pools);
 	free(tr->streams);
 	free(tr->nodes);
 	free(tr->mods);

@@ -110,6 +110,13 @@ static uint8_t region_of(const struct tf_record *r)
 		return IMP_REMAP;
 	case TF_FN_MUNMAP:
 		return IMP_UNMAP;
+	case TF_FN_CUSTOM_ALLOC:
+	case TF_FN_CUSTOM_REALLOC:
+		return IMP_CUSTOM;
+	case TF_FN_CUSTOM_FREE:
+		return IMP_CUSTOM_END;
+	case TF_FN_POOL_DESTROY:
+		return IMP_POOL_END;
 	default:
 		return IMP_NOT_REGION;
 	}
@@ -121,9 +128,9 @@ static bool head_key(struct cursor *c)
 		const struct tf_record *r = &c->recs[c->i];
 
 		switch (r->seq < c->min_seq ? 0 : r->kind) {
-		case TF_ALLOC:  /* an unmap ranks as a free */
+		case TF_ALLOC:  /* an unmap, a custom block's end rank as a free */
 			c->key_t = r->t + c->tr->shift;
-			c->rank = r->fn == TF_FN_MUNMAP ? RANK_FREE : RANK_ALLOC;
+			c->rank = imp_region_ends(region_of(r)) ? RANK_FREE : RANK_ALLOC;
 			return true;
 		case TF_FREE:
 			c->key_t = r->t + c->tr->shift;
@@ -292,21 +299,23 @@ int imp_merge_next(struct imp_merge *m, struct imp_ev *ev, struct imp_err *e)
 			ev->addr = r->old_addr;
 			ev->from_realloc = 0;
 			ev->region = IMP_NOT_REGION;
+			ev->pool = 0;
 			c->half = 1;
 		} else {
 			ev->kind = r->kind == TF_FREE ? IMP_FREE : IMP_ALLOC;
 			ev->addr = r->addr;
 			ev->from_realloc = r->kind == TF_REALLOC ||
-					   r->fn == TF_FN_REALLOC;
+					   r->fn == TF_FN_REALLOC || r->fn == TF_FN_CUSTOM_REALLOC;
 			ev->region = region_of(r);
+			ev->pool = r->pool;
 			c->half = 0;
 			c->i++;
 			m->records++;
 		}
 		if (ev->kind == IMP_FREE)
 			ev->size = 0;
-		else if (ev->region == IMP_UNMAP)
-			ev->kind = IMP_FREE;   /* sorts as a free; size: the range */
+		else if (imp_region_ends(ev->region))
+			ev->kind = IMP_FREE;   /* sorts as a free; an unmap's size: the range */
 		/* A stream whose clock went backwards must not break the
 		 * global order the tables rely on. */
 		if (ev->t < m->now) {

@@ -9,7 +9,8 @@
  *                once that thread is done, SQLite being one connection.
  *
  * A forked child whose parent's trace is here (run.c: inherited 1) starts
- * with a copy of its parent's live set and live mappings at the fork, taken
+ * with a copy of its parent's live set, live mappings and live custom
+ * blocks at the fork, taken
  * when the merge passes the fork's instant: allocations of the child at that
  * instant, with the parent's sizes and stacks, so that its snapshots hold
  * them and its frees (and unmaps) of them pair. Those stacks are the
@@ -22,6 +23,13 @@
  * (their t_alloc the unmap's instant), so a snapshot holds exactly what
  * stays mapped. They count in the per-stack state (checkpoints, snapshots)
  * but not in live_bytes, the timeline or the peak, which stay the heap's.
+ *
+ * A custom allocator's blocks (FORMAT.md "Custom blocks") are allocations
+ * of kind custom, paired in a table of their own keyed by address and pool
+ * (a pool's block may lie inside a heap block, or share its address with
+ * another pool's), counted like mappings: in the per-stack state, not in
+ * live_bytes. A pool's destruction ends every block it still holds, in
+ * allocation order.
  *
  * Memory is the live set (one 32-byte entry per live block), per-stack
  * counters and fixed buffers: never the trace. It must never reorder
@@ -76,6 +84,7 @@ struct proc {
 	bool settling;
 	struct imp_proc_stats *ps;
 	uint32_t index;               /* in procs */
+	struct imp_livetab custom;    /* custom blocks, by custom_key */
 	struct region *maps;          /* anonymous mappings, sorted, disjoint */
 	size_t nmaps, capmaps;
 	bool unmap_hit;               /* the last unmap ended a region */
@@ -445,6 +454,110 @@ static int region_event(struct replay *r, struct proc *p, const struct imp_ev *e
 			   ev->region == IMP_REMAP);
 }
 
+/* ---- a custom allocator's blocks ------------------------------------------ */
+
+/* Custom blocks pair by address within their pool: addresses are below
+ * 2^48 (the recorder refuses others), pools above. */
+#define POOL_SHIFT 48
+static uint64_t custom_key(uint64_t addr, uint32_t pool)
+{
+	return addr | (uint64_t)pool << POOL_SHIFT;
+}
+
+/* A free that matched no block: counted as a heap free's would be. */
+static void count_unmatched(struct replay *r, struct proc *p, uint64_t t)
+{
+	/* before a keyframe's window, the block's allocation may have been
+	 * overwritten: expected, not counted */
+	if (p->settling)
+		return;
+	if (p->inherit_unknown) {
+		p->ps->inherited_frees++;
+		r->tot->inherited_frees++;
+	} else if (t >= p->t_unseen) {
+		p->ps->unknown_frees++;
+	} else {
+		p->ps->unmatched_frees++;
+		r->tot->unmatched_frees++;
+	}
+}
+
+static int end_custom(struct replay *r, struct proc *p, struct imp_live *l, uint64_t t)
+{
+	if (end_row(r, p, l->id, l->size, l->stack, t, false))
+		return -1;
+	imp_live_erase(&p->custom, l);
+	return 0;
+}
+
+/* Pairs (id, key) by id. */
+static int by_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* Every live block of pool ends at t, in allocation order. */
+static int destroy_pool(struct replay *r, struct proc *p, uint32_t pool, uint64_t t)
+{
+	const struct imp_livetab *ct = &p->custom;
+	uint64_t *keys = malloc((ct->n ? ct->n : 1) * 2 * sizeof *keys);
+	size_t n = 0;
+
+	if (!keys) {
+		imp_errf(r->e, "out of memory (a pool of %zu blocks)", ct->n);
+		return -1;
+	}
+	for (size_t k = 0; k < ct->cap; k++)
+		if (ct->tab[k].id && ct->tab[k].addr >> POOL_SHIFT == pool) {
+			keys[2 * n] = ct->tab[k].id;
+			keys[2 * n++ + 1] = ct->tab[k].addr;
+		}
+	qsort(keys, n, 2 * sizeof *keys, by_u64);
+	int rc = 0;
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = end_custom(r, p, imp_live_find(&p->custom, keys[2 * i + 1]), t);
+	free(keys);
+	return rc;
+}
+
+static int custom_event(struct replay *r, struct proc *p, const struct imp_ev *ev)
+{
+	uint64_t key = custom_key(ev->addr, ev->pool);
+	struct imp_live *l = imp_live_find(&p->custom, key);
+
+	if (ev->region == IMP_POOL_END)
+		return destroy_pool(r, p, ev->pool, ev->t);
+	if (ev->region == IMP_CUSTOM_END) {
+		if (!l) {
+			count_unmatched(r, p, ev->t);
+			return 0;
+		}
+		return end_custom(r, p, l, ev->t);
+	}
+	if (l) {                   /* its free was missed: it ends now */
+		p->ps->missed_frees++;
+		r->tot->missed_frees++;
+		if (end_custom(r, p, l, ev->t))
+			return -1;
+	}
+	struct imp_live n = {
+		.addr = key, .id = ++r->alloc_id, .size = ev->size,
+		.stack = imp_stack_of(p->tr, ev->stack), .stream = ev->st->gidx,
+	};
+	struct imp_alloc_row row = {
+		.t = ev->t, .addr = ev->addr, .size = ev->size, .stack = n.stack,
+		.tid = ev->st->tid, .pid = p->pid, .from_realloc = ev->from_realloc,
+		.kind = IMP_KIND_CUSTOM, .pool = ev->pool,
+	};
+	if (imp_live_insert(&p->custom, &n)) {
+		imp_errf(r->e, "out of memory (%zu custom blocks)", p->custom.n);
+		return -1;
+	}
+	return start_row(r, p, n.id, n.size, n.stack, &row);
+}
+
 static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 {
 	struct imp_stream *st = ev->st;
@@ -458,23 +571,13 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 		st->t_first = ev->t;
 	st->t_last = ev->t;
 
+	if (ev->region >= IMP_CUSTOM)
+		return custom_event(r, p, ev);
 	if (ev->region)
 		return region_event(r, p, ev);
 	if (ev->kind == IMP_FREE) {
 		if (!l) {
-			/* before a keyframe's window, the block's allocation
-			 * may have been overwritten: expected, not counted */
-			if (p->settling)
-				return 0;
-			if (p->inherit_unknown) {
-				p->ps->inherited_frees++;
-				r->tot->inherited_frees++;
-			} else if (ev->t >= p->t_unseen) {
-				p->ps->unknown_frees++;
-			} else {
-				p->ps->unmatched_frees++;
-				r->tot->unmatched_frees++;
-			}
+			count_unmatched(r, p, ev->t);
 			return 0;
 		}
 		return close_block(r, p, l, ev->t, l->stream == st->gidx &&
@@ -512,8 +615,8 @@ static int by_id(const void *a, const void *b)
 	return (x > y) - (x < y);
 }
 
-/* The counters of c's inherited stacks (the distinct stacks of blocks and
- * mappings, sorted; a child is seeded once). */
+/* The counters of c's inherited stacks (the distinct stacks of blocks,
+ * custom blocks included, and mappings, sorted; a child is seeded once). */
 static int foreign_stacks(struct proc *c, struct imp_live *const *blocks, size_t n,
 			  const struct region *maps, size_t nmaps)
 {
@@ -535,24 +638,36 @@ static int foreign_stacks(struct proc *c, struct imp_live *const *blocks, size_t
 	return c->fss ? 0 : -1;
 }
 
+/* Appends the live entries of t to blocks. */
+static size_t live_entries(const struct imp_livetab *t, struct imp_live **blocks, size_t n)
+{
+	for (size_t k = 0; k < t->cap; k++)
+		if (t->tab[k].id)
+			blocks[n++] = &t->tab[k];
+	return n;
+}
+
 /* Child f->child gets its parent's live set, as it is now (the fork's
  * instant: the merge is past every event before it), in the order the
- * parent allocated it, then its parent's anonymous mappings (a fork copies
- * them too; the child's own munmap of one then cuts it as any other). */
+ * parent allocated it, its heap blocks then its custom blocks (the same
+ * memory, the same pools: the child's trace names them again), then its
+ * parent's anonymous mappings (a fork copies them too; the child's own
+ * munmap of one then cuts it as any other). */
 static int seed(struct replay *r, const struct fork *f)
 {
 	struct proc *pp = &r->procs[f->parent], *c = &r->procs[f->child];
 	const struct imp_livetab *pt = &pp->live;
-	struct imp_live **blocks = malloc((pt->n ? pt->n : 1) * sizeof *blocks);
-	size_t n = 0;
+	size_t all = pt->n + pp->custom.n;
+	struct imp_live **blocks = malloc((all ? all : 1) * sizeof *blocks);
+	size_t n = 0, nheap;
 	int rc = -1;
 
 	if (!blocks)
 		goto nomem;
-	for (size_t k = 0; k < pt->cap; k++)
-		if (pt->tab[k].id)
-			blocks[n++] = &pt->tab[k];
-	qsort(blocks, n, sizeof *blocks, by_id);
+	nheap = n = live_entries(pt, blocks, 0);
+	n = live_entries(&pp->custom, blocks, n);
+	qsort(blocks, nheap, sizeof *blocks, by_id);
+	qsort(blocks + nheap, n - nheap, sizeof *blocks, by_id);
 	if (foreign_stacks(c, blocks, n, pp->maps, pp->nmaps))
 		goto nomem;
 	r->now = f->t;
@@ -560,6 +675,7 @@ static int seed(struct replay *r, const struct fork *f)
 		goto out;
 	c->changed = true;
 	for (size_t i = 0; i < n; i++) {
+		bool custom = i >= nheap;
 		struct imp_live l = {
 			.addr = blocks[i]->addr, .id = ++r->alloc_id, .size = blocks[i]->size,
 			.stack = blocks[i]->stack, .stream = NO_STREAM,
@@ -569,8 +685,17 @@ static int seed(struct replay *r, const struct fork *f)
 			.tid = c->tr->hdr->pid, .pid = c->pid,
 		};
 
-		if (open_block(r, c, &l, &row))
+		if (custom) {
+			row.addr = l.addr & ((UINT64_C(1) << POOL_SHIFT) - 1);
+			row.kind = IMP_KIND_CUSTOM;
+			row.pool = (uint32_t)(l.addr >> POOL_SHIFT);
+			if (imp_live_insert(&c->custom, &l))
+				goto nomem;
+			if (start_row(r, c, l.id, l.size, l.stack, &row))
+				goto out;
+		} else if (open_block(r, c, &l, &row)) {
 			goto out;
+		}
 		c->ps->inherited++;
 		r->tot->inherited++;
 	}
@@ -586,7 +711,7 @@ static int seed(struct replay *r, const struct fork *f)
 	rc = 0;
 	goto out;
 nomem:
-	imp_errf(r->e, "out of memory (a forked child's %zu inherited blocks)", pt->n);
+	imp_errf(r->e, "out of memory (a forked child's %zu inherited blocks)", all);
 out:
 	free(blocks);
 	return rc;
@@ -753,6 +878,10 @@ static int end_sink(struct replay *r)
 		for (size_t k = 0; k < r->procs[i].nmaps; k++)
 			if (imp_sink_unfreed(r->sink, r->procs[i].maps[k].id))
 				return -1;
+		for (size_t k = 0; k < r->procs[i].custom.cap; k++)
+			if (r->procs[i].custom.tab[k].id &&
+			    imp_sink_unfreed(r->sink, r->procs[i].custom.tab[k].id))
+				return -1;
 	}
 	return imp_sink_end(r->sink);
 }
@@ -778,7 +907,7 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 		p->pid = tr[t].pid;
 		p->ps = &ps[t];
 		p->ss = calloc(tr[t].db_count ? tr[t].db_count : 1, sizeof *p->ss);
-		if (!p->ss || imp_live_init(&p->live))
+		if (!p->ss || imp_live_init(&p->live) || imp_live_init(&p->custom))
 			goto nomem;
 	}
 	r->nprocs = ntr;
@@ -817,6 +946,7 @@ static void teardown(struct replay *r, size_t ntr)
 	free(r->forks);
 	for (size_t t = 0; t < ntr; t++) {
 		imp_live_free(&r->procs[t].live);
+		imp_live_free(&r->procs[t].custom);
 		free(r->procs[t].ss);
 		free(r->procs[t].foreign);
 		free(r->procs[t].fss);

@@ -75,6 +75,7 @@ static int add_event(struct imp_stream *s, const struct tf_event *ev,
 	r->addr = ev->addr;
 	r->size = ev->size;
 	r->stack = ev->stack;
+	r->pool = ev->pool;
 	if (old) {
 		r->kind = TF_REALLOC;
 		r->t = old->t;

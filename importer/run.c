@@ -267,6 +267,10 @@ static int write_process(struct imp_db *db, const struct imp_trace *tr,
 				  (uint64_t)tr->pid, tr->marks[i].t + tr->shift,
 				  tr->marks[i].label))
 			return -1;
+	for (size_t i = 0; i < tr->npools; i++)
+		if (imp_db_insert(db, "INSERT OR REPLACE INTO pools VALUES(?,?,?)", "uut",
+				  (uint64_t)tr->pid, (uint64_t)tr->pools[i].id, tr->pools[i].name))
+			return -1;
 	return 0;
 }
 

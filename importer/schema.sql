@@ -113,8 +113,10 @@ CREATE TABLE allocations(
   from_realloc INTEGER DEFAULT 0,  -- 1: the new block of a realloc
   temporary    INTEGER DEFAULT 0,  -- 1: freed by the same thread with no other
                                    --    allocation by that thread in between
-  kind         INTEGER DEFAULT 0   -- 0 heap (the allocator's entry points), 1 mmap
+  kind         INTEGER DEFAULT 0,  -- 0 heap (the allocator's entry points), 1 mmap
                                    -- (an anonymous mapping of the program), 2 custom
+  pool_id      INTEGER DEFAULT 0   -- kind custom: pools.id of its pool (of process
+                                   -- pid), 0 = none (rec_alloc); else 0
 );
 -- allocations.kind: an integer, so a heap row costs one byte and the
 -- importer's bulk insert stays integers only. The mappings' rows are kept
@@ -129,6 +131,23 @@ CREATE TABLE allocations(
 -- heap's, read whole by trace-snap --kind. Added without a schema_version
 -- bump: a reader checks that the column exists (none: every row is heap).
 CREATE INDEX allocations_kind ON allocations(kind, stack_id) WHERE kind <> 0;
+
+-- A custom allocator's pools (rec_pool_create): id is the recorder's, per
+-- process (a forked child's trace names its parent's pools again, with
+-- their ids); names need not be unique. A custom block's rows (kind 2) are
+-- the blocks the program reported with rec_alloc, rec_realloc or
+-- rec_pool_alloc, paired with their ends per pool (a pool's blocks may lie
+-- inside heap blocks: both are rows); rec_pool_destroy ends every live
+-- block of its pool at that instant. A stack's custom rows may be of
+-- several pools, so trace-snap --pool reads the rows (allocations.pool_id),
+-- not the checkpoints. Added, with pool_id, without a schema_version bump:
+-- a reader checks that the table exists (none: no pools).
+CREATE TABLE pools(
+  pid  INTEGER NOT NULL,
+  id   INTEGER NOT NULL,
+  name TEXT NOT NULL,
+  PRIMARY KEY(pid, id)
+) WITHOUT ROWID;
 
 -- The free side of allocations, for snapshots: every free, numbered 1, 2, ...
 -- in free order (the freed allocations' t_free non-decreasing), so that a

@@ -117,6 +117,7 @@ static int next_alloc(void *ctx, int64_t *v, uint32_t *nulls)
 	v[8] = a->from_realloc;
 	v[9] = a->temporary;
 	v[10] = a->kind;
+	v[11] = a->pool;
 	return 1;
 }
 
@@ -163,7 +164,7 @@ static int insert(struct imp_sink *s, struct batch *b)
 		return insert_free_blocks(s, b);
 	case BATCH_ALLOCS:
 		rc = imp_db_bulk(s->db, "INSERT INTO allocations SELECT NULL, c1, "
-				 "c2, c3, c4, c5, c6, c7, c8, c9, c10 FROM imp_bulk",
+				 "c2, c3, c4, c5, c6, c7, c8, c9, c10, c11 FROM imp_bulk",
 				 next_alloc, &c);
 		break;
 	default:

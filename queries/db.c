@@ -42,6 +42,8 @@ static const char *const stmt_sql[Q_NSTMT] = {
 	[Q_ST_COUNTER_RANGE] = q_sql_counter_range,
 	[Q_ST_COUNTER_SERIES] = q_sql_counter_series,
 	[Q_ST_STACK_KINDS] = q_sql_stack_kinds,
+	[Q_ST_POOL_BLOCKS] = q_sql_pool_blocks,
+	[Q_ST_POOLS] = q_sql_pools,
 };
 
 int q_fail(struct q_db *db, const char *fmt, ...)

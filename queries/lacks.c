@@ -1,6 +1,7 @@
-/* lacks.c - what an answer lacks: the loss, the damage, the stopped spans
- * and the unknown inheritance of a process (importer/schema.sql, schema
- * version 4, and the heapreel.stop / heapreel.start marks), told as
+/* lacks.c - what an answer lacks: the loss, the damage, the stopped spans,
+ * the unknown inheritance and the custom blocks a sampled or bounded trace
+ * does not hold of a process (importer/schema.sql, schema version 4, and
+ * the heapreel.stop / heapreel.start / heapreel.custom-unrecorded marks), told as
  * sentences that trace-snap prints and writes, and that trace-tui's status
  * line shortens. README "trace-snap" says what each means.
  *
@@ -42,9 +43,26 @@ int q_stopped(struct q_db *db, int64_t pid, const struct q_span **out, size_t *n
 	return 0;
 }
 
+/* The first mark of pid labelled label, Q_NEVER if none (marks are by time). */
+static int first_mark(struct q_db *db, int64_t pid, const char *label, int64_t *t)
+{
+	const struct q_mark *m;
+	size_t nm;
+	*t = Q_NEVER;
+	if (q_marks(db, pid, &m, &nm))
+		return -1;
+	for (size_t k = 0; k < nm && *t == Q_NEVER; k++)
+		if (!strcmp(m[k].label, label))
+			*t = m[k].t;
+	return 0;
+}
+
 int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t t2,
             struct q_lack *l)
 {
+	int64_t t_custom;
+	if (first_mark(db, pid, TF_MARK_CUSTOM_UNRECORDED, &t_custom))
+		return -1;
 	const struct q_span *s;
 	size_t n;
 	if (q_stopped(db, pid, &s, &n))
@@ -58,6 +76,10 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 		l->what |= Q_LACK_LOSS;
 	if (p->damaged && reach >= p->t_damaged)
 		l->what |= Q_LACK_DAMAGE;
+	if (reach >= t_custom) {
+		l->what |= Q_LACK_CUSTOM;
+		l->t_custom = t_custom;
+	}
 	for (size_t k = 0; k < n && !(l->what & Q_LACK_STOPPED); k++) {
 		if (s[k].t1 <= t2 && s[k].t2 > t1) {   /* [stop, start) meets [t1, t2] */
 			l->what |= Q_LACK_STOPPED;
@@ -118,6 +140,11 @@ static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 		snprintf(buf, n, "process %lld was sampled (every %" PRId64 " bytes): its anonymous "
 		         "mappings were not recorded, so the answer holds no memory of kind mmap",
 		         pid, p->sample_period);
+		break;
+	case Q_LACK_CUSTOM:
+		q_fmt_ns(a, sizeof a, l->t_custom);
+		snprintf(buf, n, "process %lld reported custom allocator blocks from %s on that its "
+		         "trace does not hold (sampled or bounded): the answer lacks them", pid, a);
 		break;
 	default:
 		q_fmt_ns(a, sizeof a, p->fork_t);

@@ -257,6 +257,9 @@ int q_threads(struct q_db *db, int64_t pid, const struct q_thread **t, size_t *n
  * for a tid the process never had (db->err lists its threads), -1 on
  * failure; either way the filter is lifted. */
 int q_set_threads(struct q_db *db, int64_t pid, const int64_t *tids, size_t n);
+/* The same, and with pool set, only the custom blocks of the pools of that
+ * name (schema.sql pools): Q_NOT_FOUND if the process has none. */
+int q_set_filter(struct q_db *db, int64_t pid, const int64_t *tids, size_t n, const char *pool);
 
 /* Kinds of memory (schema.sql allocations.kind), and sets of them as bit
  * masks (1 << kind). kind.c. */
@@ -383,7 +386,8 @@ enum {
 	Q_LACK_STOPPED = 4,     /* meets a stopped span */
 	Q_LACK_INHERITED = 8,   /* a live set of a forked child whose inherited blocks are unknown */
 	Q_LACK_UNMAPPED = 16,   /* a sampled process: its mappings (kind mmap) were not recorded */
-	Q_LACK_LAST = Q_LACK_UNMAPPED
+	Q_LACK_CUSTOM = 32,     /* reaches the first custom allocator call not recorded */
+	Q_LACK_LAST = Q_LACK_CUSTOM
 };
 
 struct q_lack {
@@ -391,6 +395,7 @@ struct q_lack {
 	enum q_kind kind;
 	const struct q_process *proc;          /* owned by db */
 	struct q_span stopped;                 /* Q_LACK_STOPPED: the first span met */
+	int64_t t_custom;                      /* Q_LACK_CUSTOM: from when */
 };
 
 /* What an answer of this kind about process pid over [t1, t2] (t1 = t2:

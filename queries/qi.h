@@ -19,7 +19,8 @@ extern const char q_sql_snapshot[], q_sql_snapshot_back[], q_sql_alloc_at[], q_s
 	q_sql_meta[], q_sql_processes[], q_sql_checkpoints[], q_sql_stack_node[],
 	q_sql_timeline[], q_sql_marks[], q_sql_modules[], q_sql_threads[],
 	q_sql_thread_allocs[], q_sql_thread_blocks[], q_sql_hist[], q_sql_counter_names[],
-	q_sql_counter_at[], q_sql_counter_range[], q_sql_counter_series[], q_sql_stack_kinds[];
+	q_sql_counter_at[], q_sql_counter_range[], q_sql_counter_series[], q_sql_stack_kinds[],
+	q_sql_pool_blocks[], q_sql_pools[];
 
 /* ---- int64 -> uint32 open-addressing map ------------------------------- */
 struct q_map {
@@ -69,7 +70,7 @@ enum q_stmt {
 	Q_ST_SNAPSHOT, Q_ST_SNAPSHOT_BACK, Q_ST_ALLOC_AT, Q_ST_FREE_BLOCK, Q_ST_FREE_TIME, Q_ST_PEAK, Q_ST_STEADY, Q_ST_TEMPORARY, Q_ST_STACK_NODE, Q_ST_TIMELINE,
 	Q_ST_MARKS, Q_ST_MODULES, Q_ST_THREADS, Q_ST_THREAD_ALLOCS, Q_ST_THREAD_BLOCKS, Q_ST_HIST,
 	Q_ST_COUNTER_NAMES, Q_ST_COUNTER_AT, Q_ST_COUNTER_RANGE, Q_ST_COUNTER_SERIES,
-	Q_ST_STACK_KINDS,
+	Q_ST_STACK_KINDS, Q_ST_POOL_BLOCKS, Q_ST_POOLS,
 	Q_NSTMT
 };
 
@@ -83,20 +84,24 @@ struct q_tblock {
 	int64_t t_alloc, t_free;               /* t_free: Q_NEVER if never freed */
 	int64_t size, stack_id;
 	bool temporary;
-	bool heap;                             /* kind heap: in the peak and the timeline */
+	bool peaked;                           /* in the peak and the timeline: kind heap,
+	                                          or under a pool filter its custom blocks */
 };
 /* A free of those threads' heap blocks: the sweeps (peak, timeline) need them
  * in time order. */
 struct q_tfree { int64_t t, size; };
 
-/* The thread filter (q_set_threads): the allocations of the chosen threads
- * of one process, read once, so that every profile is computed from them
- * in memory (the checkpoints and free_blocks know no thread). */
+/* The thread and pool filter (q_set_filter): the allocations of the chosen
+ * threads (and pool) of one process, read once, so that every profile is
+ * computed from them in memory (the checkpoints and free_blocks know no
+ * thread and no pool). */
 struct q_tfilter {
 	int64_t pid;
-	int64_t *tids;                         /* ntids == 0: no filter */
+	int64_t *tids;                         /* ntids == 0: every thread */
 	size_t ntids;
 	struct q_map set;                      /* tid -> 1 */
+	char *pool;                            /* --pool NAME; NULL: every block */
+	struct q_map pools;                    /* pools.id -> 1: the pools named so */
 	struct q_tblock *b;                    /* in allocation (id) order */
 	size_t nb;
 	struct q_tfree *fr;                    /* in time order */

@@ -48,6 +48,7 @@ static const char usage_text[] =
 	"   OLD.db (its own peak, instants, marks; its run's program or process N),\n"
 	"   functions matched by function and file; as text (per function: base,\n"
 	"   new, change), folded (signed) or svg (differential: the new run's widths)\n"
+	"--pool NAME: only the custom blocks of the pools named NAME (rec_pool_create)\n"
 	"--tid N (repeatable; N,M): only the allocations these threads made (who\n"
 	"   allocated a block decides, not who freed it); --peak is then their own\n"
 	"   peak, the first instant at which their live bytes are largest\n"
@@ -70,7 +71,7 @@ static const char usage_text[] =
 enum { OPT_AT = 256, OPT_PEAK, OPT_GROWTH, OPT_STEADY, OPT_LEAKS, OPT_TEMPORARY, OPT_TOP,
        OPT_PROCESSES, OPT_BY, OPT_WINDOW, OPT_FORMAT, OPT_PID, OPT_METRIC, OPT_FORCE,
        OPT_LINES, OPT_HELP,
-       OPT_TID, OPT_HISTOGRAM, OPT_STATS, OPT_KIND, OPT_BASE, OPT_BASE_PID };
+       OPT_TID, OPT_HISTOGRAM, OPT_STATS, OPT_KIND, OPT_BASE, OPT_BASE_PID, OPT_POOL };
 
 static const struct option options[] = {
 	{ "at", required_argument, NULL, OPT_AT },
@@ -96,6 +97,7 @@ static const struct option options[] = {
 	{ "kind", required_argument, NULL, OPT_KIND },
 	{ "base", required_argument, NULL, OPT_BASE },
 	{ "base-pid", required_argument, NULL, OPT_BASE_PID },
+	{ "pool", required_argument, NULL, OPT_POOL },
 	{ 0 }
 };
 
@@ -119,6 +121,7 @@ static int fail(int code, const char *fmt, ...)
 struct args {
 	const char *db, *out, *arg, *window;
 	const char *base;                      /* --base: the database compared with */
+	const char *pool;                      /* --pool NAME */
 	int question, format, metric;
 	unsigned kinds;                        /* --kind: a mask of enum q_alloc_kind */
 	bool by_stack, have_pid, force, lines, histogram, stats;
@@ -166,9 +169,9 @@ static int check_base(const struct args *a)
 {
 	if (!a->base)
 		return a->base_pid ? fail(EXIT_USAGE, "--base-pid goes with --base") : 0;
-	if (a->stats || a->histogram || a->question == OPT_PROCESSES || a->ntids)
+	if (a->stats || a->histogram || a->question == OPT_PROCESSES || a->ntids || a->pool)
 		return fail(EXIT_USAGE, "--base compares per-stack questions: no --stats, "
-		            "--histogram, --processes or --tid");
+		            "--histogram, --processes, --tid or --pool");
 	if (a->format != Q_FMT_TEXT && a->format != Q_FMT_FOLDED && a->format != Q_FMT_SVG)
 		return fail(EXIT_USAGE, "--base writes text, folded or svg (.heap and pb.gz "
 		            "hold one profile)");
@@ -275,6 +278,9 @@ static int parse(int argc, char **argv, struct args *a)
 				return fail(EXIT_USAGE, "--kind takes heap, mmap, custom or all, not '%s'",
 				            optarg);
 			break;
+		case OPT_POOL:
+			a->pool = optarg;
+			break;
 		case OPT_HELP: case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
@@ -290,6 +296,9 @@ static int parse(int argc, char **argv, struct args *a)
 	a->db = argv[optind];
 	if (a->kinds != Q_KINDS_ALL && (a->stats || a->histogram || a->question == OPT_PROCESSES))
 		return fail(EXIT_USAGE, "--kind goes with the per-stack questions, not with "
+		            "--stats, --histogram or --processes");
+	if (a->pool && (a->stats || a->histogram || a->question == OPT_PROCESSES))
+		return fail(EXIT_USAGE, "--pool goes with the per-stack questions, not with "
 		            "--stats, --histogram or --processes");
 	if (a->stats)
 		return a->base ? check_base(a) : check_stats(a);
@@ -602,7 +611,8 @@ static int answer(const struct args *a)
 		rc = instants(db, a, proc, "", &t1, &t2);
 	if (!rc && a->base)
 		rc = ask_base(a, &b);
-	if (!rc && a->ntids && (rc = q_set_threads(db, proc->pid, a->tids, a->ntids)))
+	if (!rc && (a->ntids || a->pool) &&
+	    (rc = q_set_filter(db, proc->pid, a->tids, a->ntids, a->pool)))
 		rc = fail(rc == Q_NOT_FOUND ? EXIT_NOT_FOUND : EXIT_INPUT, "%s", q_errmsg(db));
 	if (!rc)
 		rc = a->base ? compare(db, a, &b, proc->pid, t1, t2)

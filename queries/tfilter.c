@@ -1,15 +1,17 @@
-/* tfilter.c - the threads of a process (q_threads) and the thread filter
- * (q_set_threads): every profile, the peak instant and the timeline of the
- * process counting only the allocations its chosen threads made.
+/* tfilter.c - the threads of a process (q_threads) and the thread and pool
+ * filter (q_set_threads, q_set_filter): every profile, the peak instant and
+ * the timeline of the process counting only the allocations its chosen
+ * threads made, and with a pool, only the custom blocks of that pool.
  *
- * The checkpoints and the packed frees (free_blocks) know no thread, so a
+ * The checkpoints and the packed frees (free_blocks) know no thread and no
+ * pool (a stack's custom blocks may be of several pools), so a
  * filtered answer cannot start from them: the chosen threads' allocations
  * are read once, when the filter is set, and each answer is computed from
  * them in memory. Exact; slower than a snapshot from a checkpoint (a pass
  * over those threads' allocations per answer), which is fine for a
  * question narrowed by hand.
  *
- * Never: let a block of another thread into a filtered answer, or answer
+ * Never: let a block of another thread or pool into a filtered answer, or answer
  * a question about another process with the filter of this one.
  */
 #include <inttypes.h>
@@ -107,7 +109,9 @@ int q_threads(struct q_db *db, int64_t pid, const struct q_thread **t, size_t *n
 void q_tf_free(struct q_tfilter *f)
 {
 	free(f->tids);
+	free(f->pool);
 	q_map_free(&f->set);
+	q_map_free(&f->pools);
 	free(f->b);
 	free(f->fr);
 	free(f->tl);
@@ -141,17 +145,25 @@ static int no_thread(struct q_db *db, int64_t pid, int64_t tid, const struct q_t
 	return Q_NOT_FOUND;
 }
 
-/* The chosen threads' allocations, and their frees in time order. */
+/* Does the filter keep the row s holds (thread, and pool if any)? */
+static bool keeps_row(const struct q_db *db, sqlite3_stmt *s)
+{
+	uint32_t one;
+	return q_tf_keeps(db, sqlite3_column_int64(s, 0)) &&
+	       (!db->filt.pool || q_map_get(&db->filt.pools, sqlite3_column_int64(s, 6), &one));
+}
+
+/* The chosen threads' (and pool's) allocations, and their frees in time order. */
 static int load_blocks(struct q_db *db, struct q_tfilter *f)
 {
 	size_t cap = 0, fcap = 0;
 	int rc;
-	sqlite3_stmt *s = q_stmt(db, Q_ST_THREAD_BLOCKS);
+	sqlite3_stmt *s = q_stmt(db, f->pool ? Q_ST_POOL_BLOCKS : Q_ST_THREAD_BLOCKS);
 	if (!s || q_load_kinds(db))
 		return -1;
 	sqlite3_bind_int64(s, 1, f->pid);
 	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		if (!q_tf_keeps(db, sqlite3_column_int64(s, 0)))
+		if (!keeps_row(db, s))
 			continue;
 		struct q_tblock b = {
 			.t_alloc = sqlite3_column_int64(s, 1),
@@ -161,15 +173,16 @@ static int load_blocks(struct q_db *db, struct q_tfilter *f)
 			.stack_id = sqlite3_column_int64(s, 4),
 			.temporary = sqlite3_column_int(s, 5) != 0,
 		};
-		b.heap = q_kind_of(db, b.stack_id) == Q_KIND_HEAP;
+		/* a pool's answers peak with its own blocks, a thread's with the heap */
+		b.peaked = f->pool || q_kind_of(db, b.stack_id) == Q_KIND_HEAP;
 		if (q_grow(&f->b, &cap, f->nb + 1, sizeof *f->b) ||
-		    (b.t_free != Q_NEVER && b.heap &&
+		    (b.t_free != Q_NEVER && b.peaked &&
 		     q_grow(&f->fr, &fcap, f->nfr + 1, sizeof *f->fr))) {
 			sqlite3_reset(s);
 			return q_fail(db, "out of memory");
 		}
 		f->b[f->nb++] = b;
-		if (b.t_free != Q_NEVER && b.heap)
+		if (b.t_free != Q_NEVER && b.peaked)
 			f->fr[f->nfr++] = (struct q_tfree){ b.t_free, b.size };
 	}
 	if (rc != SQLITE_DONE)
@@ -197,11 +210,12 @@ static int64_t next_instant(const struct sweep *w)
 }
 
 /* Applies every event at instant t. The peak and the timeline are the
- * heap's, as the importer's are (a mapping is in the snapshots only). */
+ * heap's, as the importer's are (a mapping is in the snapshots only), or
+ * under a pool filter the pool's. */
 static void apply(struct sweep *w, int64_t t)
 {
 	for (; w->a < w->f->nb && w->f->b[w->a].t_alloc == t; w->a++)
-		if (w->f->b[w->a].heap) {
+		if (w->f->b[w->a].peaked) {
 			w->live += w->f->b[w->a].size;
 			w->allocs++;
 		}
@@ -225,28 +239,88 @@ static int64_t peak_of(const struct q_tfilter *f, int64_t t_start)
 	return at;
 }
 
+/* Databases imported before pools existed have none. */
+static bool has_pools(struct q_db *db)
+{
+	return sqlite3_table_column_metadata(db->sql, NULL, "pools", "name", NULL, NULL, NULL,
+	                                     NULL, NULL) == SQLITE_OK;
+}
+
+/* "DB: process P had no pool NAME (its pools: a, b, ...)": as many as fit. */
+static int no_pool(struct q_db *db, int64_t pid, const char *name, const char *list)
+{
+	q_fail(db, "%s: process %" PRId64 " had no pool '%s' (its pools: %s)", db->path, pid, name,
+	       *list ? list : "none");
+	return Q_NOT_FOUND;
+}
+
+/* The ids of pid's pools named name into f->pools. */
+static int find_pools(struct q_db *db, struct q_tfilter *f, int64_t pid, const char *name)
+{
+	char list[256];
+	size_t len = 0;
+	int rc;
+	list[0] = 0;
+	if (!has_pools(db))
+		return no_pool(db, pid, name, list);
+	sqlite3_stmt *s = q_stmt(db, Q_ST_POOLS);
+	if (!s)
+		return -1;
+	sqlite3_bind_int64(s, 1, pid);
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+		const char *nm = (const char *)sqlite3_column_text(s, 1);
+		nm = nm ? nm : "";
+		if (!strcmp(nm, name) && q_map_put(&f->pools, sqlite3_column_int64(s, 0), 1))
+			return q_fail(db, "out of memory");
+		if (len < sizeof list)
+			len += (size_t)snprintf(list + len, sizeof list - len, "%s%s", len ? ", " : "",
+			                        nm);
+	}
+	if (rc != SQLITE_DONE)
+		return q_sqlfail(db, "reading the pools");
+	return f->pools.n ? 0 : no_pool(db, pid, name, list);
+}
+
 int q_set_threads(struct q_db *db, int64_t pid, const int64_t *tids, size_t n)
+{
+	return q_set_filter(db, pid, tids, n, NULL);
+}
+
+int q_set_filter(struct q_db *db, int64_t pid, const int64_t *tids, size_t n, const char *pool)
 {
 	struct q_tfilter *f = &db->filt;
 	q_tf_free(f);
-	if (!n)
+	if (!n && !pool)
 		return 0;
 	const struct q_thread *t;
 	size_t nt;
 	long pi = q_proc_index(db, pid);
 	if (pi < 0 || q_threads(db, pid, &t, &nt))
 		return -1;
+	if (pool) {
+		int rc = find_pools(db, f, pid, pool);
+		if (rc || !(f->pool = strdup(pool))) {
+			q_tf_free(f);
+			return rc ? rc : q_fail(db, "out of memory");
+		}
+	}
 	for (size_t i = 0; i < n; i++) {
 		size_t k = 0;
 		while (k < nt && t[k].tid != tids[i])
 			k++;
-		if (k == nt)
+		if (k == nt) {
+			q_tf_free(f);
 			return no_thread(db, pid, tids[i], t, nt);
+		}
 	}
-	if (!(f->tids = malloc(n * sizeof *f->tids)))
+	if (!(f->tids = malloc((n ? n : 1) * sizeof *f->tids))) {
+		q_tf_free(f);
 		return q_fail(db, "out of memory");
-	memcpy(f->tids, tids, n * sizeof *tids);
-	qsort(f->tids, n, sizeof *f->tids, cmp_i64);
+	}
+	if (n) {
+		memcpy(f->tids, tids, n * sizeof *tids);
+		qsort(f->tids, n, sizeof *f->tids, cmp_i64);
+	}
 	f->pid = pid;
 	for (size_t i = 0; i < n; i++) {
 		if (i && f->tids[i] == f->tids[i - 1])
@@ -277,6 +351,8 @@ void q_write_threads_line(struct q_db *db, FILE *f)
 	const struct q_tfilter *tf = &db->filt;
 	const struct q_thread *t;
 	size_t nt;
+	if (tf->pool)
+		fprintf(f, "Pool: %s\n", tf->pool);
 	if (!tf->ntids || q_threads(db, tf->pid, &t, &nt))
 		return;                        /* loaded by q_set_threads: cannot fail */
 	for (size_t i = 0; i < tf->ntids; i++) {
@@ -294,7 +370,7 @@ void q_write_threads_line(struct q_db *db, FILE *f)
 
 int q_tf_on(struct q_db *db, int64_t pid)
 {
-	if (!db->filt.ntids)
+	if (!db->filt.ntids && !db->filt.pool)
 		return 0;
 	if (db->filt.pid == pid)
 		return 1;

@@ -26,7 +26,10 @@
  *
  * Marks (rec_mark, trace-ctl mark, and the reserved heapreel.start,
  * heapreel.stop, heapreel.sample=N) are stamped by the caller and queued in
- * a fixed array of slots that the writer thread drains into MARK records;
+ * a fixed array of slots that the writer thread drains into MARK records
+ * (and the names of rec_pool_create's pools into POOL records; the names
+ * are kept too, in a table mapped at the first pool, so that a new trace
+ * of the process (a forked child's) and every keyframe names them again);
  * a caller finding the queue full waits for the writer (never the writer
  * itself: it drains first). rec_flush asks the writer for a full round and
  * waits for it.
@@ -46,6 +49,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,11 +68,22 @@ _Atomic uint64_t rec_ctl_word;
 enum { SLOT_FREE, SLOT_FILLING, SLOT_READY };
 struct mark_slot {
 	_Atomic uint32_t state;
+	uint32_t pool;             /* a pool's name (POOL record), 0: a mark */
 	uint64_t t;
 	char label[REC_MARK_MAX + 1];
 };
 static struct mark_slot slots[MARK_SLOTS];
 static _Atomic uint32_t flush_asked, flush_done; /* rec_flush requests, compared mod 2^32 */
+static _Atomic uint32_t pools_made;  /* pool ids handed out: 1 .. pools_made */
+
+/* Pool id i's name, entry i - 1; ready once the name is in. The table is
+ * reserved whole (TF_POOL_MAX entries, 16 MiB of address space) and gets
+ * a page per 15 pools as they are made. */
+struct pool_name {
+	_Atomic uint32_t ready;
+	char name[REC_MARK_MAX + 1];
+};
+static struct pool_name *_Atomic pool_names;
 
 /* The REC_M_* flags that follow from the period and the other flags, for
  * a word about to be stored. A free whose first-filter count is 0 passes
@@ -110,9 +125,10 @@ int rec_ctl_active(void)
 	return (atomic_load(&rec_ctl_word) & REC_M_ALLOCS) != 0;
 }
 
-/* Queues a mark stamped t; 0, or -1 if there is no trace. can_wait: the
- * caller is not the writer, so it may wait for room. */
-static int queue_mark(uint64_t t, const char *label, int can_wait)
+/* Queues a mark stamped t (or pool's name, pool != 0); 0, or -1 if there
+ * is no trace. can_wait: the caller is not the writer, so it may wait for
+ * room. */
+static int queue_mark(uint64_t t, const char *label, uint32_t pool, int can_wait)
 {
 	for (;;) {
 		if (!rec_session_mine())
@@ -122,6 +138,7 @@ static int queue_mark(uint64_t t, const char *label, int can_wait)
 			if (!atomic_compare_exchange_strong(&slots[i].state, &free_, SLOT_FILLING))
 				continue;
 			slots[i].t = t;
+			slots[i].pool = pool;
 			size_t n = strnlen(label, REC_MARK_MAX);
 			memcpy(slots[i].label, label, n);
 			slots[i].label[n] = 0;
@@ -145,7 +162,13 @@ void rec_ctl_drain_marks(void)
 	for (unsigned i = 0; i < MARK_SLOTS; i++) {
 		if (atomic_load_explicit(&slots[i].state, memory_order_acquire) != SLOT_READY)
 			continue;
-		rec_writer_mark(slots[i].t, slots[i].label);
+		if (slots[i].pool) {
+			struct tf_record r = { .kind = TF_POOL, .id = slots[i].pool,
+					       .str = slots[i].label };
+			rec_writer_meta(&r);
+		} else {
+			rec_writer_mark(slots[i].t, slots[i].label);
+		}
 		atomic_store_explicit(&slots[i].state, SLOT_FREE, memory_order_release);
 	}
 }
@@ -168,7 +191,7 @@ int rec_ctl_start(int can_wait)
 	uint64_t t = rec_now(); /* before: every allocation recorded comes after */
 	uint64_t old = change(REC_M_ALLOCS | F_EVER, REC_M_SETBUILD | F_SETREADY);
 	if (!(old & REC_M_ALLOCS))
-		return queue_mark(t, TF_MARK_RESERVED "start", can_wait);
+		return queue_mark(t, TF_MARK_RESERVED "start", 0, can_wait);
 	return 0;
 }
 
@@ -178,7 +201,7 @@ int rec_ctl_stop(int can_wait)
 		return -1;
 	uint64_t old = change(0, REC_M_ALLOCS);
 	if (old & REC_M_ALLOCS)
-		return queue_mark(rec_now(), TF_MARK_RESERVED "stop", can_wait);
+		return queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, can_wait);
 	return 0;
 }
 
@@ -216,7 +239,58 @@ int rec_ctl_set_ready(void)
 
 int rec_ctl_mark(const char *label, int can_wait)
 {
-	return label ? queue_mark(rec_now(), label, can_wait) : -1;
+	return label ? queue_mark(rec_now(), label, 0, can_wait) : -1;
+}
+
+/* The names table, mapped by the first caller; NULL without memory. */
+static struct pool_name *names_table(void)
+{
+	struct pool_name *t = atomic_load(&pool_names), *none = NULL;
+	if (t)
+		return t;
+	size_t bytes = (size_t)TF_POOL_MAX * sizeof *t;
+	t = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0);
+	if (t == MAP_FAILED)
+		return NULL;
+	if (!atomic_compare_exchange_strong(&pool_names, &none, t)) {
+		munmap(t, bytes);   /* another thread's came first */
+		return none;
+	}
+	return t;
+}
+
+uint32_t rec_ctl_pool_create(const char *name)
+{
+	struct pool_name *t = rec_session_mine() ? names_table() : NULL;
+	uint32_t id = atomic_load(&pools_made);
+	do {
+		if (id >= TF_POOL_MAX || !t)
+			return 0;
+	} while (!atomic_compare_exchange_weak(&pools_made, &id, id + 1));
+	struct pool_name *e = &t[id];
+	size_t n = name ? strnlen(name, REC_MARK_MAX) : 0;
+	memcpy(e->name, name ? name : "", n);
+	e->name[n] = 0;
+	atomic_store_explicit(&e->ready, 1, memory_order_release);
+	return queue_mark(rec_now(), e->name, id + 1, 1) ? 0 : id + 1;
+}
+
+void rec_ctl_pool_names(void)
+{
+	struct pool_name *t = atomic_load(&pool_names);
+	uint32_t n = atomic_load(&pools_made);
+	for (uint32_t i = 0; t && i < n; i++) {
+		if (!atomic_load_explicit(&t[i].ready, memory_order_acquire))
+			continue;   /* its creator is copying the name: its own POOL follows */
+		struct tf_record r = { .kind = TF_POOL, .id = i + 1, .str = t[i].name };
+		rec_writer_meta(&r);
+	}
+}
+
+int rec_ctl_pool_known(uint32_t pool)
+{
+	return pool && pool <= atomic_load(&pools_made);
 }
 
 int rec_ctl_set_period(uint64_t period, uint64_t *have)
@@ -235,7 +309,7 @@ int rec_ctl_set_period(uint64_t period, uint64_t *have)
 	} while (!atomic_compare_exchange_weak(&rec_ctl_word, &old, now));
 	char label[48], *e = label + sizeof label;
 	rec_utoa(rec_cat(label, e, TF_MARK_SAMPLE), e, period);
-	queue_mark(rec_now(), label, 0);
+	queue_mark(rec_now(), label, 0, 0);
 	return 0;
 }
 
@@ -280,7 +354,7 @@ void rec_ctl_session_start(void)
 void rec_ctl_session_started(void)
 {
 	if (!(atomic_load(&rec_ctl_word) & REC_M_ALLOCS))
-		queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0);
+		queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, 0);
 }
 
 /* ---- rec.h ------------------------------------------------------------ */

@@ -216,7 +216,10 @@ static void record(const struct tf_event *ev, unsigned k, enum how h, uint32_t a
 		return;
 	if (REC_UNLIKELY(rec_nested_queued())) {
 		rec_nested_drain(ev[0].t);
-		if (k == 2 && rec_nested_queued()) {
+		/* Only a realloc's halves have a real call between their stamps;
+		 * mmap.c's and custom.c's events are all stamped before the hook,
+		 * so what handlers queued since goes after them, as they leave. */
+		if (k == 2 && ev[0].kind == TF_EV_REALLOC_OLD && rec_nested_queued()) {
 			/* a handler may have run inside the real realloc: its events
 			 * go between the halves, sent as a FREE and an ALLOC (fn kept) */
 			struct tf_event half[2] = { ev[0], ev[1] };
@@ -254,13 +257,13 @@ static void note_free(void *p, unsigned fn, enum how h)
 	record(&ev, 1, h, at);
 }
 
-/* mmap.c's events of one call (unmaps, then at most one mapping, all
- * stamped): recorded by this thread's hook, the mapping with its stack. */
-void rec_hook_regions(struct tf_event *ev, unsigned k)
+/* mmap.c's and custom.c's events of one call (all stamped): recorded by
+ * this thread's hook, the last one with its stack if stacked. */
+void rec_hook_events(struct tf_event *ev, unsigned k, int stacked)
 {
 	enter(HOOK);
 	KEEP_ERRNO({
-		if (ev[k - 1].fn != TF_FN_MUNMAP)
+		if (stacked)
 			ev[k - 1].stack = current_stack();
 		record(ev, k, HOOK, 0);
 	});

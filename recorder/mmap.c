@@ -65,7 +65,7 @@ static void note_map(void *p, size_t len, int flags)
 	if ((flags & MAP_ANONYMOUS) && (rec_ctl_now() & REC_M_ALLOCS))
 		ev[k++] = region_event(TF_FN_MMAP, t, p, len);
 	if (k)
-		rec_hook_regions(ev, k);
+		rec_hook_events(ev, k, ev[k - 1].fn != TF_FN_MUNMAP);
 }
 
 static void *map_call(void *addr, size_t len, int prot, int flags, int fd, off_t off,
@@ -98,7 +98,7 @@ REC_EXPORT int munmap(void *addr, size_t len)
 	int r = (int)syscall(SYS_munmap, addr, len);
 	if (r == 0 && program_call(caller)) {
 		struct tf_event ev = region_event(TF_FN_MUNMAP, t, addr, len);
-		rec_hook_regions(&ev, 1);
+		rec_hook_events(&ev, 1, 0);
 	}
 	return r;
 }
@@ -126,7 +126,7 @@ REC_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
 			ev[k++] = region_event(TF_FN_MUNMAP, t, p, new_len);
 		ev[k++] = region_event(TF_FN_MUNMAP, t, old, old_len);
 		ev[k++] = region_event(TF_FN_MREMAP, rec_now(), p, new_len);
-		rec_hook_regions(ev, k);
+		rec_hook_events(ev, k, ev[k - 1].fn != TF_FN_MUNMAP);
 	}
 	return p;
 }

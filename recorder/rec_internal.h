@@ -159,6 +159,11 @@ int rec_ctl_set_ready(void);
 int rec_ctl_start(int can_wait);
 int rec_ctl_stop(int can_wait);
 int rec_ctl_mark(const char *label, int can_wait);
+/* A new pool id, its name queued for the writer's POOL record; 0 if there
+ * is no trace or TF_POOL_MAX pools were made. */
+uint32_t rec_ctl_pool_create(const char *name);
+int rec_ctl_pool_known(uint32_t pool);  /* made by rec_ctl_pool_create */
+void rec_ctl_pool_names(void);          /* writer: a POOL record per pool made */
 /* A new period, accepted only before anything was recorded, and before
  * any thread drew a countdown (rec_sample_drawn): 0, or -1 (refused), or
  * -2 (the sampled set cannot be mapped); *have: the period in force. */
@@ -490,11 +495,10 @@ void rec_ring_reset(void);            /* new session: forget every claim */
 /* Publishes n (1 or 2) events of the calling thread together. */
 void rec_ring_put(const struct tf_event *ev, unsigned n);
 
-/* ---- interpose.c, for mmap.c -------------------------------------------- */
-/* Records k events of one mapping call as an allocation hook does (the
- * guard set, handlers' calls queued); the last gets the stack unless it
- * is an unmap. */
-void rec_hook_regions(struct tf_event *ev, unsigned k);
+/* ---- interpose.c, for mmap.c and custom.c --------------------------------- */
+/* Records k events of one call as an allocation hook does (the guard set,
+ * handlers' calls queued); the last gets the caller's stack if stacked. */
+void rec_hook_events(struct tf_event *ev, unsigned k, int stacked);
 /* Writer side: ring i is drained and may be claimed again. */
 void rec_ring_release(uint32_t i);
 /* Writer side: a tail moved, a ring was released, or the writer drains no

@@ -698,6 +698,7 @@ int rec_writer_start(struct tf_writer *tw)
 	/* The module map goes to disk before any event can: a process killed
 	 * before the first round still has a trace that symbolizes. */
 	emit_modules();
+	rec_ctl_pool_names();   /* a forked child's, made by its parent */
 	if (!rec_s.max_size)
 		rec_enc_start();  /* without it, chunks are encoded one by one */
 

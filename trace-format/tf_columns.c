@@ -243,7 +243,7 @@ static uint64_t predict_addr(const struct tf_model *m)
 static const uint8_t col_per_rec[TF_COL_COUNT] = {
 	[TF_COL_KIND] = 1, [TF_COL_DT] = 1, [TF_COL_FN] = 1, [TF_COL_SIZE] = 1,
 	[TF_COL_STACK] = 1, [TF_COL_ADDR] = 1, [TF_COL_FADDR] = 1,
-	[TF_COL_DT2] = 1, [TF_COL_RAW] = 3, [TF_COL_DTC] = 1,
+	[TF_COL_DT2] = 1, [TF_COL_RAW] = 3, [TF_COL_DTC] = 1, [TF_COL_POOL] = 1,
 };
 
 #define TF_COL_METHOD_HUFFMAN 1 /* the only column coding of version 1 */
@@ -571,6 +571,8 @@ size_t tf_colenc_encode(struct tf_colenc *e, const struct tf_event *ev,
 			enc_record_time(e, x->t, x->stack);
 			enc_site(e, x);
 			enc_alloc_addr(e, x->addr, x->size);
+			if (tf_fn_custom(x->fn))
+				put_v(e, TF_COL_POOL, x->pool);
 			break;
 		case TF_EV_FREE:
 			put_v(e, TF_COL_KIND, TF_FREE);
@@ -818,6 +820,17 @@ static int dec_free_addr(struct tf_dec *d, uint64_t *addr)
 	return TF_OK;
 }
 
+/* A custom block's pool: a pool id fits the staging event's 16 bits. */
+static int dec_pool(struct tf_dec *d, uint32_t *pool)
+{
+	uint64_t v;
+	int rc = get_v(d, TF_COL_POOL, &v);
+	if (!rc && v > TF_POOL_MAX)
+		return bad(d, "pool id out of range");
+	*pool = (uint32_t)v;
+	return rc;
+}
+
 static int dec_record(struct tf_dec *d, struct tf_record *r, uint64_t *seq)
 {
 	struct tf_model *m = d->m;
@@ -840,6 +853,8 @@ static int dec_record(struct tf_dec *d, struct tf_record *r, uint64_t *seq)
 		if ((rc = dec_site(d, r)) ||
 		    (rc = dec_alloc_addr(d, r->size, &r->addr)))
 			return rc;
+		if (tf_fn_custom(r->fn))
+			return dec_pool(d, &r->pool);
 		break;
 	case TF_FREE:
 		r->fn = TF_FN_FREE;

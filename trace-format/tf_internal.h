@@ -56,7 +56,8 @@ enum tf_col {
 	TF_COL_RAW = 9,    /* escaped 64-bit values, in record order */
 	TF_COL_DTC = 10,   /* every record, instead of DT: t against the time
 	                      context of (previous stack, stack) */
-	TF_COL_COUNT = 11  /* one past the last tag */
+	TF_COL_POOL = 11,  /* ALLOC of a custom fn: its pool id */
+	TF_COL_COUNT = 12  /* one past the last tag */
 };
 
 /* ---- little-endian fixed-width integers ------------------------------ */

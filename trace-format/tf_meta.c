@@ -105,8 +105,9 @@ int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 		b = tf_put_varint(b, r->fn);
 		break;
 	case TF_COUNTER:
+	case TF_POOL:
 		if (r->id == 0)
-			return tf_fail(err, TF_E_ARG, 0, "counter id 0 is reserved");
+			return tf_fail(err, TF_E_ARG, 0, "counter or pool id 0 is reserved");
 		b = tf_put_varint(b, r->id);
 		tail[ntail] = r->str;
 		tail_n[ntail++] = str_len(r->str);
@@ -265,6 +266,7 @@ static int body(struct tf_mcur *c, struct tf_record *r)
 		      get_u32(c, &r->stack) || get_u8(c, &r->fn);
 		break;
 	case TF_COUNTER:
+	case TF_POOL:
 		bad = get_u32(c, &r->id) || r->id == 0 || get_bytes(c, &r->str, NULL);
 		break;
 	case TF_SAMPLE:

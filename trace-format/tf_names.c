@@ -14,6 +14,7 @@ const char *tf_kind_name(unsigned kind)
 		[TF_KEYFRAME] = "keyframe", [TF_PAUSE] = "pause",
 		[TF_KEYEVENT] = "keyevent", [TF_FORK] = "fork",
 		[TF_COUNTER] = "counter", [TF_SAMPLE] = "sample",
+		[TF_POOL] = "pool",
 	};
 	if (kind < sizeof names / sizeof names[0] && names[kind])
 		return names[kind];
@@ -32,6 +33,8 @@ const char *tf_fn_name(unsigned fn)
 		[TF_FN_PVALLOC] = "pvalloc", [TF_FN_FREE] = "free",
 		[TF_FN_NEW] = "new", [TF_FN_NEW_ARRAY] = "new[]",
 		[TF_FN_MMAP] = "mmap", [TF_FN_MREMAP] = "mremap", [TF_FN_MUNMAP] = "munmap",
+		[TF_FN_CUSTOM_ALLOC] = "custom_alloc", [TF_FN_CUSTOM_REALLOC] = "custom_realloc",
+		[TF_FN_CUSTOM_FREE] = "custom_free", [TF_FN_POOL_DESTROY] = "pool_destroy",
 	};
 	return fn < TF_FN_COUNT ? names[fn] : "unknown";
 }

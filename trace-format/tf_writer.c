@@ -308,7 +308,7 @@ static int check_events(const struct tf_event *ev, size_t n,
 {
 	for (size_t i = 0; i < n; i++) {
 		unsigned k = ev[i].kind;
-		if (ev[i].fn >= TF_FN_COUNT)
+		if (ev[i].fn >= TF_FN_COUNT || (tf_fn_custom(ev[i].fn) && k != TF_EV_ALLOC))
 			return tf_fail(err, TF_E_ARG, 0, "event %u: bad fn %u",
 				       (uint64_t)i, (uint64_t)ev[i].fn);
 		if (k == TF_EV_ALLOC || k == TF_EV_FREE)

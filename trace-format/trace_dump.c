@@ -31,7 +31,7 @@ static const char usage[] =
 	"writable; 5 damaged or truncated tail (the records before it printed).\n";
 
 struct summary {
-	uint64_t n[TF_SAMPLE + 2];     /* records per kind; last slot: unknown */
+	uint64_t n[TF_POOL + 2];     /* records per kind; last slot: unknown */
 	uint64_t lost, t_max, segments, keyframes;
 	int ended, wrapped;
 };
@@ -60,8 +60,11 @@ static void print_record(const struct tf_record *r)
 	switch (r->kind) {
 	case TF_ALLOC:
 		printf("alloc t=%" PRIu64 " tid=%" PRIu32 " addr=0x%" PRIx64
-		       " size=%" PRIu64 " stack=%" PRIu32 " fn=%s\n", r->t, r->tid,
+		       " size=%" PRIu64 " stack=%" PRIu32 " fn=%s", r->t, r->tid,
 		       r->addr, r->size, r->stack, tf_fn_name(r->fn));
+		if (tf_fn_custom(r->fn))
+			printf(" pool=%" PRIu32, r->pool);
+		putchar('\n');
 		break;
 	case TF_FREE:
 		printf("free t=%" PRIu64 " tid=%" PRIu32 " addr=0x%" PRIx64 "\n",
@@ -133,7 +136,8 @@ static void print_record(const struct tf_record *r)
 		       r->id, r->count, r->t);
 		break;
 	case TF_COUNTER:
-		printf("counter id=%" PRIu32 " name=", r->id);
+	case TF_POOL:
+		printf("%s id=%" PRIu32 " name=", tf_kind_name(r->kind), r->id);
 		put_str(r->str);
 		putchar('\n');
 		break;
@@ -155,7 +159,7 @@ static void print_record(const struct tf_record *r)
 
 static void count_record(struct summary *s, const struct tf_record *r)
 {
-	unsigned k = r->kind <= TF_SAMPLE ? r->kind : TF_SAMPLE + 1;
+	unsigned k = r->kind <= TF_POOL ? r->kind : TF_POOL + 1;
 	s->n[k]++;
 	uint64_t t = r->kind == TF_REALLOC ? r->t2 : r->t;
 	/* FORK's time is on its parent's axis */
@@ -185,7 +189,8 @@ static void print_summary(const struct summary *s, uint64_t file_bytes)
 	printf("keyframes %" PRIu64 "\n", s->keyframes);
 	printf("counters %" PRIu64 "\n", s->n[TF_COUNTER]);
 	printf("samples %" PRIu64 "\n", s->n[TF_SAMPLE]);
-	printf("unknown %" PRIu64 "\n", s->n[TF_SAMPLE + 1] + s->n[TF_PAUSE]);
+	printf("pools %" PRIu64 "\n", s->n[TF_POOL]);
+	printf("unknown %" PRIu64 "\n", s->n[TF_POOL + 1] + s->n[TF_PAUSE]);
 	printf("end %d\n", s->ended);
 	printf("duration_ns %" PRIu64 "\n", s->t_max);
 	printf("file_bytes %" PRIu64 "\n", file_bytes);

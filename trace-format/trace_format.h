@@ -84,6 +84,7 @@ enum tf_kind {
 	TF_FORK = 13,          /* a forked child's trace: its parent's trace, the fork's instant */
 	TF_COUNTER = 14,       /* a counter's name: id, name (before its first SAMPLE) */
 	TF_SAMPLE = 15,        /* counter values at an instant: t, first counter id, values */
+	TF_POOL = 16,          /* a custom allocator's pool: id (>= 1), name (rec_pool_create) */
 };
 
 /* A SAMPLE holds at most this many values (readers refuse more): the
@@ -104,6 +105,10 @@ enum tf_key_phase { TF_KEY_BEGIN = 0, TF_KEY_CUT = 1, TF_KEY_END = 2 };
  * recorded, which readers prefer over the header's. */
 #define TF_MARK_RESERVED "heapreel."
 #define TF_MARK_SAMPLE TF_MARK_RESERVED "sample="
+/* The first custom allocator call (rec.h) the recorder did not record
+ * because the trace is sampled or bounded: custom blocks are missing from
+ * that instant on (README "Custom allocators"). */
+#define TF_MARK_CUSTOM_UNRECORDED TF_MARK_RESERVED "custom-unrecorded"
 
 /* Which allocator entry point produced an ALLOC / REALLOC (for tests and
  * debugging; the importer keeps only "came from realloc"). */
@@ -116,8 +121,22 @@ enum tf_fn {
 	 * records of kind mmap, not heap blocks. TF_FN_MUNMAP's ALLOC is no
 	 * block: it unmaps [addr, addr + size) from whatever maps cover it. */
 	TF_FN_MMAP, TF_FN_MREMAP, TF_FN_MUNMAP,
+	/* A custom allocator's blocks (rec.h, FORMAT.md "Custom blocks"):
+	 * ALLOC records of kind custom, paired per pool (tf_event.pool,
+	 * tf_record.pool: 0 = no pool). CUSTOM_FREE ends the block at addr;
+	 * POOL_DESTROY ends every live block of its pool (addr 0). */
+	TF_FN_CUSTOM_ALLOC = 15, TF_FN_CUSTOM_REALLOC, TF_FN_CUSTOM_FREE, TF_FN_POOL_DESTROY,
 	TF_FN_COUNT
 };
+
+/* An fn of the custom allocator API: its ALLOC record has a pool. */
+static inline int tf_fn_custom(unsigned fn)
+{
+	return fn >= TF_FN_CUSTOM_ALLOC && fn <= TF_FN_POOL_DESTROY;
+}
+
+/* Pool ids fit the staging event's 16 bits (tf_event.pool). */
+#define TF_POOL_MAX 65535u
 
 /* ---- the staging event: 32 bytes ------------------------------------------
  * This is both what the recorder's hot path writes into a thread's ring
@@ -141,7 +160,7 @@ struct tf_event {
 	uint32_t stack;        /* leaf trie node id; 0 = empty stack */
 	uint8_t kind;          /* enum tf_ev_kind */
 	uint8_t fn;            /* enum tf_fn */
-	uint16_t flags;        /* reserved, 0 */
+	uint16_t pool;         /* custom fns (tf_fn_custom): the pool, 0 = none; else 0 */
 };
 _Static_assert(sizeof(struct tf_event) == 32, "ring slot layout");
 
@@ -169,12 +188,13 @@ struct tf_record {
 	                          COUNTER: its id (>= 1); SAMPLE: the first value's counter;
 	                          FORK: the parent's pid */
 	uint32_t parent;       /* STACK: parent node id, 0 = root */
+	uint32_t pool;         /* ALLOC of a custom fn: its pool (0 = none); POOL: its id */
 	uint64_t ip;           /* STACK: return address */
 	uint64_t count;        /* SAMPLE: values; LOST: events dropped; KEYFRAME CUT: stream index of
 	                          the cut (events before it are in the keyframe);
 	                          FORK: the parent's trace's t0_mono_ns */
 	uint64_t file_offset;  /* MODULE: file offset of the mapping */
-	const char *str;       /* THREAD name, MODULE path, MARK label, COUNTER name; NUL-terminated,
+	const char *str;       /* THREAD name, MODULE path, MARK label, COUNTER or POOL name; NUL-terminated,
 	                          valid until the next decode into the same buffer */
 	const uint8_t *build_id; /* MODULE: raw GNU build-id bytes, or NULL */
 	uint32_t build_id_len;

@@ -79,6 +79,14 @@ static uint64_t rnd(void)
 	return z ^ (z >> 31);
 }
 
+/* Opens path and a decoder for it (the test fails if either fails). */
+static void open_decoding(const char *path, struct tf_reader **rd, struct tf_decoder **d)
+{
+	struct tf_error e = { 0 };
+	CHECK(tf_reader_open(rd, path, &e) == TF_OK, "%s", e.msg);
+	CHECK(tf_decoder_new(d, &e) == TF_OK, "%s", e.msg);
+}
+
 static char *tmp_path(const char *name)
 {
 	static char buf[4][256];
@@ -710,8 +718,7 @@ static void test_unknown_kinds(void)
 	struct tf_decoder *d;
 	struct tf_segment_info si;
 	const struct tf_record *r;
-	CHECK(tf_reader_open(&rd, path, &e) == TF_OK, "%s", e.msg);
-	CHECK(tf_decoder_new(&d, &e) == TF_OK, "%s", e.msg);
+	open_decoding(path, &rd, &d);
 	CHECK(tf_reader_next_segment(rd, &si, &e) == TF_OK, "%s", e.msg);
 	CHECK(tf_decode_segment(rd, d, &si, &r, &e) == TF_OK, "meta: %s", e.msg);
 	CHECK(r[0].kind == TF_STACK && r[0].id == 7 && r[0].ip == 42, "stack");
@@ -803,8 +810,7 @@ static void test_counters(void)
 	struct tf_segment_info si;
 	const struct tf_record *r;
 	uint64_t got[TF_SAMPLE_MAX];
-	CHECK(tf_reader_open(&rd, path, &e) == TF_OK, "%s", e.msg);
-	CHECK(tf_decoder_new(&d, &e) == TF_OK, "%s", e.msg);
+	open_decoding(path, &rd, &d);
 	CHECK(tf_reader_next_segment(rd, &si, &e) == TF_OK, "%s", e.msg);
 	CHECK(tf_decode_segment(rd, d, &si, &r, &e) == TF_OK, "meta: %s", e.msg);
 	CHECK(si.count == 3, "%u records", si.count);
@@ -823,6 +829,70 @@ static void test_counters(void)
 	tf_decoder_free(d);
 	tf_reader_close(rd);
 	checks += 12;
+}
+
+/* Custom blocks (fns 15-18) keep their pool through the POOL column, a
+ * heap block and two pools' blocks at one address included; a POOL name
+ * round-trips; pool id 0, and a custom fn on anything but an ALLOC, are
+ * refused by the writer. */
+static void test_pools(void)
+{
+	const char *path = tmp_path("pools.trc");
+	int fd = create(path), seen = 0;
+	struct tf_writer *w;
+	struct tf_reader *rd;
+	struct tf_decoder *d;
+	struct tf_segment_info si;
+	const struct tf_record *r;
+	struct tf_error e = { 0 };
+	const uint64_t a = 0x7f0000001000;
+	const struct tf_event ev[] = {
+		{ .t = 10, .addr = a, .size = 65536, .stack = 4, .kind = TF_EV_ALLOC },
+		{ .t = 20, .addr = a, .size = 100, .stack = 5, .kind = TF_EV_ALLOC,
+		  .fn = TF_FN_CUSTOM_ALLOC, .pool = 1 },
+		{ .t = 30, .addr = a, .size = 64, .stack = 5, .kind = TF_EV_ALLOC,
+		  .fn = TF_FN_CUSTOM_ALLOC, .pool = TF_POOL_MAX },
+		{ .t = 40, .addr = a + 16, .size = 7, .stack = 6, .kind = TF_EV_ALLOC,
+		  .fn = TF_FN_CUSTOM_REALLOC },
+		{ .t = 50, .addr = a, .kind = TF_EV_ALLOC, .fn = TF_FN_CUSTOM_FREE, .pool = 1 },
+		{ .t = 60, .kind = TF_EV_ALLOC, .fn = TF_FN_POOL_DESTROY, .pool = TF_POOL_MAX },
+		{ .t = 70, .addr = a, .kind = TF_EV_FREE },
+	};
+	enum { N = sizeof ev / sizeof ev[0] };
+	CHECK(tf_writer_open(&w, fd, &hdr, &e) == TF_OK, "%s", e.msg);
+	CHECK(tf_write_events(w, 1, 9, 0, ev, N, &e) == TF_OK, "%s", e.msg);
+	struct tf_event bad = { .t = 80, .addr = a, .kind = TF_EV_FREE, .fn = TF_FN_CUSTOM_FREE };
+	CHECK(tf_write_events(w, 1, 9, N, &bad, 1, &e) == TF_E_ARG, "a custom FREE written");
+	struct tf_record p = { .kind = TF_POOL, .id = 2, .str = "arena" };
+	CHECK(tf_write_meta(w, &p, &e) == TF_OK, "%s", e.msg);
+	p.id = 0;
+	CHECK(tf_write_meta(w, &p, &e) == TF_E_ARG, "pool id 0 written");
+	CHECK(tf_writer_close(w, 100, &e) == TF_OK, "%s", e.msg);
+	close(fd);
+
+	open_decoding(path, &rd, &d);
+	while (tf_reader_next_segment(rd, &si, &e) == TF_OK) {
+		CHECK(tf_decode_segment(rd, d, &si, &r, &e) == TF_OK, "%s", e.msg);
+		if (si.stream == 0) {
+			CHECK(r[0].kind == TF_POOL && r[0].id == 2 && !strcmp(r[0].str, "arena"),
+			      "pool record: kind %u id %u", r[0].kind, r[0].id);
+			seen |= 1;
+			continue;
+		}
+		CHECK(si.count == N, "%u records", si.count);
+		for (int i = 0; i < N; i++)
+			CHECK(r[i].kind == (ev[i].kind == TF_EV_FREE ? TF_FREE : TF_ALLOC) &&
+			      r[i].t == ev[i].t && r[i].addr == ev[i].addr &&
+			      (r[i].kind == TF_FREE || (r[i].fn == ev[i].fn && r[i].size == ev[i].size &&
+							r[i].stack == ev[i].stack)) &&
+			      r[i].pool == ev[i].pool, "record %d: fn %u pool %u addr %" PRIx64, i,
+			      r[i].fn, r[i].pool, r[i].addr);
+		seen |= 2;
+	}
+	CHECK(seen == 3, "segments seen: %d", seen);
+	tf_decoder_free(d);
+	tf_reader_close(rd);
+	checks += 6;
 }
 
 static void test_segenc(void)
@@ -1464,6 +1534,7 @@ int main(int argc, char **argv)
 	test_round_trip_realistic();
 	test_unknown_kinds();
 	test_counters();
+	test_pools();
 	test_time_contexts();
 	test_bad_headers();
 	test_damage();

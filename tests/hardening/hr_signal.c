@@ -1,7 +1,10 @@
 /*
- * hr_signal N - allocates inside signal handlers while the interrupted
- * thread allocates in a loop, so a handler can land anywhere in the
- * recorder's malloc/free hooks.
+ * hr_signal N [custom] - allocates inside signal handlers while the
+ * interrupted thread allocates in a loop, so a handler can land anywhere in
+ * the recorder's malloc/free hooks. With "custom", the loop reports
+ * custom allocator blocks instead (rec.h): rec_alloc of one block, N
+ * rec_realloc of it in place (each an end and a new block, recorded in one
+ * hook call), rec_free; a handler then lands in that hook.
  *
  * The main thread mallocs and frees N blocks of sizes in [HRS_MAIN_MIN,
  * HRS_MAIN_MIN + HRS_MAIN_SPAN) (above the tcache range: the arena path).
@@ -23,6 +26,9 @@
  *
  * Must never: allocate in the handler a size the main loop uses.
  */
+#define REC_WEAK
+#include "rec.h"
+
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +41,8 @@
 #define HRS_HANDLER_SIZE 88           /* a tcache size nobody else here uses */
 #define HRS_PREWARM 2                 /* tcache entries the handler bin starts with */
 #define HRS_PERIOD_NS 20000           /* between two signals */
+
+static char custom_block[HRS_MAIN_MIN + HRS_MAIN_SPAN];
 
 static pthread_t main_thread;
 static volatile sig_atomic_t done;
@@ -99,8 +107,19 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 
 	long allocs = 0, frees = 0;
+	int custom = argc > 2 && !strcmp(argv[2], "custom");
+	if (custom && (!rec_alloc || rec_alloc(custom_block, HRS_MAIN_MIN)))
+		return 1;
 	for (long i = 0; i < n; i++) {
-		char *p = malloc(HRS_MAIN_MIN + (size_t)(i % HRS_MAIN_SPAN));
+		size_t size = HRS_MAIN_MIN + (size_t)(i % HRS_MAIN_SPAN);
+		if (custom) {
+			if (rec_realloc(custom_block, custom_block, size))
+				return 1;
+			allocs++;
+			frees++;
+			continue;
+		}
+		char *p = malloc(size);
 		if (!p)
 			return 1;
 		allocs++;
@@ -108,6 +127,8 @@ int main(int argc, char **argv)
 		free(p);
 		frees++;
 	}
+	if (custom && rec_free(custom_block))
+		return 1;
 	pthread_sigmask(SIG_BLOCK, &both, NULL);
 	done = 1;
 	pthread_join(k, NULL);

@@ -25,6 +25,8 @@ CASE:
   signal     hr_signal: allocations inside SIGALRM/SIGUSR1 handlers (its
              counts depend on timing: exit codes compared, output not; the
              trace must hold exactly what it printed)
+  signal_custom  hr_signal custom: the handlers land in rec_realloc's hook;
+             every custom block is in the trace, ended, and the trace whole
   setuid     passwd --help and su --help as an unprivileged user (the loader
              ignores LD_PRELOAD for setuid programs), directly and from a
              recorded shell
@@ -501,6 +503,26 @@ def case_signal(d):
     assert got_h == h_a + 2 and live_h == 0, \
         "allocations made in signal handlers are missing from the trace"
     hardtest.consistency(c)
+
+
+def case_signal_custom(d):
+    prog = hardtest.prog("hr_signal")
+    hardtest.need(prog)
+    n = 400000
+    trace = os.path.join(d, "sigc.trc")
+    rec = run([prog, str(n), "custom"], hardtest.rec_env(trace))
+    assert rec.returncode == 0 and not rec.stderr, rec
+    h_a = int(re.search(r"handler allocs (\d+)", rec.stdout.decode()).group(1))
+    db = os.path.join(d, "sigc.db")
+    hardtest.trace_import([trace], db)
+    c = hardtest.connect(db)
+    blocks, live = c.execute("SELECT COUNT(*), SUM(t_free IS NULL) FROM allocations "
+                             "WHERE kind = 2").fetchone()
+    got_h = hardtest.one(c, "SELECT COUNT(*) FROM allocations WHERE size = 88")
+    print("signal_custom: %d handler calls; trace: %d custom blocks (want %d), %d live; "
+          "%d handler allocations (want %d)" % (h_a, blocks, n + 1, live, got_h, h_a + 2))
+    assert blocks == n + 1 and live == 0 and got_h == h_a + 2
+    assert hardtest.meta(c, "unmatched_frees") == 0 and hardtest.meta(c, "missed_frees") == 0
 
 
 def case_setuid(d):

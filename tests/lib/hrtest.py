@@ -228,6 +228,26 @@ def recorded_db(prog, tag, needs=()):
     return d, trace, db
 
 
+def run_case(prog, tag, cases):
+    """The test of sys.argv[1]: cases["case_" + it](tmp, trace, db), with
+    prog (a path) recorded and imported by recorded_db in tmpdir(tag + it)."""
+    d, trace, db = recorded_db(prog, tag + sys.argv[1], needs=(TRACE_SNAP,))
+    cases["case_" + sys.argv[1]](d, trace, db)
+
+
+def forked_db(d, argv):
+    """argv (a program that forks once, writing run.trc and run.trc.1) run
+    under libheapreel.so and both traces imported: (db, connection, parent
+    pid, child pid)."""
+    trace, db = os.path.join(d, "fork.trc"), os.path.join(d, "fork.db")
+    record(argv, trace)
+    run([TRACE_IMPORT, "-q", trace, trace + ".1", db])
+    c = connect(db)
+    parent = one(c, "SELECT pid FROM processes WHERE ppid NOT IN (SELECT pid FROM processes)")
+    child = one(c, "SELECT pid FROM processes WHERE ppid = ?", parent)
+    return db, c, parent, child
+
+
 def run(argv, check=True, **kw):
     p = subprocess.run(argv, capture_output=True, text=True, **kw)
     if check and p.returncode != 0:
@@ -266,7 +286,7 @@ def snap_table(out):
     those columns."""
     lines = out.splitlines()
     i = 1
-    while i < len(lines) and lines[i].startswith(("Kinds: ", "Threads: ", "Warning: ")):
+    while i < len(lines) and lines[i].startswith(("Kinds: ", "Pool: ", "Threads: ", "Warning: ")):
         i += 1
     head = lines[i].split()
     cols = head[:next(k for k, w in enumerate(head) if w in ("function", "stack,"))]

@@ -26,6 +26,7 @@ class Proc:
         self.t_start, self.t_end = t_start, t_end
         self.ppid = 1
         self.marks = []
+        self.pools = []           # (id, name): the pools table's rows
         self.modules = []
         self.threads = []         # (tid, name): the threads table's rows
         self.lost_events = self.damaged = self.unknown_frees = self.inherited = 0
@@ -59,20 +60,23 @@ class Fixture:
             parent = nid
         return parent
 
-    def alloc(self, pid, t, size, stack, t_free=None, tid=1, temporary=0):
+    def alloc(self, pid, t, size, stack, t_free=None, tid=1, temporary=0, kind=0, pool=0):
         self.allocs.append(dict(pid=pid, t_alloc=t, t_free=t_free, size=size,
                                 stack=stack, tid=tid, temporary=temporary,
-                                seq=len(self.allocs)))
+                                kind=kind, pool=pool, seq=len(self.allocs)))
 
     def checkpoints(self, pid, times):
         self.ckpt_times[pid] = sorted(times)
 
     # ---- brute force ------------------------------------------------------
-    def state(self, pid, t):
-        """stack -> [inuse_n, inuse_b, alloc_n, alloc_b] at instant t."""
+    def state(self, pid, t, pools=None):
+        """stack -> [inuse_n, inuse_b, alloc_n, alloc_b] at instant t; pools:
+        only the custom blocks of these pool ids."""
         st = {}
         for a in self.allocs:
             if a["pid"] != pid or a["t_alloc"] > t:
+                continue
+            if pools is not None and (a["kind"] != 2 or a["pool"] not in pools):
                 continue
             r = st.setdefault(a["stack"], [0, 0, 0, 0])
             r[2] += 1
@@ -107,9 +111,9 @@ class Fixture:
         for i, a in enumerate(allocs, 1):
             a["id"] = i
             db.execute("INSERT INTO allocations(id,t_alloc,t_free,size,stack_id,tid,pid,"
-                       "addr,temporary) VALUES(?,?,?,?,?,?,?,?,?)",
+                       "addr,temporary,kind,pool_id) VALUES(?,?,?,?,?,?,?,?,?,?,?)",
                        (i, a["t_alloc"], a["t_free"], a["size"], a["stack"], a["tid"],
-                        a["pid"], 0x1000 + 16 * i, a["temporary"]))
+                        a["pid"], 0x1000 + 16 * i, a["temporary"], a["kind"], a["pool"]))
         frees = sorted((a for a in allocs if a["t_free"] is not None),
                        key=lambda a: (a["t_free"], a["id"]))
         proc = {pid: k for k, pid in enumerate(sorted(self.procs))}
@@ -138,6 +142,8 @@ class Fixture:
                            (pid, tid, name, min(mine, default=None), max(mine, default=None)))
             for t, label in p.marks:
                 db.execute("INSERT INTO marks VALUES(?,?,?)", (pid, t, label))
+            for pool_id, name in p.pools:
+                db.execute("INSERT INTO pools VALUES(?,?,?)", (pid, pool_id, name))
             for m in p.modules:
                 db.execute("INSERT INTO modules(pid,path,build_id,start,end,file_offset,"
                            "perms,t_load) VALUES(?,?,?,?,?,?,?,0)", (pid,) + m)

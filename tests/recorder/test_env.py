@@ -35,6 +35,8 @@ EXPORTS = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalig
            "execl", "execle", "execlp", "fexecve",
            "mmap", "mmap64", "munmap", "mremap",  # the program's mappings (mmap.c)
            "rec_start", "rec_stop", "rec_mark", "rec_flush",  # rec.h
+           "rec_alloc", "rec_realloc", "rec_free", "rec_pool_create",  # rec.h: custom allocators
+           "rec_pool_alloc", "rec_pool_free", "rec_pool_destroy",
            # C++ operator new and delete, every form
            "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
            "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",

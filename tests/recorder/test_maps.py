@@ -24,7 +24,6 @@ CASE:
 """
 import os
 import re
-import sys
 
 import hrtest
 
@@ -135,13 +134,7 @@ def case_sampled(d, trace, db):
 
 
 def case_fork(d, trace, db):
-    ftrace, fdb = os.path.join(d, "fork.trc"), os.path.join(d, "fork.db")
-    hrtest.record([hrtest.prog("maps"), "fork"], ftrace)
-    hrtest.run([hrtest.TRACE_IMPORT, "-q", ftrace, ftrace + ".1", fdb])
-    c = hrtest.connect(fdb)
-    parent = hrtest.one(c, "SELECT pid FROM processes WHERE ppid NOT IN "
-                        "(SELECT pid FROM processes)")
-    child = hrtest.one(c, "SELECT pid FROM processes WHERE ppid = ?", parent)
+    fdb, _, _, child = hrtest.forked_db(d, [hrtest.prog("maps"), "fork"])
     check_marks(fdb)                        # the parent's answers as without the fork
     want = [MMAP[1], {"grow_b": 12 * PAGE}]
     for m, w in enumerate(want):
@@ -152,11 +145,5 @@ def case_fork(d, trace, db):
     print("fork: the child's inherited mappings, then its own munmap: exact")
 
 
-def main():
-    d, trace, db = hrtest.recorded_db(hrtest.prog("maps"), "rec-maps-" + sys.argv[1],
-                                      needs=(hrtest.TRACE_SNAP,))
-    globals()["case_" + sys.argv[1]](d, trace, db)
-
-
 if __name__ == "__main__":
-    main()
+    hrtest.run_case(hrtest.prog("maps"), "rec-maps-", globals())

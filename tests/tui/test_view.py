@@ -259,7 +259,7 @@ def test_process_in_title():
     c = sqlite3.connect(two)
     c.execute("INSERT INTO threads(pid, tid, name, t_first, t_last) VALUES(?,?,'helper',1,2)",
               (tt.PID + 1, tt.PID + 1))
-    c.execute("INSERT INTO allocations VALUES(100, 1, NULL, 777, ?, ?, ?, 0x90000, 0, 0, 0)",
+    c.execute("INSERT INTO allocations VALUES(100, 1, NULL, 777, ?, ?, ?, 0x90000, 0, 0, 0, 0)",
               (tt.BIG, tt.PID + 1, tt.PID + 1))
     c.execute("INSERT INTO timeline VALUES(?, 0, 777, 1, 777, 1, 0)", (tt.PID + 1,))
     c.commit()

@@ -117,7 +117,7 @@ def build_fixture(path, empty=False, lacks=None, marks=()):
     for sid, (parent, fid) in STACKS.items():
         db.execute("INSERT INTO stacks VALUES(?,?,?)", (sid, parent, fid))
     for i, (ta, tf, size, st) in enumerate(allocs):
-        db.execute("INSERT INTO allocations VALUES(?,?,?,?,?,?,?,?,0,0,0)",
+        db.execute("INSERT INTO allocations VALUES(?,?,?,?,?,?,?,?,0,0,0,0)",
                    (i + 1, ta, tf, size, st, PID, PID, 0x10000 + 0x1000 * i))
     db.executemany("INSERT INTO free_blocks VALUES(?,?)", hrtest.pack_frees(
         [(aid, allocs[aid - 1][2], allocs[aid - 1][3], 0) for _, aid in frees], FREE_BLOCK))
