@@ -60,8 +60,9 @@ static int first_mark(struct q_db *db, int64_t pid, const char *label, int64_t *
 int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t t2,
             struct q_lack *l)
 {
-	int64_t t_custom;
-	if (first_mark(db, pid, TF_MARK_CUSTOM_UNRECORDED, &t_custom))
+	int64_t t_custom, t_unmapped;
+	if (first_mark(db, pid, TF_MARK_CUSTOM_UNRECORDED, &t_custom) ||
+	    first_mark(db, pid, TF_MARK_MMAP_UNRECORDED, &t_unmapped))
 		return -1;
 	const struct q_span *s;
 	size_t n;
@@ -80,6 +81,10 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 		l->what |= Q_LACK_CUSTOM;
 		l->t_custom = t_custom;
 	}
+	if (reach >= t_unmapped) {
+		l->what |= Q_LACK_UNMAPPED;
+		l->t_unmapped = t_unmapped;
+	}
 	for (size_t k = 0; k < n && !(l->what & Q_LACK_STOPPED); k++) {
 		if (s[k].t1 <= t2 && s[k].t2 > t1) {   /* [stop, start) meets [t1, t2] */
 			l->what |= Q_LACK_STOPPED;
@@ -91,10 +96,6 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 	bool live_set = kind == Q_SNAPSHOT || kind == Q_PEAK || kind == Q_GROWTH || kind == Q_LEAKS;
 	if (p->inherited == Q_INHERITED_UNKNOWN && live_set)
 		l->what |= Q_LACK_INHERITED;
-	/* The recorder skips mappings while sampling (recorder/mmap.c):
-	 * whether it skipped any is unknown, so every answer says it. */
-	if (p->sample_period > 0)
-		l->what |= Q_LACK_UNMAPPED;
 	return 0;
 }
 
@@ -137,9 +138,9 @@ static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 		}
 		break;
 	case Q_LACK_UNMAPPED:
-		snprintf(buf, n, "process %lld was sampled (every %" PRId64 " bytes): its anonymous "
-		         "mappings were not recorded, so the answer holds no memory of kind mmap",
-		         pid, p->sample_period);
+		q_fmt_ns(a, sizeof a, l->t_unmapped);
+		snprintf(buf, n, "process %lld mapped anonymous memory from %s on that its trace "
+		         "does not hold (sampled): the answer lacks it (kind mmap)", pid, a);
 		break;
 	case Q_LACK_CUSTOM:
 		q_fmt_ns(a, sizeof a, l->t_custom);

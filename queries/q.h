@@ -385,7 +385,7 @@ enum {
 	Q_LACK_DAMAGE = 2,      /* reaches t_damaged: what followed was not read */
 	Q_LACK_STOPPED = 4,     /* meets a stopped span */
 	Q_LACK_INHERITED = 8,   /* a live set of a forked child whose inherited blocks are unknown */
-	Q_LACK_UNMAPPED = 16,   /* a sampled process: its mappings (kind mmap) were not recorded */
+	Q_LACK_UNMAPPED = 16,   /* reaches the first anonymous mapping not recorded (sampled) */
 	Q_LACK_CUSTOM = 32,     /* reaches the first custom allocator call not recorded */
 	Q_LACK_LAST = Q_LACK_CUSTOM
 };
@@ -396,6 +396,7 @@ struct q_lack {
 	const struct q_process *proc;          /* owned by db */
 	struct q_span stopped;                 /* Q_LACK_STOPPED: the first span met */
 	int64_t t_custom;                      /* Q_LACK_CUSTOM: from when */
+	int64_t t_unmapped;                    /* Q_LACK_UNMAPPED: from when */
 };
 
 /* What an answer of this kind about process pid over [t1, t2] (t1 = t2:

@@ -242,6 +242,13 @@ int rec_ctl_mark(const char *label, int can_wait)
 	return label ? queue_mark(rec_now(), label, 0, can_wait) : -1;
 }
 
+void rec_ctl_mark_once(const char *label, _Atomic uint32_t *told)
+{
+	uint32_t gen = atomic_load(&rec_s.gen) + 1, old = atomic_load(told);
+	if (old != gen && atomic_compare_exchange_strong(told, &old, gen))
+		rec_ctl_mark(label, 1);
+}
+
 /* The names table, mapped by the first caller; NULL without memory. */
 static struct pool_name *names_table(void)
 {

@@ -34,16 +34,13 @@
 
 enum take { TAKE_NONE, TAKE_FREE, TAKE_ALL };
 
-/* The session (rec_s.gen + 1) whose trace has the mark of a call not
- * recorded: one mark per trace. */
+/* The session whose trace has the mark of a call not recorded. */
 static _Atomic uint32_t told_gen;
 
 /* A call the trace cannot hold (sampled, bounded): the trace says so once. */
 static void unrecorded(void)
 {
-	uint32_t gen = atomic_load(&rec_s.gen) + 1, old = atomic_load(&told_gen);
-	if (old != gen && atomic_compare_exchange_strong(&told_gen, &old, gen))
-		rec_ctl_mark(TF_MARK_CUSTOM_UNRECORDED, 1);
+	rec_ctl_mark_once(TF_MARK_CUSTOM_UNRECORDED, &told_gen);
 }
 
 /* What may be recorded now; -1 without a trace. */

@@ -19,7 +19,8 @@
  * constructor and never touch the dynamic loader (its own mappings of
  * libraries go through its internal mmap, not through these symbols).
  * brk and sbrk are left alone: the heap they grow is malloc's, already
- * counted block by block. Nothing is recorded while sampling.
+ * counted block by block. Nothing is recorded while sampling: the first
+ * anonymous mapping then leaves a mark (TF_MARK_MMAP_UNRECORDED).
  *
  * Must never: allocate, lock, use stdio, or record a failed call.
  */
@@ -38,13 +39,24 @@ static size_t pages(size_t len)
 	return (len + page - 1) & ~(page - 1);
 }
 
+/* The session whose trace has the mark of a mapping not recorded. */
+static _Atomic uint32_t told_gen;
+
 /* Is a call by the program, made from caller, to be recorded now? Not
  * while sampling: unbiasing scales a stack's bytes by its blocks' mean
- * size, which would inflate mappings recorded in full (README). */
-static int program_call(uintptr_t caller)
+ * size, which would inflate mappings recorded in full (README); the first
+ * anonymous mapping that goes unrecorded so leaves a mark (sampled), from
+ * which answers say they lack mappings. */
+static int program_call(uintptr_t caller, int anon_map)
 {
-	return !rec_guard && rec_on() && !(rec_ctl_now() >> REC_M_PERIOD_SHIFT) &&
-	       !rec_stack_from_recorder(caller);
+	if (rec_guard || !rec_on() || rec_stack_from_recorder(caller))
+		return 0;
+	uint64_t w = rec_ctl_now();
+	if (!(w >> REC_M_PERIOD_SHIFT))
+		return 1;
+	if (anon_map && (w & REC_M_ALLOCS))
+		rec_ctl_mark_once(TF_MARK_MMAP_UNRECORDED, &told_gen);
+	return 0;
 }
 
 static struct tf_event region_event(unsigned fn, uint64_t t, const void *addr, size_t len)
@@ -72,7 +84,7 @@ static void *map_call(void *addr, size_t len, int prot, int flags, int fd, off_t
 		      uintptr_t caller)
 {
 	void *p = (void *)syscall(SYS_mmap, addr, len, prot, flags, fd, off);
-	if (p != MAP_FAILED && program_call(caller))
+	if (p != MAP_FAILED && program_call(caller, flags & MAP_ANONYMOUS))
 		note_map(p, len, flags);
 	return p;
 }
@@ -96,7 +108,7 @@ REC_EXPORT int munmap(void *addr, size_t len)
 	 * another thread sorts after its unmap */
 	uint64_t t = rec_now();
 	int r = (int)syscall(SYS_munmap, addr, len);
-	if (r == 0 && program_call(caller)) {
+	if (r == 0 && program_call(caller, 0)) {
 		struct tf_event ev = region_event(TF_FN_MUNMAP, t, addr, len);
 		rec_hook_events(&ev, 1, 0);
 	}
@@ -119,7 +131,7 @@ REC_EXPORT void *mremap(void *old, size_t old_len, size_t new_len, int flags, ..
 	uint64_t t = rec_now();
 	void *p = (void *)syscall(SYS_mremap, old, old_len, new_len, flags, want);
 	/* old_len 0 duplicates a shared mapping: nothing anonymous to follow */
-	if (p != MAP_FAILED && old_len && program_call(caller)) {
+	if (p != MAP_FAILED && old_len && program_call(caller, 0)) {
 		struct tf_event ev[3];
 		unsigned k = 0;
 		if (flags & MREMAP_FIXED)  /* what the new place replaced */

@@ -159,6 +159,9 @@ int rec_ctl_set_ready(void);
 int rec_ctl_start(int can_wait);
 int rec_ctl_stop(int can_wait);
 int rec_ctl_mark(const char *label, int can_wait);
+/* label as a mark, once per trace: *told holds the session (rec_s.gen + 1)
+ * whose trace has it. For the marks from which answers lack something. */
+void rec_ctl_mark_once(const char *label, _Atomic uint32_t *told);
 /* A new pool id, its name queued for the writer's POOL record; 0 if there
  * is no trace or TF_POOL_MAX pools were made. */
 uint32_t rec_ctl_pool_create(const char *name);

@@ -109,6 +109,10 @@ enum tf_key_phase { TF_KEY_BEGIN = 0, TF_KEY_CUT = 1, TF_KEY_END = 2 };
  * because the trace is sampled or bounded: custom blocks are missing from
  * that instant on (README "Custom allocators"). */
 #define TF_MARK_CUSTOM_UNRECORDED TF_MARK_RESERVED "custom-unrecorded"
+/* The instant of the first anonymous mapping a trace does not hold because
+ * it is sampled: mappings are missing from that instant on (README
+ * "Mappings"). */
+#define TF_MARK_MMAP_UNRECORDED TF_MARK_RESERVED "mmap-unrecorded"
 
 /* Which allocator entry point produced an ALLOC / REALLOC (for tests and
  * debugging; the importer keeps only "came from realloc"). */

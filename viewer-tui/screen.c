@@ -521,8 +521,9 @@ static const char *const help_text[] = {
 	"short); \"! after loss / after damage / stopped\": the",
 	"live set may lack blocks (events lost, trace cut,",
 	"recording stopped: shaded on the chart, ( and ) mark",
-	"where it stopped and started again); \"! no mmap\": a",
-	"sampled process, whose mappings were not recorded.",
+	"where it stopped and started again); \"! no mmap\" and",
+	"\"! custom unrecorded\": mappings or custom blocks that",
+	"a sampled (or bounded) trace could not hold.",
 };
 
 int tui_screen_help_lines(void)

@@ -115,14 +115,18 @@ def case_sampled(d, trace, db):
     maps = [r for r in recs if any(w in r for w in ("fn=mmap", "fn=mremap", "fn=munmap"))]
     assert not maps, maps
     assert [r for r in recs if "size=%d" % BIG in r and "fn=malloc" in r], "64 MiB not sampled"
-    print("sampled: no mapping recorded: ok")
-    # ... and every answer about the process says so, unless it asks for
-    # heap blocks only; the unsampled recording's answers do not
+    marks = [r for r in recs if r[-1] == "label=heapreel.mmap-unrecorded"]
+    assert len(marks) == 1, marks
+    print("sampled: no mapping recorded, one mark at the first: ok")
+    # ... and every answer reaching the mark says so, unless it asks for
+    # heap blocks only; an instant before it, or the unsampled recording's
+    # answers, do not
     sdb = os.path.join(d, "sampled.db")
     hrtest.trace_import([sampled, sdb])
-    said = "its anonymous mappings were not recorded, so the answer holds no memory of kind mmap"
+    said = "that its trace does not hold (sampled): the answer lacks it (kind mmap)"
     for args, want in ((["--peak"], True), (["--at", "mark:maps-0", "--kind", "mmap"], True),
-                       (["--stats"], True), (["--peak", "--kind", "heap"], False)):
+                       (["--stats"], True), (["--peak", "--kind", "heap"], False),
+                       (["--at", "start"], False)):
         text = [] if "--stats" in args else ["--format", "text"]
         p = hrtest.run([hrtest.TRACE_SNAP, sdb] + args + text)
         warned = [l for l in p.stderr.splitlines() if said in l]

@@ -159,7 +159,7 @@ def check_size(w, h, want, db, cwd):
         assert all(len(l) < w for l in scr.splitlines()), scr
         for _ in range(4):
             tm.keys("NPage")
-        _, scr = tm.wait(r"^sampled process, whose mappings were not recorded\.$")
+        _, scr = tm.wait(r"^a sampled \(or bounded\) trace could not hold\.$")
         assert all(len(l) < w for l in scr.splitlines()), scr
 
 

@@ -2,7 +2,7 @@
 a loss and unknown inherited blocks; the status line says when the
 snapshot at the cursor lies after the loss or the damage, or inside a
 stopped span (heapreel.stop .. heapreel.start marks, which are shaded on
-the chart), or that the process was sampled (no mappings recorded); the
+the chart), or after a mapping a sampled trace did not record; the
 numbers at the cursor stay exact. A trace that lacks
 nothing shows none of it.
 """
@@ -91,13 +91,17 @@ with tt.Tmux([TUI, "--at", "3s", ORPHAN], width=WIDTH, height=HEIGHT) as tm:
     scr = at(tm, "3", "")
     assert "  INHERITED BLOCKS UNKNOWN  duration" in scr.splitlines()[0], scr
     checks += 1
-# A sampled process: its mappings were not recorded, at every instant.
+# A sampled process that mapped memory at 2 s, unrecorded: from then on.
 SAMPLED = os.path.join(D, "sampled.db")
-tt.build_fixture(SAMPLED, lacks={"sample_period": 4096})
+tt.build_fixture(SAMPLED, lacks={"sample_period": 4096},
+                 marks=[(2 * S, "heapreel.mmap-unrecorded")])
 with tt.Tmux([TUI, "--at", "3s", SAMPLED], width=WIDTH, height=HEIGHT) as tm:
     st, _ = tt.wait_status(tm, lambda st: st[0] == "3")
     assert st[5] == "no mmap", st
-    checks += 1
+    tm.keys("Home")
+    st, _ = tt.wait_status(tm, lambda st: st[0] == "0")
+    assert st[5] == "", st
+    checks += 2
 # A trace that lacks nothing: no flag, no note, no shade.
 CLEAN = os.path.join(D, "clean.db")
 tt.build_fixture(CLEAN)

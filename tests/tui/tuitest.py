@@ -243,7 +243,7 @@ class Tmux:
 # size in binary units goes, then the view, "objects" and the mark's words,
 # then "live". "! after loss, stopped": what the snapshot lacks; "mark L (T)"
 # or "@L": the mark at or before the cursor.
-LACK = r"(?:(?:after )?(?:loss|damage)|stopped|no mmap)"
+LACK = r"(?:(?:after )?(?:loss|damage)|stopped|no mmap|custom unrecorded)"
 STATUS = re.compile(r"t=(\S+)s\s+(?:live )?(-?\d+) B(?: \([^)]*\))?\s+(-?\d+) obj(?:ects)?"
                     r"\s+(-?\d+) allocs(?: ! (%s(?:, %s)*))?(?: (?:mark (.+?) \(([^)]*)\)|@(\S+)))?"
                     r"(?: \[([^\]]*)\]?)?" % (LACK, LACK))
