@@ -490,6 +490,41 @@ void rec_ring_reset(void);            /* new session: forget every claim */
 /* Publishes n (1 or 2) events of the calling thread together. */
 void rec_ring_put(const struct tf_event *ev, unsigned n);
 
+/* ---- interpose.c, for the entry points with hooks of their own -----------
+ * C++ new and delete (interpose.c) and the allocator APIs (entry_alloc_api.c)
+ * hand their arguments over as one rec_call, which call(c) turns into the
+ * real call; unused fields are 0. */
+struct rec_call {
+	void *ptr;                    /* the block freed or resized */
+	size_t size;                  /* bytes the block gets */
+	size_t n, elem;               /* a count of elements of elem bytes (calloc-like) */
+	size_t align;                 /* an alignment (C++ align_val_t, memalign) */
+	size_t extra;                 /* xallocx's extra */
+	int flags;                    /* jemalloc's MALLOCX_* flags */
+	int rc;                       /* out: posix_memalign's answer */
+	size_t usable;                /* out: xallocx's answer */
+	const void *tag;              /* a C++ nothrow_t& */
+};
+typedef void *rec_call_alloc(struct rec_call *c);
+typedef void rec_call_free(struct rec_call *c);
+/* The interposed function's return address: evaluated in the hooked
+ * function itself, so it names the program's (or allocator's) call site. */
+#define REC_CALLER ((uintptr_t)__builtin_return_address(0))
+/* An allocation of c->size bytes (a C++ new's bad_alloc unwinds through). */
+void *rec_hook_alloc(rec_call_alloc *call, struct rec_call *c, unsigned fn, uintptr_t caller);
+/* The free of c->ptr. */
+void rec_hook_free(rec_call_free *call, struct rec_call *c, uintptr_t caller);
+/* c->ptr resized to c->size; call returns the block, or NULL if the old
+ * one stays as it was (failed, or resized in place to no effect). */
+void *rec_hook_resize(rec_call_alloc *call, struct rec_call *c, unsigned fn, uintptr_t caller);
+
+/* ---- entry_alloc_api.c: jemalloc's *allocx and tcmalloc's tc_* ----------- */
+/* At start (constructor): routes the APIs the object serving malloc
+ * defines to their hooks (got.c); REC_TEST_GOT_RESTORE is read here. */
+void rec_alloc_api_init(void);
+/* rec_mark's label: the test hook that puts the GOT back (README). */
+void rec_alloc_api_mark(const char *label);
+
 /* ---- interpose.c, for mmap.c -------------------------------------------- */
 /* Records k events of one mapping call as an allocation hook does (the
  * guard set, handlers' calls queued); the last gets the stack unless it

@@ -116,6 +116,14 @@ enum tf_fn {
 	 * records of kind mmap, not heap blocks. TF_FN_MUNMAP's ALLOC is no
 	 * block: it unmaps [addr, addr + size) from whatever maps cover it. */
 	TF_FN_MMAP, TF_FN_MREMAP, TF_FN_MUNMAP,
+	/* 15-19 reserved. The allocators' own APIs, where the program's
+	 * allocator has them (their frees are TF_FN_FREE): jemalloc's mallocx,
+	 * rallocx, xallocx; tcmalloc's tc_malloc (and _skip_new_handler),
+	 * tc_calloc, tc_realloc, tc_memalign (and tc_valloc, tc_pvalloc), tc_new
+	 * and tc_newarray (every form), tc_posix_memalign. */
+	TF_FN_MALLOCX = 20, TF_FN_RALLOCX, TF_FN_XALLOCX,
+	TF_FN_TC_MALLOC, TF_FN_TC_CALLOC, TF_FN_TC_REALLOC, TF_FN_TC_MEMALIGN,
+	TF_FN_TC_NEW, TF_FN_TC_NEWARRAY, TF_FN_TC_POSIX_MEMALIGN,
 	TF_FN_COUNT
 };
 
