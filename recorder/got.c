@@ -41,7 +41,18 @@
 #define GOT_JUMP_SLOT R_AARCH64_JUMP_SLOT
 #define GOT_GLOB_DAT R_AARCH64_GLOB_DAT
 #else
-#error "got.c knows the GOT relocations of x86_64 and aarch64 only"
+/* Elsewhere: no relocation type matches, and rec_got_install says so. */
+#define GOT_UNKNOWN_MACHINE 1
+#define GOT_JUMP_SLOT UINT32_MAX
+#define GOT_GLOB_DAT UINT32_MAX
+#endif
+
+#if __ELF_NATIVE_CLASS == 64
+#define GOT_R_TYPE ELF64_R_TYPE
+#define GOT_R_SYM ELF64_R_SYM
+#else
+#define GOT_R_TYPE ELF32_R_TYPE
+#define GOT_R_SYM ELF32_R_SYM
 #endif
 
 /* Entries remembered: a few per object that calls a redirected function
@@ -57,10 +68,11 @@ struct entry {
 };
 
 static const struct rec_got_fn *fns;
-static unsigned nfns;
+static _Atomic unsigned nfns;         /* 0: nothing to redirect (or restored) */
 static struct entry entries[GOT_ENTRIES_MAX];
 static unsigned nentries;
-static int pending;                   /* the last pass left an object for later */
+static _Atomic int pending;           /* the last pass left an object for later */
+static int said;                      /* the first failure was said */
 static uintptr_t page_size;
 static atomic_flag lock = ATOMIC_FLAG_INIT;
 
@@ -148,7 +160,7 @@ static int read_object(const struct dl_phdr_info *info, struct object *o)
 
 static const struct rec_got_fn *wanted(const char *name)
 {
-	for (unsigned i = 0; i < nfns; i++)
+	for (unsigned i = 0; i < atomic_load_explicit(&nfns, memory_order_relaxed); i++)
 		if (!strcmp(fns[i].name, name))
 			return &fns[i];
 	return NULL;
@@ -211,10 +223,10 @@ static void put_back(struct pass *p, const struct object *o, uintptr_t *slot, ui
 
 static void visit_rela(struct pass *p, struct object *o, const ElfW(Rela) *r)
 {
-	unsigned type = (unsigned)ELF64_R_TYPE(r->r_info);
+	unsigned type = (unsigned)GOT_R_TYPE(r->r_info);
 	if (type != GOT_JUMP_SLOT && type != GOT_GLOB_DAT)
 		return;
-	const ElfW(Sym) *s = &o->sym[ELF64_R_SYM(r->r_info)];
+	const ElfW(Sym) *s = &o->sym[GOT_R_SYM(r->r_info)];
 	if (s->st_shndx != SHN_UNDEF)
 		return;               /* bound to the object's own definition */
 	const struct rec_got_fn *f = wanted(o->str + s->st_name);
@@ -223,7 +235,7 @@ static void visit_rela(struct pass *p, struct object *o, const ElfW(Rela) *r)
 	if (o->relocated < 0)
 		o->relocated = relocated(o->info);
 	if (!o->relocated) {
-		pending = 1;
+		atomic_store_explicit(&pending, 1, memory_order_relaxed);
 		return;
 	}
 	uintptr_t *slot = (uintptr_t *)(o->info->dlpi_addr + r->r_offset);
@@ -254,13 +266,20 @@ static struct pass run(int restore)
 	rec_guard = 1;
 	while (atomic_flag_test_and_set_explicit(&lock, memory_order_acquire))
 		;
-	pending = 0;
-	if (nfns)
+	atomic_store_explicit(&pending, 0, memory_order_relaxed);
+	if (atomic_load_explicit(&nfns, memory_order_relaxed))
 		dl_iterate_phdr(visit_object, &p);
 	if (restore) {
-		nfns = 0;             /* entries of objects gone are forgotten too */
+		/* entries of objects gone are forgotten too */
+		atomic_store_explicit(&nfns, 0, memory_order_relaxed);
 		nentries = 0;
-		pending = 0;
+		atomic_store_explicit(&pending, 0, memory_order_relaxed);
+	}
+	if (p.failed && !said) {
+		said = 1;
+		rec_say(restore ? "cannot put back every GOT entry changed" :
+			"cannot redirect every GOT entry of the allocator's own API", "",
+			restore ? "" : "; some of its calls go unrecorded");
 	}
 	atomic_flag_clear_explicit(&lock, memory_order_release);
 	rec_guard = g;
@@ -269,16 +288,25 @@ static struct pass run(int restore)
 
 int rec_got_install(const struct rec_got_fn *f, unsigned n)
 {
+#ifdef GOT_UNKNOWN_MACHINE
+	(void)f;
+	(void)n;
+	rec_say("cannot redirect GOT entries on this machine", "",
+		"; the allocator's own API goes unrecorded");
+	return -1;
+#else
 	page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
 	fns = f;
-	nfns = n;
+	atomic_store_explicit(&nfns, n, memory_order_relaxed);
 	struct pass p = run(0);
 	return p.failed ? -1 : (int)p.changed;
+#endif
 }
 
 void rec_got_refresh(int changed)
 {
-	if (nfns && (changed || pending))
+	if (atomic_load_explicit(&nfns, memory_order_relaxed) &&
+	    (changed || atomic_load_explicit(&pending, memory_order_relaxed)))
 		run(0);
 }
 

@@ -18,7 +18,8 @@ struct rec_got_fn {
 /* Patches every loaded object for fns[0..n) (kept by reference: static
  * storage) and remembers each entry changed; later objects are patched by
  * rec_got_refresh. The number of entries changed, or -1 if some could not
- * be (their object not relocated yet is not a failure: refresh does it). */
+ * be, said on stderr once (an object not relocated yet is no failure:
+ * refresh does it). */
 int rec_got_install(const struct rec_got_fn *fns, unsigned n);
 /* The writer, each round: patches objects loaded since the last pass
  * (changed: the module list changed), or retries one left unfinished. */

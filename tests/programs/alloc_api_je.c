@@ -32,7 +32,8 @@
 #include <jemalloc/jemalloc.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+
+#include "marks.h"
 
 enum {
 	BLOCKS = 3,
@@ -48,13 +49,6 @@ static size_t xa_size;  /* the size each xallocx'd block holds */
 static void *rec(const char *name)
 {
 	return dlsym(RTLD_DEFAULT, name);
-}
-
-static void mark(const char *label)
-{
-	int (*m)(const char *) = (int (*)(const char *))rec("rec_mark");
-	if (m)
-		m(label);
 }
 
 static void flush(void)
@@ -134,12 +128,7 @@ int main(int argc, char **argv)
 		site_xallocx(i);
 		site_malloc(i);
 	}
-	mark("all");
-	drop(0);
-	mark("some");
-	for (int i = 1; i < BLOCKS; i++)
-		drop(i);
-	mark("none");
+	drop_between_marks(drop, BLOCKS);
 	printf("site site_mallocx %d\nsite site_mallocx_aligned %d\nsite site_rallocx %d\n"
 	       "site site_xallocx %zu\nsite site_malloc %d\n",
 	       MALLOCX_SIZE, ALIGNED_SIZE, RALLOCX_SIZE, xa_size, MALLOC_SIZE);

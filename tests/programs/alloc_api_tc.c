@@ -21,6 +21,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "marks.h"
+
 void *tc_malloc(size_t size);
 void *tc_malloc_skip_new_handler(size_t size);
 void *tc_calloc(size_t n, size_t size);
@@ -48,13 +50,6 @@ enum {
 
 static void *blocks[SITES][BLOCKS];
 static const char nothrow;   /* stands for std::nothrow (an empty tag) */
-
-static void mark(const char *label)
-{
-	int (*m)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "rec_mark");
-	if (m)
-		m(label);
-}
 
 __attribute__((noinline)) static void *site_tc_malloc(void) { return tc_malloc(MALLOC_SIZE); }
 __attribute__((noinline)) static void *site_tc_skip(void) { return tc_malloc_skip_new_handler(SKIP_SIZE); }
@@ -112,12 +107,7 @@ int main(void)
 	for (int i = 0; i < BLOCKS; i++)
 		for (int s = 0; s < SITES; s++)
 			blocks[s][i] = sites[s].site();
-	mark("all");
-	drop(0);
-	mark("some");
-	for (int i = 1; i < BLOCKS; i++)
-		drop(i);
-	mark("none");
+	drop_between_marks(drop, BLOCKS);
 	for (int s = 0; s < SITES; s++)
 		printf("site %s %zu\n", sites[s].name, sites[s].size);
 	return 0;
