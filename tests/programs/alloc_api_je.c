@@ -1,5 +1,5 @@
 /*
- * alloc_api_je [LIB] - jemalloc's own API from known functions, linked with
+ * alloc_api_je [LIB|- [NAME:OFFSET...]] - jemalloc's own API from known functions, linked with
  * -ljemalloc (the recorder reaches these calls by rewriting this program's
  * GOT: recorder/got.c).
  *
@@ -18,20 +18,28 @@
  *
  * Then mark "restore" (a recording with REC_TEST_GOT_RESTORE=restore puts
  * every GOT entry back there), then site_after: one mallocx and dallocx of
- * AFTER_SIZE bytes (recorded only when not restored).
+ * AFTER_SIZE bytes (recorded only when not restored), mallocx called
+ * through its address.
+ *
+ * Each NAME:OFFSET is a GOT entry of this program (OFFSET in hex from its
+ * start, as readelf -r shows it) bound to function NAME: its word is
+ * printed at start and after mark "restore", as "word start|after NAME
+ * WHAT", WHAT "real" (NAME's definition), "hooked" (a function of
+ * libheapreel.so), +OFFSET (a place in this program: a lazy entry's PLT
+ * stub) or "other".
  *
  * Prints "site NAME SIZE" per site (SIZE: the bytes each block holds at
  * mark "all", as the program asked: xallocx's size when it changed the
- * block's usable size, else the size first asked for), "probe tc_malloc
- * found|absent" (dlsym(RTLD_DEFAULT)), and "got mallocx real|hooked" at
- * start and after mark "restore": whether this program's GOT entry for
- * mallocx (read by taking its address) still is jemalloc's mallocx.
+ * block's usable size, else the size first asked for) and "probe tc_malloc
+ * found|absent" (dlsym(RTLD_DEFAULT)).
  * Must never: allocate between the marks except through the sites.
  */
 #include <dlfcn.h>
 #include <jemalloc/jemalloc.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "marks.h"
 
@@ -58,10 +66,30 @@ static void flush(void)
 		f();
 }
 
-static void say_got(void)
+extern const char __executable_start[], _end[];   /* this program's image (ld) */
+
+static void say_words(const char *when, int n, char **entries)
 {
-	void *(*volatile entry)(size_t, int) = mallocx;   /* this program's GOT word */
-	printf("got mallocx %s\n", (void *)entry == rec("mallocx") ? "real" : "hooked");
+	uintptr_t base = (uintptr_t)__executable_start;
+	for (int i = 0; i < n; i++) {
+		char name[64];
+		unsigned long off;
+		if (sscanf(entries[i], "%63[^:]:%lx", name, &off) != 2) {
+			fprintf(stderr, "alloc_api_je: %s is not NAME:OFFSET\n", entries[i]);
+			exit(2);
+		}
+		uintptr_t word = *(volatile const uintptr_t *)(base + off);
+		Dl_info in;
+		printf("word %s %s ", when, name);
+		if ((void *)word == rec(name))
+			printf("real\n");
+		else if (word - base < (uintptr_t)(_end - __executable_start))
+			printf("+%#lx\n", (unsigned long)(word - base));
+		else if (dladdr((void *)word, &in) && strstr(in.dli_fname, "libheapreel.so"))
+			printf("hooked\n");
+		else
+			printf("other\n");
+	}
 }
 
 __attribute__((noinline)) static void site_mallocx(int i) { mx[i] = mallocx(MALLOCX_SIZE, 0); }
@@ -88,7 +116,13 @@ __attribute__((noinline)) static void site_xallocx(int i)
 	xa[i] = p;
 }
 __attribute__((noinline)) static void site_malloc(int i) { ma[i] = malloc(MALLOC_SIZE); }
-__attribute__((noinline)) static void site_after(void) { dallocx(mallocx(AFTER_SIZE, 0), 0); }
+/* Through mallocx's address: this program's entry for it is a GLOB_DAT,
+ * the others JUMP_SLOTs. */
+__attribute__((noinline)) static void site_after(void)
+{
+	void *(*volatile alloc)(size_t, int) = mallocx;
+	dallocx(alloc(AFTER_SIZE, 0), 0);
+}
 
 static void drop(int i)
 {
@@ -119,7 +153,8 @@ static int with_library(const char *path)
 
 int main(int argc, char **argv)
 {
-	say_got();
+	int words = argc > 2 ? argc - 2 : 0;
+	say_words("start", words, argv + 2);
 	printf("probe tc_malloc %s\n", rec("tc_malloc") ? "found" : "absent");
 	for (int i = 0; i < BLOCKS; i++) {
 		site_mallocx(i);
@@ -132,10 +167,10 @@ int main(int argc, char **argv)
 	printf("site site_mallocx %d\nsite site_mallocx_aligned %d\nsite site_rallocx %d\n"
 	       "site site_xallocx %zu\nsite site_malloc %d\n",
 	       MALLOCX_SIZE, ALIGNED_SIZE, RALLOCX_SIZE, xa_size, MALLOC_SIZE);
-	if (argc > 1 && with_library(argv[1]))
+	if (argc > 1 && strcmp(argv[1], "-") && with_library(argv[1]))
 		return 1;
 	mark("restore");
-	say_got();
+	say_words("after", words, argv + 2);
 	site_after();
 	printf("after %d\n", AFTER_SIZE);
 	return 0;

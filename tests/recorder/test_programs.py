@@ -391,23 +391,49 @@ def api_blocks_once(t, db, sizes, fns):
     assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
 
 
-def alloc_api_je(d, env, got_after):
+JE_API = ("mallocx", "rallocx", "xallocx", "dallocx", "sdallocx")
+
+
+def got_entries(prog):
+    """prog's GOT entries bound to jemalloc's API, as NAME:OFFSET (readelf
+    -r); both kinds must be among them (alloc_api_je takes mallocx's
+    address: a GLOB_DAT; it calls the rest: JUMP_SLOTs)."""
+    if not shutil.which("readelf"):
+        hrtest.skip("readelf not installed (binutils)")
+    out = hrtest.run(["readelf", "-rW", prog]).stdout
+    entries, kinds = [], set()
+    for line in out.splitlines():
+        w = line.split()
+        if len(w) >= 5 and w[4] in JE_API and w[2].endswith(("JUMP_SLOT", "GLOB_DAT")):
+            entries.append("%s:%s" % (w[4], w[0]))
+            kinds.add(w[2].rsplit("_", 2)[-2])
+    assert kinds == {"JUMP", "GLOB"} and {e.split(":")[0] for e in entries} == set(JE_API), out
+    return entries
+
+
+def alloc_api_je(d, env, restored):
     """alloc_api_je (jemalloc's own API) with libhrdlje.so: the same output
-    as unrecorded but for the GOT lines, every site byte-exact at every
-    mark, each block counted once; got_after: its GOT line after the mark
-    "restore"."""
+    as unrecorded but for its GOT words, which are the hooks while
+    recorded and, if restored (at its mark "restore"), exactly the words
+    it had unrecorded at start; every site byte-exact at every mark, each
+    block counted once."""
     prog, lib = hrtest.prog("alloc_api_je"), hrtest.prog("libhrdlje.so")
     rectest.need(prog, "alloc_api_je (jemalloc is not installed: libjemalloc-dev)")
-    base = rectest.run_plain([prog, lib])
+    argv = [prog, lib] + got_entries(prog)
+    base = rectest.run_plain(argv)
     trace, db = os.path.join(d, "je.trc"), os.path.join(d, "je.db")
-    p = rectest.record([prog, lib], trace, env=env)
+    p = rectest.record(argv, trace, env=env)
     rows = out_lines(p)
-    assert [w for w in rows if w[0] != "got"] == [w for w in out_lines(base) if w[0] != "got"], \
+    assert [w for w in rows if w[0] != "word"] == [w for w in out_lines(base) if w[0] != "word"], \
         "output differs:\n%s---\n%s" % (base.stdout, p.stdout)
-    assert [w for w in out_lines(base) if w[0] == "got"] == [["got", "mallocx", "real"]] * 2, \
-        base.stdout
-    assert [w for w in rows if w[0] == "got"] == [["got", "mallocx", "hooked"],
-                                                   ["got", "mallocx", got_after]], p.stdout
+    words = {(w[1], w[2]): w[3] for w in rows if w[0] == "word"}
+    plain = {(w[1], w[2]): w[3] for w in out_lines(base) if w[0] == "word"}
+    assert len(words) == len(plain) == 2 * len(JE_API), p.stdout
+    for name in JE_API:
+        assert words["start", name] == "hooked", (name, p.stdout)
+        want = plain["start", name] if restored else "hooked"
+        assert words["after", name] == want, "%s after restore: %s, expected %s" % (
+            name, words["after", name], want)
     assert ["probe", "tc_malloc", "absent"] in rows, p.stdout
     sizes = {w[1]: int(w[2]) for w in rows if w[0] == "site"}
     assert len(sizes) == 5, p.stdout
@@ -427,21 +453,21 @@ def alloc_api_je(d, env, got_after):
     assert len(t.allocs(fn="xallocx")) == (3 if shrunk else 0), t.allocs(fn="xallocx")
     assert len(t.allocs(size=2010, fn="mallocx")) == 4, "the dlopen'ed library's mallocx"
     after = len(t.allocs(size=2011, fn="mallocx"))
-    assert after == (1 if got_after == "hooked" else 0), "after the mark restore: %d" % after
+    assert after == (0 if restored else 1), "after the mark restore: %d" % after
     return t
 
 
 def case_alloc_api_je(d):
-    alloc_api_je(d, None, "hooked")
+    alloc_api_je(d, None, False)
     print("alloc_api_je: mallocx, rallocx, xallocx, sdallocx, dallocx and a dlopen'ed "
           "library's mallocx byte-exact at 5 marks, each block once, output unchanged: ok")
 
 
 def case_alloc_api_je_restore(d):
     """rec_got_restore (REC_TEST_GOT_RESTORE: at the program's mark
-    "restore") puts back its GOT entries: the word it reads is jemalloc's
-    mallocx again and a later mallocx goes unrecorded."""
-    alloc_api_je(d, {"REC_TEST_GOT_RESTORE": "restore"}, "real")
+    "restore") puts back every GOT entry it changed, word for word (lazy
+    entries their PLT stub), and a later mallocx goes unrecorded."""
+    alloc_api_je(d, {"REC_TEST_GOT_RESTORE": "restore"}, True)
     print("alloc_api_je: every GOT entry back after rec_got_restore, later calls unrecorded: ok")
 
 
