@@ -5,7 +5,7 @@
  *
  * Each site_* function makes BLOCKS blocks through one entry point and
  * keeps them: tc_malloc, tc_malloc_skip_new_handler, tc_calloc, tc_realloc
- * (of a tc_malloc'd block, to a larger size), tc_memalign,
+ * (of a tc_malloc'd block, to a larger size), tc_realloc of NULL, tc_memalign,
  * tc_posix_memalign, tc_new, tc_newarray, tc_new_nothrow. Mark "all":
  * every block lives. Then each site's first block is freed through the
  * matching free (tc_free, tc_cfree, tc_free_sized, tc_delete,
@@ -41,11 +41,12 @@ void tc_delete_sized(void *p, size_t size);
 void tc_delete_nothrow(void *p, const void *nothrow);
 
 enum {
-	BLOCKS = 3, SITES = 9, ALIGN = 64,
+	BLOCKS = 3, SITES = 10, ALIGN = 64,
 	/* sizes in the order of sites[] */
 	MALLOC_SIZE = 3001, SKIP_SIZE = 3002, CALLOC_N = 3, CALLOC_ELEM = 1001,
 	REALLOC_FROM = 100, REALLOC_SIZE = 3004, MEMALIGN_SIZE = 3005,
 	POSIX_SIZE = 3006, NEW_SIZE = 3007, NEWARRAY_SIZE = 3008, NOTHROW_SIZE = 3009,
+	REALLOC_NULL_SIZE = 3010,
 };
 
 static void *blocks[SITES][BLOCKS];
@@ -57,6 +58,10 @@ __attribute__((noinline)) static void *site_tc_calloc(void) { return tc_calloc(C
 __attribute__((noinline)) static void *site_tc_realloc(void)
 {
 	return tc_realloc(tc_malloc(REALLOC_FROM), REALLOC_SIZE);
+}
+__attribute__((noinline)) static void *site_tc_realloc_null(void)
+{
+	return tc_realloc(NULL, REALLOC_NULL_SIZE);
 }
 __attribute__((noinline)) static void *site_tc_memalign(void) { return tc_memalign(ALIGN, MEMALIGN_SIZE); }
 __attribute__((noinline)) static void *site_tc_posix_memalign(void)
@@ -85,6 +90,7 @@ static const struct {
 	{ "site_tc_new", site_tc_new, NEW_SIZE },
 	{ "site_tc_newarray", site_tc_newarray, NEWARRAY_SIZE },
 	{ "site_tc_new_nothrow", site_tc_new_nothrow, NOTHROW_SIZE },
+	{ "site_tc_realloc_null", site_tc_realloc_null, REALLOC_NULL_SIZE },
 };
 
 /* Block i of every site, each through a free that fits its allocation. */
@@ -99,6 +105,7 @@ static void drop(int i)
 	tc_delete_sized(blocks[6][i], NEW_SIZE);
 	tc_deletearray(blocks[7][i]);
 	tc_delete_nothrow(blocks[8][i], &nothrow);
+	tc_free(blocks[9][i]);
 }
 
 int main(void)

@@ -481,7 +481,7 @@ def case_alloc_api_tc(d):
     rows = out_lines(p)
     assert rows[0] == ["probe", "mallocx", "absent"], p.stdout
     sizes = {w[1]: int(w[2]) for w in rows if w[0] == "site"}
-    assert len(sizes) == 9, p.stdout
+    assert len(sizes) == 10, p.stdout
     hrtest.trace_import(["-q", trace, db])
     api_marks(db, (("all", 3), ("some", 2), ("none", 0)), sizes)
     t = Trace(trace)
@@ -490,9 +490,16 @@ def case_alloc_api_tc(d):
         "site_tc_calloc": "tc_calloc", "site_tc_realloc": "tc_realloc",
         "site_tc_memalign": "tc_memalign", "site_tc_posix_memalign": "tc_posix_memalign",
         "site_tc_new": "tc_new", "site_tc_newarray": "tc_newarray",
-        "site_tc_new_nothrow": "tc_new"})
+        "site_tc_new_nothrow": "tc_new", "site_tc_realloc_null": "tc_realloc"})
     assert len(t.allocs(size=100, fn="tc_malloc")) == 3, "tc_realloc's source blocks"
-    print("alloc_api_tc: 9 tc_* entry points x 3 blocks byte-exact at 3 marks, each once: ok")
+    # tc_realloc(NULL, n) makes a block as realloc(NULL, n) does: from_realloc
+    c = hrtest.connect(db)
+    got = c.execute("SELECT size, from_realloc, count(*) FROM allocations"
+                    " WHERE size IN (?, ?) GROUP BY size ORDER BY size",
+                    (sizes["site_tc_realloc"], sizes["site_tc_realloc_null"])).fetchall()
+    c.close()
+    assert got == [(sizes["site_tc_realloc"], 1, 3), (sizes["site_tc_realloc_null"], 1, 3)], got
+    print("alloc_api_tc: 10 tc_* sites x 3 blocks byte-exact at 3 marks, each once: ok")
 
 
 def case_alloc_api_probe(d):
