@@ -19,7 +19,9 @@
  * mid-relocation. An entry is rewritten only from the definition (or, lazily
  * bound, its own PLT stub) to the hook, and back only from the hook, with
  * one aligned atomic store: a thread calling through it meanwhile gets one
- * or the other. A RELRO page is made writable for the store and read-only
+ * or the other. A thread resolving a lazy entry at that moment may store
+ * the definition over the hook: a pass that rewrote a stub is followed by
+ * another (the calls in between are not seen). A RELRO page is made writable for the store and read-only
  * again, as the loader left it.
  *
  * Must never: allocate, run from an allocation hook, write an entry whose
@@ -193,9 +195,12 @@ static void patch(struct pass *p, const struct object *o, uintptr_t *slot, uintp
 	uintptr_t hook = (uintptr_t)f->hook;
 	/* the definition, or a lazy entry's PLT stub (in its own object);
 	 * anything else (0: a weak reference left unbound) stays */
-	if (word != (uintptr_t)f->real && !(lazy && contains(o->info, word)))
+	int stub = word != (uintptr_t)f->real;
+	if (stub && !(lazy && contains(o->info, word)))
 		return;
-	struct entry *e = remembered(slot);  /* an object reloaded at the same place */
+	/* remembered: an object reloaded at the same place, or a stub the
+	 * loader resolved over the hook (below) */
+	struct entry *e = remembered(slot);
 	if (!e && nentries == GOT_ENTRIES_MAX) {
 		p->failed = 1;
 		return;
@@ -208,6 +213,11 @@ static void patch(struct pass *p, const struct object *o, uintptr_t *slot, uintp
 		e = &entries[nentries++];
 	*e = (struct entry){ .slot = slot, .old = word, .hook = hook };
 	p->changed++;
+	/* another thread may be resolving this lazy entry right now: the
+	 * loader would then write the definition over the hook; the next
+	 * pass (the writer's next round) looks again */
+	if (stub)
+		atomic_store_explicit(&pending, 1, memory_order_relaxed);
 }
 
 static void put_back(struct pass *p, const struct object *o, uintptr_t *slot, uintptr_t word)
