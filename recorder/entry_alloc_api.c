@@ -144,39 +144,19 @@ typedef int api_posix_memalign(void **, size_t, size_t);
 			      &(struct rec_call){ .ptr = p, .size = size, .flags = flags }, REC_CALLER); \
 	}
 
-#define DEF_new(name, fn) \
-	static void *call_##name(struct rec_call *c) \
-	{ return REAL(name, rec_cxx_new)(c->size); } \
-	static void *hook_##name(size_t size) \
-	{ return rec_hook_alloc(call_##name, &(struct rec_call){ .size = size }, fn, REC_CALLER); }
-
-#define DEF_new_tag(name, fn) \
-	static void *call_##name(struct rec_call *c) \
-	{ return REAL(name, rec_cxx_new_tag)(c->size, c->tag); } \
-	static void *hook_##name(size_t size, const void *tag) \
-	{ \
-		return rec_hook_alloc(call_##name, &(struct rec_call){ .size = size, .tag = tag }, \
-				      fn, REC_CALLER); \
-	}
-
-#define DEF_new_align(name, fn) \
-	static void *call_##name(struct rec_call *c) \
-	{ return REAL(name, rec_cxx_new_align)(c->size, c->align); } \
-	static void *hook_##name(size_t size, size_t align) \
-	{ \
-		return rec_hook_alloc(call_##name, &(struct rec_call){ .size = size, .align = align }, \
-				      fn, REC_CALLER); \
-	}
-
-#define DEF_new_align_tag(name, fn) \
-	static void *call_##name(struct rec_call *c) \
-	{ return REAL(name, rec_cxx_new_align_tag)(c->size, c->align, c->tag); } \
-	static void *hook_##name(size_t size, size_t align, const void *tag) \
-	{ \
-		return rec_hook_alloc(call_##name, \
-				      &(struct rec_call){ .size = size, .align = align, .tag = tag }, \
-				      fn, REC_CALLER); \
-	}
+/* The C++ shapes (tc_new, tc_delete...): rec_internal.h's, static; the
+ * definition is always there, so no fallback is ever called. */
+#define CXX_SHAPE(name, shape, fn, none) \
+	REC_HOOK_##shape(static, hook_##name, call_##name, REAL(name, rec_cxx_##shape), none, fn)
+#define DEF_new(name, fn) CXX_SHAPE(name, new, fn, NULL)
+#define DEF_new_tag(name, fn) CXX_SHAPE(name, new_tag, fn, NULL)
+#define DEF_new_align(name, fn) CXX_SHAPE(name, new_align, fn, NULL)
+#define DEF_new_align_tag(name, fn) CXX_SHAPE(name, new_align_tag, fn, NULL)
+#define DEF_del(name, fn) CXX_SHAPE(name, del, fn, (void)0)
+#define DEF_del_size(name, fn) CXX_SHAPE(name, del_size, fn, (void)0)
+#define DEF_del_tag(name, fn) CXX_SHAPE(name, del_tag, fn, (void)0)
+#define DEF_del_size_align(name, fn) CXX_SHAPE(name, del_size_align, fn, (void)0)
+#define DEF_del_align_tag(name, fn) CXX_SHAPE(name, del_align_tag, fn, (void)0)
 
 /* An overflowing count goes to the real function unrecorded (it fails). */
 #define DEF_calloc(name, fn) \
@@ -224,42 +204,6 @@ typedef int api_posix_memalign(void **, size_t, size_t);
 		if (!c.rc) \
 			*out = p; \
 		return c.rc; \
-	}
-
-#define DEF_del(name, fn) \
-	static void call_##name(struct rec_call *c) \
-	{ REAL(name, rec_cxx_del)(c->ptr); } \
-	static void hook_##name(void *p) \
-	{ rec_hook_free(call_##name, &(struct rec_call){ .ptr = p }, REC_CALLER); }
-
-#define DEF_del_size(name, fn) \
-	static void call_##name(struct rec_call *c) \
-	{ REAL(name, rec_cxx_del_size)(c->ptr, c->size); } \
-	static void hook_##name(void *p, size_t size) \
-	{ rec_hook_free(call_##name, &(struct rec_call){ .ptr = p, .size = size }, REC_CALLER); }
-
-#define DEF_del_tag(name, fn) \
-	static void call_##name(struct rec_call *c) \
-	{ REAL(name, rec_cxx_del_tag)(c->ptr, c->tag); } \
-	static void hook_##name(void *p, const void *tag) \
-	{ rec_hook_free(call_##name, &(struct rec_call){ .ptr = p, .tag = tag }, REC_CALLER); }
-
-#define DEF_del_size_align(name, fn) \
-	static void call_##name(struct rec_call *c) \
-	{ REAL(name, rec_cxx_del_size_align)(c->ptr, c->size, c->align); } \
-	static void hook_##name(void *p, size_t size, size_t align) \
-	{ \
-		rec_hook_free(call_##name, \
-			      &(struct rec_call){ .ptr = p, .size = size, .align = align }, REC_CALLER); \
-	}
-
-#define DEF_del_align_tag(name, fn) \
-	static void call_##name(struct rec_call *c) \
-	{ REAL(name, rec_cxx_del_align_tag)(c->ptr, c->align, c->tag); } \
-	static void hook_##name(void *p, size_t align, const void *tag) \
-	{ \
-		rec_hook_free(call_##name, \
-			      &(struct rec_call){ .ptr = p, .align = align, .tag = tag }, REC_CALLER); \
 	}
 
 #define DEF_API(name, shape, fn) DEF_##shape(name, fn)

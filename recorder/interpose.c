@@ -691,92 +691,18 @@ void rec_hook_free(rec_call_free *call, struct rec_call *c, uintptr_t caller)
 	leave(h);
 }
 
-/* Per shape: the real call (or its fallback) and the exported function. */
-#define REAL_OR(name, args, fallback) (rec_real.name ? rec_real.name args : (fallback))
+/* Per shape: the real call's fallback (rec_internal.h's REC_HOOK_* make the
+ * call and the exported function). */
+#define FALLBACK_new rec_real.malloc(c->size)
+#define FALLBACK_new_tag rec_real.malloc(c->size)
+#define FALLBACK_new_align rec_real.memalign(c->align, c->size)
+#define FALLBACK_new_align_tag rec_real.memalign(c->align, c->size)
+#define FALLBACK_del rec_real.free(c->ptr)
+#define FALLBACK_del_size rec_real.free(c->ptr)
+#define FALLBACK_del_tag rec_real.free(c->ptr)
+#define FALLBACK_del_size_align rec_real.free(c->ptr)
+#define FALLBACK_del_align_tag rec_real.free(c->ptr)
 
-#define DEF_new(name, fn) \
-	static void *call##name(struct rec_call *c) \
-	{ return REAL_OR(name, (c->size), rec_real.malloc(c->size)); } \
-	REC_EXPORT void *name(size_t size); \
-	REC_EXPORT void *name(size_t size) \
-	{ return rec_hook_alloc(call##name, &(struct rec_call){ .size = size }, fn, REC_CALLER); }
-
-#define DEF_new_tag(name, fn) \
-	static void *call##name(struct rec_call *c) \
-	{ return REAL_OR(name, (c->size, c->tag), rec_real.malloc(c->size)); } \
-	REC_EXPORT void *name(size_t size, const void *tag); \
-	REC_EXPORT void *name(size_t size, const void *tag) \
-	{ return rec_hook_alloc(call##name, &(struct rec_call){ .size = size, .tag = tag }, fn, REC_CALLER); }
-
-#define DEF_new_align(name, fn) \
-	static void *call##name(struct rec_call *c) \
-	{ return REAL_OR(name, (c->size, c->align), rec_real.memalign(c->align, c->size)); } \
-	REC_EXPORT void *name(size_t size, size_t align); \
-	REC_EXPORT void *name(size_t size, size_t align) \
-	{ \
-		return rec_hook_alloc(call##name, &(struct rec_call){ .size = size, .align = align }, \
-				  fn, REC_CALLER); \
-	}
-
-#define DEF_new_align_tag(name, fn) \
-	static void *call##name(struct rec_call *c) \
-	{ \
-		return REAL_OR(name, (c->size, c->align, c->tag), \
-			       rec_real.memalign(c->align, c->size)); \
-	} \
-	REC_EXPORT void *name(size_t size, size_t align, const void *tag); \
-	REC_EXPORT void *name(size_t size, size_t align, const void *tag) \
-	{ \
-		return rec_hook_alloc(call##name, \
-				  &(struct rec_call){ .size = size, .align = align, .tag = tag }, \
-				  fn, REC_CALLER); \
-	}
-
-#define DEF_del(name, fn) \
-	static void call##name(struct rec_call *c) \
-	{ if (rec_real.name) rec_real.name(c->ptr); else rec_real.free(c->ptr); } \
-	REC_EXPORT void name(void *p); \
-	REC_EXPORT void name(void *p) \
-	{ rec_hook_free(call##name, &(struct rec_call){ .ptr = p }, REC_CALLER); }
-
-#define DEF_del_size(name, fn) \
-	static void call##name(struct rec_call *c) \
-	{ if (rec_real.name) rec_real.name(c->ptr, c->size); else rec_real.free(c->ptr); } \
-	REC_EXPORT void name(void *p, size_t size); \
-	REC_EXPORT void name(void *p, size_t size) \
-	{ rec_hook_free(call##name, &(struct rec_call){ .ptr = p, .size = size }, REC_CALLER); }
-
-#define DEF_del_tag(name, fn) \
-	static void call##name(struct rec_call *c) \
-	{ if (rec_real.name) rec_real.name(c->ptr, c->tag); else rec_real.free(c->ptr); } \
-	REC_EXPORT void name(void *p, const void *tag); \
-	REC_EXPORT void name(void *p, const void *tag) \
-	{ rec_hook_free(call##name, &(struct rec_call){ .ptr = p, .tag = tag }, REC_CALLER); }
-
-#define DEF_del_size_align(name, fn) \
-	static void call##name(struct rec_call *c) \
-	{ \
-		if (rec_real.name) \
-			rec_real.name(c->ptr, c->size, c->align); \
-		else \
-			rec_real.free(c->ptr); \
-	} \
-	REC_EXPORT void name(void *p, size_t size, size_t align); \
-	REC_EXPORT void name(void *p, size_t size, size_t align) \
-	{ \
-		rec_hook_free(call##name, &(struct rec_call){ .ptr = p, .size = size, .align = align }, \
-			      REC_CALLER); \
-	}
-
-#define DEF_del_align_tag(name, fn) \
-	static void call##name(struct rec_call *c) \
-	{ if (rec_real.name) rec_real.name(c->ptr, c->align, c->tag); else rec_real.free(c->ptr); } \
-	REC_EXPORT void name(void *p, size_t align, const void *tag); \
-	REC_EXPORT void name(void *p, size_t align, const void *tag) \
-	{ \
-		rec_hook_free(call##name, &(struct rec_call){ .ptr = p, .align = align, .tag = tag }, \
-			      REC_CALLER); \
-	}
-
-#define DEF_CXX(name, fn, shape) DEF_##shape(name, fn)
+#define DEF_CXX(name, fn, shape) \
+	REC_HOOK_##shape(REC_EXPORT, name, call##name, rec_real.name, FALLBACK_##shape, fn)
 REC_CXX_ENTRY_POINTS(DEF_CXX)

@@ -518,6 +518,85 @@ void rec_hook_free(rec_call_free *call, struct rec_call *c, uintptr_t caller);
  * one stays as it was (failed, or resized in place to no effect). */
 void *rec_hook_resize(rec_call_alloc *call, struct rec_call *c, unsigned fn, uintptr_t caller);
 
+/* The hooks of the C++ shapes (rec_cxx_*), for interpose.c's operator new
+ * and delete (exported) and tcmalloc's tc_new family (entry_alloc_api.c):
+ * call(c) makes the real call through real (a pointer of the shape's
+ * type), or fallback where real is NULL (fallback may use c); hook is the
+ * hooked function, declared qual; fn the tf_fn recorded (news only). */
+#define REC_HOOK_new(qual, hook, call, real, fallback, fn) \
+	static void *call(struct rec_call *c) { return real ? real(c->size) : (fallback); } \
+	qual void *hook(size_t size); \
+	qual void *hook(size_t size) \
+	{ return rec_hook_alloc(call, &(struct rec_call){ .size = size }, fn, REC_CALLER); }
+
+#define REC_HOOK_new_tag(qual, hook, call, real, fallback, fn) \
+	static void *call(struct rec_call *c) { return real ? real(c->size, c->tag) : (fallback); } \
+	qual void *hook(size_t size, const void *tag); \
+	qual void *hook(size_t size, const void *tag) \
+	{ \
+		return rec_hook_alloc(call, &(struct rec_call){ .size = size, .tag = tag }, fn, \
+				      REC_CALLER); \
+	}
+
+#define REC_HOOK_new_align(qual, hook, call, real, fallback, fn) \
+	static void *call(struct rec_call *c) \
+	{ return real ? real(c->size, c->align) : (fallback); } \
+	qual void *hook(size_t size, size_t align); \
+	qual void *hook(size_t size, size_t align) \
+	{ \
+		return rec_hook_alloc(call, &(struct rec_call){ .size = size, .align = align }, fn, \
+				      REC_CALLER); \
+	}
+
+#define REC_HOOK_new_align_tag(qual, hook, call, real, fallback, fn) \
+	static void *call(struct rec_call *c) \
+	{ return real ? real(c->size, c->align, c->tag) : (fallback); } \
+	qual void *hook(size_t size, size_t align, const void *tag); \
+	qual void *hook(size_t size, size_t align, const void *tag) \
+	{ \
+		return rec_hook_alloc(call, \
+				      &(struct rec_call){ .size = size, .align = align, .tag = tag }, \
+				      fn, REC_CALLER); \
+	}
+
+#define REC_HOOK_del(qual, hook, call, real, fallback, fn) \
+	static void call(struct rec_call *c) { if (real) real(c->ptr); else fallback; } \
+	qual void hook(void *p); \
+	qual void hook(void *p) \
+	{ rec_hook_free(call, &(struct rec_call){ .ptr = p }, REC_CALLER); }
+
+#define REC_HOOK_del_size(qual, hook, call, real, fallback, fn) \
+	static void call(struct rec_call *c) { if (real) real(c->ptr, c->size); else fallback; } \
+	qual void hook(void *p, size_t size); \
+	qual void hook(void *p, size_t size) \
+	{ rec_hook_free(call, &(struct rec_call){ .ptr = p, .size = size }, REC_CALLER); }
+
+#define REC_HOOK_del_tag(qual, hook, call, real, fallback, fn) \
+	static void call(struct rec_call *c) { if (real) real(c->ptr, c->tag); else fallback; } \
+	qual void hook(void *p, const void *tag); \
+	qual void hook(void *p, const void *tag) \
+	{ rec_hook_free(call, &(struct rec_call){ .ptr = p, .tag = tag }, REC_CALLER); }
+
+#define REC_HOOK_del_size_align(qual, hook, call, real, fallback, fn) \
+	static void call(struct rec_call *c) \
+	{ if (real) real(c->ptr, c->size, c->align); else fallback; } \
+	qual void hook(void *p, size_t size, size_t align); \
+	qual void hook(void *p, size_t size, size_t align) \
+	{ \
+		rec_hook_free(call, &(struct rec_call){ .ptr = p, .size = size, .align = align }, \
+			      REC_CALLER); \
+	}
+
+#define REC_HOOK_del_align_tag(qual, hook, call, real, fallback, fn) \
+	static void call(struct rec_call *c) \
+	{ if (real) real(c->ptr, c->align, c->tag); else fallback; } \
+	qual void hook(void *p, size_t align, const void *tag); \
+	qual void hook(void *p, size_t align, const void *tag) \
+	{ \
+		rec_hook_free(call, &(struct rec_call){ .ptr = p, .align = align, .tag = tag }, \
+			      REC_CALLER); \
+	}
+
 /* ---- entry_alloc_api.c: jemalloc's *allocx and tcmalloc's tc_* ----------- */
 /* At start (constructor): routes the APIs the object serving malloc
  * defines to their hooks (got.c); REC_TEST_GOT_RESTORE is read here. */
