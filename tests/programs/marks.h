@@ -1,5 +1,5 @@
 /*
- * marks.h - what alloc_api_je and alloc_api_tc share: rec_mark when
+ * marks.h - what alloc_api_je, alloc_api_tc and got_threads share: rec_mark when
  * recorded, and the three marks between which their blocks are freed.
  * Must never: allocate (the programs allocate only through their sites).
  */
@@ -9,7 +9,7 @@
 #include <dlfcn.h>
 
 /* rec_mark when recorded (libheapreel.so exports it), else nothing. */
-static void mark(const char *label)
+static inline void mark(const char *label)
 {
 	int (*m)(const char *) = (int (*)(const char *))dlsym(RTLD_DEFAULT, "rec_mark");
 	if (m)
@@ -18,7 +18,7 @@ static void mark(const char *label)
 
 /* Mark "all"; drop(0) frees every site's first block; mark "some"; the
  * rest of blocks are freed; mark "none". */
-static void drop_between_marks(void (*drop)(int), int blocks)
+static inline void drop_between_marks(void (*drop)(int), int blocks)
 {
 	mark("all");
 	drop(0);

@@ -5,7 +5,7 @@ threads, fork and exec traces, MODULE records for a dlopen'ed library.
 
 CASE: entry realloc threads crowd thread_exit fork fork_exit fork_exec exec_path dlopen dlopen_cxx cxx cxx_entry
       cxx_entry_je cxx_sampled cxx_entry_tc clock pairs alloc_api_je alloc_api_je_restore
-      alloc_api_tc alloc_api_probe
+      alloc_api_tc alloc_api_probe got_threads
 """
 import glob
 import math
@@ -500,6 +500,38 @@ def case_alloc_api_tc(d):
     c.close()
     assert got == [(sizes["site_tc_realloc"], 1, 3), (sizes["site_tc_realloc_null"], 1, 3)], got
     print("alloc_api_tc: 10 tc_* sites x 3 blocks byte-exact at 3 marks, each once: ok")
+
+
+def case_got_threads(d):
+    """got_threads: 4 threads call mallocx, rallocx and sdallocx through the
+    GOT while it is put back (at its mark "restore"), and, unrestored, to
+    the end. Both runs complete and no free is unmatched; unrestored, every
+    round is recorded and nothing stays live; restored, every round before
+    the mark is recorded and at most the block of each thread's round that
+    the restore cut in two stays live."""
+    prog = hrtest.prog("got_threads")
+    rectest.need(prog, "got_threads (jemalloc is not installed: libjemalloc-dev)")
+    threads, rounds = 4, 2000
+    for restore in (False, True):
+        trace, db = os.path.join(d, "gt%d.trc" % restore), os.path.join(d, "gt%d.db" % restore)
+        env = {"REC_TEST_GOT_RESTORE": "restore"} if restore else None
+        p = rectest.record([prog, str(threads), str(rounds)], trace, env=env)
+        assert p.stdout == "threads %d\n" % threads, p.stdout
+        hrtest.trace_import(["-q", trace, db])
+        c = hrtest.connect(db)
+        assert hrtest.meta(c, "unmatched_frees") == 0, hrtest.meta(c, "unmatched_frees")
+        made, live = c.execute("SELECT count(*), count(*) - count(t_free) FROM allocations"
+                               " WHERE size = 1501").fetchone()
+        first, cut = c.execute("SELECT count(*), count(*) - count(t_free) FROM allocations"
+                               " WHERE size = 1500").fetchone()
+        c.close()
+        if restore:
+            assert threads * rounds <= made <= first <= 2 * threads * rounds, (made, first)
+            assert live + cut <= threads, (live, cut)
+        else:
+            assert made == first == 2 * threads * rounds and live == cut == 0, \
+                (made, first, live, cut)
+    print("got_threads: %d threads through the GOT while it is put back: ok" % threads)
 
 
 def case_alloc_api_probe(d):
