@@ -122,6 +122,14 @@ static uint8_t region_of(const struct tf_record *r)
 	}
 }
 
+/* A block made by a realloc entry point without an old block (realloc
+ * and tc_realloc of NULL: an ALLOC record) is a realloc's new block too. */
+static bool realloc_fn(unsigned fn)
+{
+	return fn == TF_FN_REALLOC || fn == TF_FN_TC_REALLOC || fn == TF_FN_RALLOCX ||
+	       fn == TF_FN_CUSTOM_REALLOC;
+}
+
 static bool head_key(struct cursor *c)
 {
 	while (c->i < c->n) {
@@ -304,8 +312,7 @@ int imp_merge_next(struct imp_merge *m, struct imp_ev *ev, struct imp_err *e)
 		} else {
 			ev->kind = r->kind == TF_FREE ? IMP_FREE : IMP_ALLOC;
 			ev->addr = r->addr;
-			ev->from_realloc = r->kind == TF_REALLOC ||
-					   r->fn == TF_FN_REALLOC || r->fn == TF_FN_CUSTOM_REALLOC;
+			ev->from_realloc = r->kind == TF_REALLOC || realloc_fn(r->fn);
 			ev->region = region_of(r);
 			ev->pool = r->pool;
 			c->half = 0;

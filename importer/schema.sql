@@ -110,7 +110,8 @@ CREATE TABLE allocations(
   tid          INTEGER,
   pid          INTEGER,
   addr         INTEGER,
-  from_realloc INTEGER DEFAULT 0,  -- 1: the new block of a realloc
+  from_realloc INTEGER DEFAULT 0,  -- 1: the new block of a realloc (rallocx,
+                                   --    xallocx, tc_realloc too; of NULL too)
   temporary    INTEGER DEFAULT 0,  -- 1: freed by the same thread with no other
                                    --    allocation by that thread in between
   kind         INTEGER DEFAULT 0,  -- 0 heap (the allocator's entry points), 1 mmap

@@ -378,6 +378,8 @@ REC_EXPORT int rec_stop(void)
 
 REC_EXPORT int rec_mark(const char *label)
 {
+	if (label)
+		rec_alloc_api_mark(label);
 	return rec_ctl_mark(label, 1);
 }
 

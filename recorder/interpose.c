@@ -165,10 +165,6 @@ static inline void countdown_unrecorded(size_t size)
 		rec_sample_unrecorded(w >> REC_M_PERIOD_SHIFT, size);
 }
 
-/* The interposed function's return address: evaluated in the exported
- * function itself, so it names the program's (or allocator's) call site. */
-#define CALLER ((uintptr_t)__builtin_return_address(0))
-
 /* Keeps errno as the real call left it across the recording work. */
 #define KEEP_ERRNO(stmt) do { int e_ = errno; stmt; errno = e_; } while (0)
 
@@ -325,7 +321,7 @@ REC_EXPORT void *malloc(size_t size)
 		return rec_real.malloc(size);
 	if (r == ROUTE_RECORD)
 		return malloc_rec(size);
-	return malloc_slow(size, CALLER);
+	return malloc_slow(size, REC_CALLER);
 }
 
 static SLOW void free_rec(void *p, enum how h)
@@ -369,7 +365,7 @@ REC_EXPORT void free(void *p)
 	else if (r == ROUTE_PROBE)
 		free_probe(p);
 	else
-		free_slow(p, CALLER);
+		free_slow(p, REC_CALLER);
 }
 
 static void *call_calloc(size_t n, size_t m)
@@ -403,7 +399,7 @@ REC_EXPORT void *calloc(size_t n, size_t size)
 		return rec_real.calloc(n, size);
 	if (r == ROUTE_RECORD)
 		return calloc_rec(n, size);
-	return calloc_slow(n, size, CALLER);
+	return calloc_slow(n, size, REC_CALLER);
 }
 
 /* What a realloc records: the free of the old block (TAKE_OLD), the new
@@ -419,22 +415,25 @@ static inline unsigned resize_takes(const void *old, size_t size)
 	return t | (track ? TRACK : 0);
 }
 
-/* realloc and reallocarray, recorded: real_call(old, n, m) is the real
- * function, size the bytes requested (n for realloc, n * m for
- * reallocarray), t what resize_takes said (something to record). */
-static void *resize(void *old, size_t size, unsigned fn, void *(*real_call)(void *, size_t, size_t),
-		    size_t n, size_t m, enum how h, unsigned t)
+/* A resize, recorded: call(c) makes it (realloc, reallocarray, and the
+ * allocator APIs' own), c->ptr is the old block, c->size the bytes the
+ * block gets, t what resize_takes said (something to record). A NULL from
+ * call leaves the old block as it was: a failed call, or a resize in place
+ * that changed nothing (xallocx). */
+static void *resize(rec_call_alloc *call, struct rec_call *c, unsigned fn, enum how h, unsigned t)
 {
+	void *old = c->ptr;
+	size_t size = c->size;
 	int take_old = t & TAKE_OLD, take_new = t & TAKE_NEW, track = t & TRACK;
 	if (!old) {
-		void *p = real_call(NULL, n, m);
+		void *p = call(c);
 		if (p)
 			KEEP_ERRNO(note_alloc(p, size, fn, track, h));
 		return p;
 	}
 	uint32_t at = h == NESTED ? rec_nested_reserve(2) : 0;
 	uint64_t before = rec_now();
-	void *p = real_call(old, n, m);
+	void *p = call(c);
 	int e = errno;
 	struct tf_event ev[2];
 	unsigned k = 0;
@@ -465,25 +464,32 @@ static void *resize(void *old, size_t size, unsigned fn, void *(*real_call)(void
 	return p;
 }
 
-static void *resize_rec(void *old, size_t size, unsigned fn,
-			void *(*real_call)(void *, size_t, size_t), size_t n, size_t m, enum how h,
+static void *resize_rec(rec_call_alloc *call, struct rec_call *c, unsigned fn, enum how h,
 			unsigned t)
 {
 	enter(h);
-	void *p = resize(old, size, fn, real_call, n, m, h, t);
+	void *p = resize(call, c, fn, h, t);
 	leave(h);
 	return p;
 }
 
-static void *call_realloc(void *old, size_t n, size_t m)
+void *rec_hook_resize(rec_call_alloc *call, struct rec_call *c, unsigned fn, uintptr_t caller)
 {
-	(void)m;
-	return rec_real.realloc(old, n);
+	enum how h = how_now(caller);
+	unsigned t = h ? resize_takes(c->ptr, c->size) : 0;
+	if (!(t & (TAKE_OLD | TAKE_NEW)))
+		return call(c);
+	return resize_rec(call, c, fn, h, t);
 }
 
-static void *call_reallocarray(void *old, size_t n, size_t m)
+static void *call_realloc(struct rec_call *c)
 {
-	return rec_real.reallocarray(old, n, m);
+	return rec_real.realloc(c->ptr, c->size);
+}
+
+static void *call_reallocarray(struct rec_call *c)
+{
+	return rec_real.reallocarray(c->ptr, c->n, c->elem);
 }
 
 /* realloc of a bootstrap block: move it into the real heap (recorded as a
@@ -508,11 +514,8 @@ static SLOW void *realloc_slow(void *old, size_t size, uintptr_t caller)
 	if (REC_UNLIKELY(old && rec_boot_owns(old)))
 		return move_from_boot(old, size);
 	countdown_unrecorded(size);
-	enum how h = how_now(caller);
-	unsigned t = h ? resize_takes(old, size) : 0;
-	if (!(t & (TAKE_OLD | TAKE_NEW)))
-		return rec_real.realloc(old, size);
-	return resize_rec(old, size, TF_FN_REALLOC, call_realloc, size, 0, h, t);
+	return rec_hook_resize(call_realloc, &(struct rec_call){ .ptr = old, .size = size },
+			       TF_FN_REALLOC, caller);
 }
 
 REC_EXPORT void *realloc(void *old, size_t size)
@@ -521,7 +524,7 @@ REC_EXPORT void *realloc(void *old, size_t size)
 	if (REC_LIKELY((!old || (!rec_boot_owns(old) && free_route(old) == ROUTE_PASS)) &&
 		       alloc_route(size) == ROUTE_PASS))
 		return rec_real.realloc(old, size);
-	return realloc_slow(old, size, CALLER);
+	return realloc_slow(old, size, REC_CALLER);
 }
 
 REC_EXPORT void *reallocarray(void *old, size_t n, size_t size)
@@ -533,7 +536,7 @@ REC_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 	}
 	if (REC_UNLIKELY(!ready()) || REC_UNLIKELY(old && rec_boot_owns(old)))
 		return realloc(old, total);
-	enum how h = how_now(CALLER);
+	enum how h = how_now(REC_CALLER);
 	unsigned t = h ? resize_takes(old, total) : 0;
 	if (!(t & (TAKE_OLD | TAKE_NEW))) {
 		/* glibc's reallocarray calls realloc: inside the hook it is
@@ -543,7 +546,9 @@ REC_EXPORT void *reallocarray(void *old, size_t n, size_t size)
 		leave(h);
 		return p;
 	}
-	return resize_rec(old, total, TF_FN_REALLOCARRAY, call_reallocarray, n, size, h, t);
+	return resize_rec(call_reallocarray,
+			  &(struct rec_call){ .ptr = old, .size = total, .n = n, .elem = size },
+			  TF_FN_REALLOCARRAY, h, t);
 }
 
 REC_EXPORT int posix_memalign(void **out, size_t align, size_t size)
@@ -556,7 +561,7 @@ REC_EXPORT int posix_memalign(void **out, size_t align, size_t size)
 		return 0;
 	}
 	int track;
-	enum how h = how_now(CALLER);
+	enum how h = how_now(REC_CALLER);
 	if (!h || !take_alloc(size, &track))
 		return rec_real.posix_memalign(out, align, size);
 	enter(h);
@@ -571,14 +576,14 @@ REC_EXPORT void *aligned_alloc(size_t align, size_t size)
 {
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(size, align);
-	return alloc_call(rec_real.aligned_alloc, align, size, size, TF_FN_ALIGNED_ALLOC, CALLER);
+	return alloc_call(rec_real.aligned_alloc, align, size, size, TF_FN_ALIGNED_ALLOC, REC_CALLER);
 }
 
 REC_EXPORT void *memalign(size_t align, size_t size)
 {
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(size, align);
-	return alloc_call(rec_real.memalign, align, size, size, TF_FN_MEMALIGN, CALLER);
+	return alloc_call(rec_real.memalign, align, size, size, TF_FN_MEMALIGN, REC_CALLER);
 }
 
 /* valloc, pvalloc: page-aligned; call_valloc(size, 0) makes the call. */
@@ -599,14 +604,14 @@ REC_EXPORT void *valloc(size_t size)
 {
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(size, 4096);
-	return alloc_call(call_valloc, size, 0, size, TF_FN_VALLOC, CALLER);
+	return alloc_call(call_valloc, size, 0, size, TF_FN_VALLOC, REC_CALLER);
 }
 
 REC_EXPORT void *pvalloc(size_t size)
 {
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(size, 4096);
-	return alloc_call(call_pvalloc, size, 0, size, TF_FN_PVALLOC, CALLER);
+	return alloc_call(call_pvalloc, size, 0, size, TF_FN_PVALLOC, REC_CALLER);
 }
 
 REC_EXPORT size_t malloc_usable_size(void *p)
@@ -634,13 +639,6 @@ REC_EXPORT size_t malloc_usable_size(void *p)
  * are NULL and the hooks use the real malloc, memalign and free instead:
  * then a failing new returns NULL, as no bad_alloc can be thrown from here. */
 
-/* One call's arguments, whatever its form; unused fields are 0. */
-struct cxx_call {
-	void *ptr;
-	size_t size, align;
-	const void *tag;  /* the nothrow_t& */
-};
-
 static void leave_cleanup(const enum how *h)
 {
 	leave(*h);
@@ -651,9 +649,10 @@ static void guard_cleanup(const int *g)
 	rec_guard = *g;
 }
 
-/* A new: call(c) makes the real call, fn is TF_FN_NEW or TF_FN_NEW_ARRAY. */
-static void *new_hooked(void *(*call)(const struct cxx_call *), const struct cxx_call *c,
-			unsigned fn, uintptr_t caller)
+/* An allocation by an entry point of its own (C++ new here, the allocator
+ * APIs in entry_alloc_api.c): call(c) makes the real call, c->size is the
+ * bytes asked for, fn the tf_fn recorded. */
+void *rec_hook_alloc(rec_call_alloc *call, struct rec_call *c, unsigned fn, uintptr_t caller)
 {
 	if (REC_UNLIKELY(!ready()))
 		return rec_boot_alloc(c->size, c->align);
@@ -678,9 +677,9 @@ static void *new_hooked(void *(*call)(const struct cxx_call *), const struct cxx
 	return p;
 }
 
-/* A delete: recorded as free() is (stamped before the real call). */
-static void delete_hooked(void (*call)(const struct cxx_call *), const struct cxx_call *c,
-			  uintptr_t caller)
+/* A free by an entry point of its own (delete, dallocx, tc_free...):
+ * recorded as free() is (stamped before the real call). */
+void rec_hook_free(rec_call_free *call, struct rec_call *c, uintptr_t caller)
 {
 	if (!c->ptr || REC_UNLIKELY(rec_boot_owns(c->ptr)) || REC_UNLIKELY(!ready()))
 		return;
@@ -695,92 +694,18 @@ static void delete_hooked(void (*call)(const struct cxx_call *), const struct cx
 	leave(h);
 }
 
-/* Per shape: the real call (or its fallback) and the exported function. */
-#define REAL_OR(name, args, fallback) (rec_real.name ? rec_real.name args : (fallback))
+/* Per shape: the real call's fallback (rec_internal.h's REC_HOOK_* make the
+ * call and the exported function). */
+#define FALLBACK_new rec_real.malloc(c->size)
+#define FALLBACK_new_tag rec_real.malloc(c->size)
+#define FALLBACK_new_align rec_real.memalign(c->align, c->size)
+#define FALLBACK_new_align_tag rec_real.memalign(c->align, c->size)
+#define FALLBACK_del rec_real.free(c->ptr)
+#define FALLBACK_del_size rec_real.free(c->ptr)
+#define FALLBACK_del_tag rec_real.free(c->ptr)
+#define FALLBACK_del_size_align rec_real.free(c->ptr)
+#define FALLBACK_del_align_tag rec_real.free(c->ptr)
 
-#define DEF_new(name, fn) \
-	static void *call##name(const struct cxx_call *c) \
-	{ return REAL_OR(name, (c->size), rec_real.malloc(c->size)); } \
-	REC_EXPORT void *name(size_t size); \
-	REC_EXPORT void *name(size_t size) \
-	{ return new_hooked(call##name, &(struct cxx_call){ .size = size }, fn, CALLER); }
-
-#define DEF_new_tag(name, fn) \
-	static void *call##name(const struct cxx_call *c) \
-	{ return REAL_OR(name, (c->size, c->tag), rec_real.malloc(c->size)); } \
-	REC_EXPORT void *name(size_t size, const void *tag); \
-	REC_EXPORT void *name(size_t size, const void *tag) \
-	{ return new_hooked(call##name, &(struct cxx_call){ .size = size, .tag = tag }, fn, CALLER); }
-
-#define DEF_new_align(name, fn) \
-	static void *call##name(const struct cxx_call *c) \
-	{ return REAL_OR(name, (c->size, c->align), rec_real.memalign(c->align, c->size)); } \
-	REC_EXPORT void *name(size_t size, size_t align); \
-	REC_EXPORT void *name(size_t size, size_t align) \
-	{ \
-		return new_hooked(call##name, &(struct cxx_call){ .size = size, .align = align }, \
-				  fn, CALLER); \
-	}
-
-#define DEF_new_align_tag(name, fn) \
-	static void *call##name(const struct cxx_call *c) \
-	{ \
-		return REAL_OR(name, (c->size, c->align, c->tag), \
-			       rec_real.memalign(c->align, c->size)); \
-	} \
-	REC_EXPORT void *name(size_t size, size_t align, const void *tag); \
-	REC_EXPORT void *name(size_t size, size_t align, const void *tag) \
-	{ \
-		return new_hooked(call##name, \
-				  &(struct cxx_call){ .size = size, .align = align, .tag = tag }, \
-				  fn, CALLER); \
-	}
-
-#define DEF_del(name, fn) \
-	static void call##name(const struct cxx_call *c) \
-	{ if (rec_real.name) rec_real.name(c->ptr); else rec_real.free(c->ptr); } \
-	REC_EXPORT void name(void *p); \
-	REC_EXPORT void name(void *p) \
-	{ delete_hooked(call##name, &(struct cxx_call){ .ptr = p }, CALLER); }
-
-#define DEF_del_size(name, fn) \
-	static void call##name(const struct cxx_call *c) \
-	{ if (rec_real.name) rec_real.name(c->ptr, c->size); else rec_real.free(c->ptr); } \
-	REC_EXPORT void name(void *p, size_t size); \
-	REC_EXPORT void name(void *p, size_t size) \
-	{ delete_hooked(call##name, &(struct cxx_call){ .ptr = p, .size = size }, CALLER); }
-
-#define DEF_del_tag(name, fn) \
-	static void call##name(const struct cxx_call *c) \
-	{ if (rec_real.name) rec_real.name(c->ptr, c->tag); else rec_real.free(c->ptr); } \
-	REC_EXPORT void name(void *p, const void *tag); \
-	REC_EXPORT void name(void *p, const void *tag) \
-	{ delete_hooked(call##name, &(struct cxx_call){ .ptr = p, .tag = tag }, CALLER); }
-
-#define DEF_del_size_align(name, fn) \
-	static void call##name(const struct cxx_call *c) \
-	{ \
-		if (rec_real.name) \
-			rec_real.name(c->ptr, c->size, c->align); \
-		else \
-			rec_real.free(c->ptr); \
-	} \
-	REC_EXPORT void name(void *p, size_t size, size_t align); \
-	REC_EXPORT void name(void *p, size_t size, size_t align) \
-	{ \
-		delete_hooked(call##name, &(struct cxx_call){ .ptr = p, .size = size, .align = align }, \
-			      CALLER); \
-	}
-
-#define DEF_del_align_tag(name, fn) \
-	static void call##name(const struct cxx_call *c) \
-	{ if (rec_real.name) rec_real.name(c->ptr, c->align, c->tag); else rec_real.free(c->ptr); } \
-	REC_EXPORT void name(void *p, size_t align, const void *tag); \
-	REC_EXPORT void name(void *p, size_t align, const void *tag) \
-	{ \
-		delete_hooked(call##name, &(struct cxx_call){ .ptr = p, .align = align, .tag = tag }, \
-			      CALLER); \
-	}
-
-#define DEF_CXX(name, fn, shape) DEF_##shape(name, fn)
+#define DEF_CXX(name, fn, shape) \
+	REC_HOOK_##shape(REC_EXPORT, name, call##name, rec_real.name, FALLBACK_##shape, fn)
 REC_CXX_ENTRY_POINTS(DEF_CXX)

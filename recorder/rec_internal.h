@@ -498,6 +498,120 @@ void rec_ring_reset(void);            /* new session: forget every claim */
 /* Publishes n (1 or 2) events of the calling thread together. */
 void rec_ring_put(const struct tf_event *ev, unsigned n);
 
+/* ---- interpose.c, for the entry points with hooks of their own -----------
+ * C++ new and delete (interpose.c) and the allocator APIs (entry_alloc_api.c)
+ * hand their arguments over as one rec_call, which call(c) turns into the
+ * real call; unused fields are 0. */
+struct rec_call {
+	void *ptr;                    /* the block freed or resized */
+	size_t size;                  /* bytes the block gets */
+	size_t n, elem;               /* a count of elements of elem bytes (calloc-like) */
+	size_t align;                 /* an alignment (C++ align_val_t, memalign) */
+	size_t extra;                 /* xallocx's extra */
+	int flags;                    /* jemalloc's MALLOCX_* flags */
+	int rc;                       /* out: posix_memalign's answer */
+	size_t usable;                /* out: xallocx's answer */
+	const void *tag;              /* a C++ nothrow_t& */
+};
+typedef void *rec_call_alloc(struct rec_call *c);
+typedef void rec_call_free(struct rec_call *c);
+/* The interposed function's return address: evaluated in the hooked
+ * function itself, so it names the program's (or allocator's) call site. */
+#define REC_CALLER ((uintptr_t)__builtin_return_address(0))
+/* An allocation of c->size bytes (a C++ new's bad_alloc unwinds through). */
+void *rec_hook_alloc(rec_call_alloc *call, struct rec_call *c, unsigned fn, uintptr_t caller);
+/* The free of c->ptr. */
+void rec_hook_free(rec_call_free *call, struct rec_call *c, uintptr_t caller);
+/* c->ptr resized to c->size; call returns the block, or NULL if the old
+ * one stays as it was (failed, or resized in place to no effect). */
+void *rec_hook_resize(rec_call_alloc *call, struct rec_call *c, unsigned fn, uintptr_t caller);
+
+/* The hooks of the C++ shapes (rec_cxx_*), for interpose.c's operator new
+ * and delete (exported) and tcmalloc's tc_new family (entry_alloc_api.c):
+ * call(c) makes the real call through real (a pointer of the shape's
+ * type), or fallback where real is NULL (fallback may use c); hook is the
+ * hooked function, declared qual; fn the tf_fn recorded (news only). */
+#define REC_HOOK_new(qual, hook, call, real, fallback, fn) \
+	static void *call(struct rec_call *c) { return real ? real(c->size) : (fallback); } \
+	qual void *hook(size_t size); \
+	qual void *hook(size_t size) \
+	{ return rec_hook_alloc(call, &(struct rec_call){ .size = size }, fn, REC_CALLER); }
+
+#define REC_HOOK_new_tag(qual, hook, call, real, fallback, fn) \
+	static void *call(struct rec_call *c) { return real ? real(c->size, c->tag) : (fallback); } \
+	qual void *hook(size_t size, const void *tag); \
+	qual void *hook(size_t size, const void *tag) \
+	{ \
+		return rec_hook_alloc(call, &(struct rec_call){ .size = size, .tag = tag }, fn, \
+				      REC_CALLER); \
+	}
+
+#define REC_HOOK_new_align(qual, hook, call, real, fallback, fn) \
+	static void *call(struct rec_call *c) \
+	{ return real ? real(c->size, c->align) : (fallback); } \
+	qual void *hook(size_t size, size_t align); \
+	qual void *hook(size_t size, size_t align) \
+	{ \
+		return rec_hook_alloc(call, &(struct rec_call){ .size = size, .align = align }, fn, \
+				      REC_CALLER); \
+	}
+
+#define REC_HOOK_new_align_tag(qual, hook, call, real, fallback, fn) \
+	static void *call(struct rec_call *c) \
+	{ return real ? real(c->size, c->align, c->tag) : (fallback); } \
+	qual void *hook(size_t size, size_t align, const void *tag); \
+	qual void *hook(size_t size, size_t align, const void *tag) \
+	{ \
+		return rec_hook_alloc(call, \
+				      &(struct rec_call){ .size = size, .align = align, .tag = tag }, \
+				      fn, REC_CALLER); \
+	}
+
+#define REC_HOOK_del(qual, hook, call, real, fallback, fn) \
+	static void call(struct rec_call *c) { if (real) real(c->ptr); else fallback; } \
+	qual void hook(void *p); \
+	qual void hook(void *p) \
+	{ rec_hook_free(call, &(struct rec_call){ .ptr = p }, REC_CALLER); }
+
+#define REC_HOOK_del_size(qual, hook, call, real, fallback, fn) \
+	static void call(struct rec_call *c) { if (real) real(c->ptr, c->size); else fallback; } \
+	qual void hook(void *p, size_t size); \
+	qual void hook(void *p, size_t size) \
+	{ rec_hook_free(call, &(struct rec_call){ .ptr = p, .size = size }, REC_CALLER); }
+
+#define REC_HOOK_del_tag(qual, hook, call, real, fallback, fn) \
+	static void call(struct rec_call *c) { if (real) real(c->ptr, c->tag); else fallback; } \
+	qual void hook(void *p, const void *tag); \
+	qual void hook(void *p, const void *tag) \
+	{ rec_hook_free(call, &(struct rec_call){ .ptr = p, .tag = tag }, REC_CALLER); }
+
+#define REC_HOOK_del_size_align(qual, hook, call, real, fallback, fn) \
+	static void call(struct rec_call *c) \
+	{ if (real) real(c->ptr, c->size, c->align); else fallback; } \
+	qual void hook(void *p, size_t size, size_t align); \
+	qual void hook(void *p, size_t size, size_t align) \
+	{ \
+		rec_hook_free(call, &(struct rec_call){ .ptr = p, .size = size, .align = align }, \
+			      REC_CALLER); \
+	}
+
+#define REC_HOOK_del_align_tag(qual, hook, call, real, fallback, fn) \
+	static void call(struct rec_call *c) \
+	{ if (real) real(c->ptr, c->align, c->tag); else fallback; } \
+	qual void hook(void *p, size_t align, const void *tag); \
+	qual void hook(void *p, size_t align, const void *tag) \
+	{ \
+		rec_hook_free(call, &(struct rec_call){ .ptr = p, .align = align, .tag = tag }, \
+			      REC_CALLER); \
+	}
+
+/* ---- entry_alloc_api.c: jemalloc's *allocx and tcmalloc's tc_* ----------- */
+/* At start (constructor): routes the APIs the object serving malloc
+ * defines to their hooks (got.c); REC_TEST_GOT_RESTORE is read here. */
+void rec_alloc_api_init(void);
+/* rec_mark's label: the test hook that puts the GOT back (README). */
+void rec_alloc_api_mark(const char *label);
+
 /* ---- interpose.c, for mmap.c and custom.c --------------------------------- */
 /* Records k events of one call as an allocation hook does (the guard set,
  * handlers' calls queued); the last gets the caller's stack if stacked. */

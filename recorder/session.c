@@ -53,6 +53,7 @@
  * not ours (a vfork child shares our memory: everything checks the pid).
  */
 #include "rec_internal.h"
+#include "got.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -591,6 +592,7 @@ static void fork_child(void)
 	rec_writer_abandon();
 	rec_ctl_abandon();
 	rec_cfi_fork_child();
+	rec_got_fork_child();
 	rec_sample_fork_child();
 	start(1);
 	rec_guard = g;
@@ -649,6 +651,7 @@ __attribute__((constructor)) static void rec_init(void)
 	rec_s.max_size = parse_max_size();
 	rec_ctl_init();
 	rec_counters_init();
+	rec_alloc_api_init();
 	if (rec_stack_init() < 0) {
 		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");
 	} else if (rec_ring_init() < 0 || pthread_atfork(fork_prepare, NULL, fork_child) != 0) {

@@ -63,6 +63,7 @@
  * Must never: take a lock an application thread may hold while allocating.
  */
 #include "rec_internal.h"
+#include "got.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -205,7 +206,9 @@ int rec_writer_node(uint32_t id)
  * a trace recovered after a kill can still be symbolized. */
 static void emit_modules(void)
 {
-	if (rec_modules_changed())
+	int changed = rec_modules_changed();
+	rec_got_refresh(changed);  /* a dlopen'ed object calling the allocator's API */
+	if (changed)
 		rec_modules_snapshot();
 	uint32_t n = rec_modules_count();
 	if (modules_emitted == n)

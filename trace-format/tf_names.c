@@ -35,8 +35,14 @@ const char *tf_fn_name(unsigned fn)
 		[TF_FN_MMAP] = "mmap", [TF_FN_MREMAP] = "mremap", [TF_FN_MUNMAP] = "munmap",
 		[TF_FN_CUSTOM_ALLOC] = "custom_alloc", [TF_FN_CUSTOM_REALLOC] = "custom_realloc",
 		[TF_FN_CUSTOM_FREE] = "custom_free", [TF_FN_POOL_DESTROY] = "pool_destroy",
+		[TF_FN_MALLOCX] = "mallocx", [TF_FN_RALLOCX] = "rallocx",
+		[TF_FN_XALLOCX] = "xallocx", [TF_FN_TC_MALLOC] = "tc_malloc",
+		[TF_FN_TC_CALLOC] = "tc_calloc", [TF_FN_TC_REALLOC] = "tc_realloc",
+		[TF_FN_TC_MEMALIGN] = "tc_memalign", [TF_FN_TC_NEW] = "tc_new",
+		[TF_FN_TC_NEWARRAY] = "tc_newarray",
+		[TF_FN_TC_POSIX_MEMALIGN] = "tc_posix_memalign",
 	};
-	return fn < TF_FN_COUNT ? names[fn] : "unknown";
+	return fn < TF_FN_COUNT && names[fn] ? names[fn] : "unknown";
 }
 
 const char *tf_status_name(int status)

@@ -130,6 +130,14 @@ enum tf_fn {
 	 * tf_record.pool: 0 = no pool). CUSTOM_FREE ends the block at addr;
 	 * POOL_DESTROY ends every live block of its pool (addr 0). */
 	TF_FN_CUSTOM_ALLOC = 15, TF_FN_CUSTOM_REALLOC, TF_FN_CUSTOM_FREE, TF_FN_POOL_DESTROY,
+	/* The allocators' own APIs, where the program's allocator has them
+	 * (their frees are TF_FN_FREE): jemalloc's mallocx, rallocx, xallocx;
+	 * tcmalloc's tc_malloc (and _skip_new_handler), tc_calloc, tc_realloc,
+	 * tc_memalign (and tc_valloc, tc_pvalloc), tc_new and tc_newarray
+	 * (every form), tc_posix_memalign. 19 is reserved. */
+	TF_FN_MALLOCX = 20, TF_FN_RALLOCX, TF_FN_XALLOCX,
+	TF_FN_TC_MALLOC, TF_FN_TC_CALLOC, TF_FN_TC_REALLOC, TF_FN_TC_MEMALIGN,
+	TF_FN_TC_NEW, TF_FN_TC_NEWARRAY, TF_FN_TC_POSIX_MEMALIGN,
 	TF_FN_COUNT
 };
 

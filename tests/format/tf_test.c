@@ -1267,7 +1267,11 @@ static void test_names(void)
 	      !strcmp(tf_kind_name(TF_END), "end") &&
 	      !strcmp(tf_kind_name(99), "unknown"), "kind names");
 	CHECK(!strcmp(tf_fn_name(TF_FN_POSIX_MEMALIGN), "posix_memalign") &&
-	      !strcmp(tf_fn_name(TF_FN_COUNT), "unknown"), "fn names");
+	      !strcmp(tf_fn_name(TF_FN_COUNT), "unknown") &&
+	      !strcmp(tf_fn_name(TF_FN_POOL_DESTROY), "pool_destroy") &&
+	      !strcmp(tf_fn_name(TF_FN_POOL_DESTROY + 1), "unknown") &&  /* reserved: no name */
+	      !strcmp(tf_fn_name(TF_FN_XALLOCX), "xallocx") &&
+	      !strcmp(tf_fn_name(TF_FN_TC_POSIX_MEMALIGN), "tc_posix_memalign"), "fn names");
 	CHECK(!strcmp(tf_status_name(TF_E_VERSION), "unsupported format version"),
 	      "status names");
 	checks += 3;

@@ -4,7 +4,8 @@ its trace exactly: events per kind and fn, sizes, one stack id per call site
 threads, fork and exec traces, MODULE records for a dlopen'ed library.
 
 CASE: entry realloc threads crowd thread_exit fork fork_exit fork_exec exec_path dlopen dlopen_cxx cxx cxx_entry
-      cxx_entry_je cxx_sampled cxx_entry_tc clock pairs
+      cxx_entry_je cxx_sampled cxx_entry_tc clock pairs alloc_api_je alloc_api_je_restore
+      alloc_api_tc alloc_api_probe got_threads
 """
 import glob
 import math
@@ -363,6 +364,186 @@ def case_cxx_entry_je(d):
 
 def case_cxx_entry_tc(d):
     cxx_entry(d, "cxx_entry_tc")
+
+
+def api_marks(db, marks, sizes):
+    """At each mark, every site's live bytes from trace-snap, exact:
+    marks is [(label, blocks live)], sizes {site function: bytes a block}."""
+    for label, live in marks:
+        got = hrtest.folded_per_function(db, ["--at", "mark:" + label], list(sizes),
+                                         "inuse_space")
+        want = {site: live * size for site, size in sizes.items()}
+        assert got == want, "at mark %s: %s, expected %s" % (label, got, want)
+
+
+def api_blocks_once(t, db, sizes, fns):
+    """Each site's 3 blocks recorded once, by its entry point (sizes
+    {site: bytes}, fns {site: fn of the records that made its blocks}),
+    and every free paired (their being freed: api_marks at "none")."""
+    for site, size in sizes.items():
+        got = t.allocs(size=size)
+        assert len(got) == 3 and all(r["fn"] == fns[site] for r in got), \
+            "%s: %s" % (site, [r["line"] for r in got])
+    c = hrtest.connect(db)
+    assert hrtest.meta(c, "unmatched_frees") == 0, hrtest.meta(c, "unmatched_frees")
+    c.close()
+    st = t.stats()
+    assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
+
+
+JE_API = ("mallocx", "rallocx", "xallocx", "dallocx", "sdallocx")
+
+
+def got_entries(prog):
+    """prog's GOT entries bound to jemalloc's API, as NAME:OFFSET (readelf
+    -r); both kinds must be among them (alloc_api_je takes mallocx's
+    address: a GLOB_DAT; it calls the rest: JUMP_SLOTs)."""
+    if not shutil.which("readelf"):
+        hrtest.skip("readelf not installed (binutils)")
+    out = hrtest.run(["readelf", "-rW", prog]).stdout
+    entries, kinds = [], set()
+    for line in out.splitlines():
+        w = line.split()
+        if len(w) >= 5 and w[4] in JE_API and w[2].endswith(("JUMP_SLOT", "GLOB_DAT")):
+            entries.append("%s:%s" % (w[4], w[0]))
+            kinds.add(w[2].rsplit("_", 2)[-2])
+    assert kinds == {"JUMP", "GLOB"} and {e.split(":")[0] for e in entries} == set(JE_API), out
+    return entries
+
+
+def alloc_api_je(d, env, restored):
+    """alloc_api_je (jemalloc's own API) with libhrdlje.so: the same output
+    as unrecorded but for its GOT words, which are the hooks while
+    recorded and, if restored (at its mark "restore"), exactly the words
+    it had unrecorded at start; every site byte-exact at every mark, each
+    block counted once."""
+    prog, lib = hrtest.prog("alloc_api_je"), hrtest.prog("libhrdlje.so")
+    rectest.need(prog, "alloc_api_je (jemalloc is not installed: libjemalloc-dev)")
+    argv = [prog, lib] + got_entries(prog)
+    base = rectest.run_plain(argv)
+    trace, db = os.path.join(d, "je.trc"), os.path.join(d, "je.db")
+    p = rectest.record(argv, trace, env=env)
+    rows = out_lines(p)
+    assert [w for w in rows if w[0] != "word"] == [w for w in out_lines(base) if w[0] != "word"], \
+        "output differs:\n%s---\n%s" % (base.stdout, p.stdout)
+    words = {(w[1], w[2]): w[3] for w in rows if w[0] == "word"}
+    plain = {(w[1], w[2]): w[3] for w in out_lines(base) if w[0] == "word"}
+    assert len(words) == len(plain) == 2 * len(JE_API), p.stdout
+    for name in JE_API:
+        assert words["start", name] == "hooked", (name, p.stdout)
+        want = plain["start", name] if restored else "hooked"
+        assert words["after", name] == want, "%s after restore: %s, expected %s" % (
+            name, words["after", name], want)
+    assert ["probe", "tc_malloc", "absent"] in rows, p.stdout
+    sizes = {w[1]: int(w[2]) for w in rows if w[0] == "site"}
+    assert len(sizes) == 5, p.stdout
+    hrtest.trace_import(["-q", trace, db])
+    api_marks(db, (("all", 3), ("some", 2), ("none", 0)), sizes)
+    api_marks(db, (("dl", 4), ("dl-none", 0)), {"dl_site": 2010})
+    t = Trace(trace)
+    shrunk = sizes["site_xallocx"] != 1 << 20
+    api_blocks_once(t, db, sizes, {"site_mallocx": "mallocx", "site_mallocx_aligned": "mallocx",
+                               "site_rallocx": "rallocx",
+                               "site_xallocx": "xallocx" if shrunk else "mallocx",
+                               "site_malloc": "malloc"})
+    # rallocx's source blocks and xallocx's large ones: mallocx, once each;
+    # the second xallocx (no change) recorded nothing
+    assert len(t.allocs(size=100, fn="mallocx")) == 3, t.allocs(size=100)
+    assert len(t.allocs(size=1 << 20, fn="mallocx")) == 3, t.allocs(size=1 << 20)
+    assert len(t.allocs(fn="xallocx")) == (3 if shrunk else 0), t.allocs(fn="xallocx")
+    assert len(t.allocs(size=2010, fn="mallocx")) == 4, "the dlopen'ed library's mallocx"
+    after = len(t.allocs(size=2011, fn="mallocx"))
+    assert after == (0 if restored else 1), "after the mark restore: %d" % after
+    return t
+
+
+def case_alloc_api_je(d):
+    alloc_api_je(d, None, False)
+    print("alloc_api_je: mallocx, rallocx, xallocx, sdallocx, dallocx and a dlopen'ed "
+          "library's mallocx byte-exact at 5 marks, each block once, output unchanged: ok")
+
+
+def case_alloc_api_je_restore(d):
+    """rec_got_restore (REC_TEST_GOT_RESTORE: at the program's mark
+    "restore") puts back every GOT entry it changed, word for word (lazy
+    entries their PLT stub), and a later mallocx goes unrecorded."""
+    alloc_api_je(d, {"REC_TEST_GOT_RESTORE": "restore"}, True)
+    print("alloc_api_je: every GOT entry back after rec_got_restore, later calls unrecorded: ok")
+
+
+def case_alloc_api_tc(d):
+    prog = hrtest.prog("alloc_api_tc")
+    rectest.need(prog, "alloc_api_tc (tcmalloc is not installed: libtcmalloc-minimal4)")
+    base = rectest.run_plain([prog])
+    trace, db = os.path.join(d, "tc.trc"), os.path.join(d, "tc.db")
+    p = rectest.record([prog], trace)
+    assert p.stdout == base.stdout, "output differs:\n%s---\n%s" % (base.stdout, p.stdout)
+    rows = out_lines(p)
+    assert rows[0] == ["probe", "mallocx", "absent"], p.stdout
+    sizes = {w[1]: int(w[2]) for w in rows if w[0] == "site"}
+    assert len(sizes) == 10, p.stdout
+    hrtest.trace_import(["-q", trace, db])
+    api_marks(db, (("all", 3), ("some", 2), ("none", 0)), sizes)
+    t = Trace(trace)
+    api_blocks_once(t, db, sizes, {
+        "site_tc_malloc": "tc_malloc", "site_tc_skip": "tc_malloc",
+        "site_tc_calloc": "tc_calloc", "site_tc_realloc": "tc_realloc",
+        "site_tc_memalign": "tc_memalign", "site_tc_posix_memalign": "tc_posix_memalign",
+        "site_tc_new": "tc_new", "site_tc_newarray": "tc_newarray",
+        "site_tc_new_nothrow": "tc_new", "site_tc_realloc_null": "tc_realloc"})
+    assert len(t.allocs(size=100, fn="tc_malloc")) == 3, "tc_realloc's source blocks"
+    # tc_realloc(NULL, n) makes a block as realloc(NULL, n) does: from_realloc
+    c = hrtest.connect(db)
+    got = c.execute("SELECT size, from_realloc, count(*) FROM allocations"
+                    " WHERE size IN (?, ?) GROUP BY size ORDER BY size",
+                    (sizes["site_tc_realloc"], sizes["site_tc_realloc_null"])).fetchall()
+    c.close()
+    assert got == [(sizes["site_tc_realloc"], 1, 3), (sizes["site_tc_realloc_null"], 1, 3)], got
+    print("alloc_api_tc: 10 tc_* sites x 3 blocks byte-exact at 3 marks, each once: ok")
+
+
+def case_got_threads(d):
+    """got_threads: 4 threads call mallocx, rallocx and sdallocx through the
+    GOT while it is put back (at its mark "restore"), and, unrestored, to
+    the end. Both runs complete and no free is unmatched; unrestored, every
+    round is recorded and nothing stays live; restored, every round before
+    the mark is recorded and at most the block of each thread's round that
+    the restore cut in two stays live."""
+    prog = hrtest.prog("got_threads")
+    rectest.need(prog, "got_threads (jemalloc is not installed: libjemalloc-dev)")
+    threads, rounds = 4, 2000
+    for restore in (False, True):
+        trace, db = os.path.join(d, "gt%d.trc" % restore), os.path.join(d, "gt%d.db" % restore)
+        env = {"REC_TEST_GOT_RESTORE": "restore"} if restore else None
+        p = rectest.record([prog, str(threads), str(rounds)], trace, env=env)
+        assert p.stdout == "threads %d\n" % threads, p.stdout
+        hrtest.trace_import(["-q", trace, db])
+        c = hrtest.connect(db)
+        assert hrtest.meta(c, "unmatched_frees") == 0, hrtest.meta(c, "unmatched_frees")
+        made, live = c.execute("SELECT count(*), count(*) - count(t_free) FROM allocations"
+                               " WHERE size = 1501").fetchone()
+        first, cut = c.execute("SELECT count(*), count(*) - count(t_free) FROM allocations"
+                               " WHERE size = 1500").fetchone()
+        c.close()
+        if restore:
+            assert threads * rounds <= made <= first <= 2 * threads * rounds, (made, first)
+            assert live + cut <= threads, (live, cut)
+        else:
+            assert made == first == 2 * threads * rounds and live == cut == 0, \
+                (made, first, live, cut)
+    print("got_threads: %d threads through the GOT while it is put back: ok" % threads)
+
+
+def case_alloc_api_probe(d):
+    """A process without jemalloc or tcmalloc (python3 on glibc) probing
+    for their APIs under the recorder finds none of them."""
+    code = ("import ctypes; c = ctypes.CDLL(None); "
+            "print(*[n for n in ('mallocx', 'sdallocx', 'tc_malloc', 'tc_free') if hasattr(c, n)])")
+    base = rectest.run_plain([sys.executable, "-c", code])
+    assert base.returncode == 0 and base.stdout == "\n", base.stdout + base.stderr
+    p = rectest.record([sys.executable, "-c", code], os.path.join(d, "py.trc"))
+    assert p.stdout == "\n", "found under the recorder: %s" % p.stdout
+    print("python3 on glibc: no mallocx, sdallocx, tc_malloc, tc_free under the recorder: ok")
 
 
 def case_pairs(d):
