@@ -424,5 +424,9 @@ int q_output_ok(struct q_db *db, const char *path, bool force);
  * replaced either (the move itself refuses). */
 int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
                  bool by_stack, const char *path, bool force);
+/* Writes with writer(db, ctx, f) to path atomically, as q_write_file says
+ * (trace-report writes its page so). */
+int q_write_atomic(struct q_db *db, const char *path, bool force,
+                   int (*writer)(struct q_db *db, const void *ctx, FILE *f), const void *ctx);
 
 #endif

@@ -200,9 +200,6 @@ unsigned q_kind_of(const struct q_db *db, int64_t stack);
 /* A profile with nothing but what q_lacks reads (kind, pid, t1, t2). */
 int q_write_lacks_of(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t t2,
                      const char *prefix, FILE *f);
-/* Writes with writer(db, ctx, f) to path atomically, as q_write_file says. */
-int q_write_atomic(struct q_db *db, const char *path, bool force,
-                   int (*writer)(struct q_db *db, const void *ctx, FILE *f), const void *ctx);
 struct q_module {
 	char *path;                            /* " (deleted)" already cut */
 	char *build_id;                        /* NULL if unknown */
