@@ -169,13 +169,23 @@ function fragmentOf(s) {
   return s.kind + pid;
 }
 
-/* The selection a fragment asks for; null with an error shown if bad. */
+/* A fragment's part with its %XX escapes undone; as it is when it has a
+ * bare '%' ("at=50%", typed as trace-snap takes it). */
+function decoded(part) {
+  try {
+    return decodeURIComponent(part);
+  } catch (e) {
+    return part;
+  }
+}
+
+/* The selection a fragment asks for; throws, saying why, if it is bad. */
 function selectionOf(frag) {
   const parts = frag.replace(/^#/, '').split('&');
   const pidPart = parts.find((x) => x.startsWith('pid='));
   const p = pidPart ? D.procs.find((q) => String(q.pid) === pidPart.slice(4)) : proc;
   if (!p) throw new Error('no process with ' + pidPart);
-  const main = decodeURIComponent(parts[0] || 'peak');
+  const main = decoded(parts[0] || 'peak');
   const eq = main.indexOf('=');
   const kind = eq < 0 ? main : main.slice(0, eq), arg = eq < 0 ? '' : main.slice(eq + 1);
   if (['peak', 'leaks', 'temporary', 'rsspeak'].includes(kind) && eq < 0) {

@@ -1,0 +1,116 @@
+"""report-cli: trace-report's command line, its output file and its data,
+without a browser. Exit codes and one-line errors as README "Exit codes"
+(2 usage, 1 database unusable, 3 output not writable: exists without
+--force, is the database even with it, missing directory); the page is
+created 0600, never through a planted symlink; it loads nothing from the
+network; its data (the <script id="data"> JSON) survives a mark label and
+a path holding "</script>" and quotes; and every precomputed profile in it
+(each snapshot instant, each steady window, the peak, the leaks, the
+temporary allocations) has trace-snap --format text's Total for the same
+question and instants, on the hand-made fixture database of the query
+tests."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import hrtest
+
+sys.path.insert(0, os.path.join(hrtest.SRC, "tests", "queries"))
+import fixture  # noqa: E402  (the query tests' hand-made databases)
+
+REPORT = os.path.join(hrtest.BUILD, "report", "trace-report")
+if not os.path.exists(REPORT):
+    hrtest.skip("trace-report not built (its libraries are missing: ./heapreel setup)")
+hrtest.need(hrtest.TRACE_SNAP)
+tmp = hrtest.tmpdir("report-cli")
+DB = os.path.join(tmp, "a.db")
+EVIL = '</script><b>"quoted" \\ label'
+f, _, _ = fixture.standard(DB)
+c = hrtest.connect(DB)
+c.execute("INSERT INTO marks VALUES(100, ?, ?)", (5 * fixture.S, EVIL))
+c.execute("UPDATE processes SET cmdline = ?", ("/opt/app/bin/app --name '</SCRIPT>'",))
+c.commit()
+c.close()
+ROW = 5                        # numbers per stack in a profile's rows (report/json.c)
+
+
+def fails(args, code, text):
+    p = subprocess.run([REPORT] + args, capture_output=True, text=True)
+    assert p.returncode == code, (args, p.returncode, p.stderr)
+    lines = p.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("trace-report: ") and text in lines[0], \
+        (args, p.stderr)
+
+
+out = os.path.join(tmp, "r.html")
+fails([], 2, "expected one database")
+fails([DB], 2, "-o REPORT.html is required")
+fails([DB, "-o", out, "--bogus"], 2, "--bogus")
+fails([os.path.join(tmp, "none.db"), "-o", out], 1, "none.db")
+junk = os.path.join(tmp, "junk.db")
+with open(junk, "w") as fh:
+    fh.write("not a database\n")
+fails([junk, "-o", out], 1, "junk.db")
+fails([DB, "-o", os.path.join(tmp, "no", "dir.html")], 3, "dir.html")
+fails([DB, "-o", DB, "--force"], 3, "is the database being read")
+assert not os.path.exists(out)
+
+hrtest.run([REPORT, DB, "-o", out])
+assert os.stat(out).st_mode & 0o777 == 0o600, oct(os.stat(out).st_mode)
+with open(out, encoding="utf-8") as fh:
+    page = fh.read()
+fails([DB, "-o", out], 3, "already exists")
+hrtest.run([REPORT, DB, "-o", out, "--force"])
+victim = os.path.join(tmp, "victim")
+with open(victim, "w") as fh:
+    fh.write("keep\n")
+link = os.path.join(tmp, "link.html")
+os.symlink(victim, link)
+fails([DB, "-o", link], 3, "already exists")
+hrtest.run([REPORT, DB, "-o", link, "--force"])    # replaces the link, not its target
+assert open(victim).read() == "keep\n" and not os.path.islink(link)
+assert not [n for n in os.listdir(tmp) if ".html." in n], os.listdir(tmp)   # no temporary left
+
+# One file: nothing fetched from elsewhere.
+assert not re.search(r'<(script|img|link)[^>]+(src|href)=|url\(|@import', page, re.I), \
+    "the page loads something"
+m = re.search(r'<script id="data" type="application/json">(.*?)</script>', page, re.S)
+data = json.loads(m.group(1))
+p = data["procs"][0]
+assert [EVIL] == [label for _, label in p["marks"] if label == EVIL], p["marks"]
+assert p["cmdline"] == "/opt/app/bin/app --name '</SCRIPT>'", p["cmdline"]
+assert data["default_pid"] == 100 and p["pid"] == 100, (data["default_pid"], p["pid"])
+
+
+def total(profile):
+    return sum(profile["rows"][i + 2] for i in range(0, len(profile["rows"]), ROW))
+
+
+def snap(*args):
+    return hrtest.snap_total(hrtest.run([hrtest.TRACE_SNAP, DB, "--format", "text"] +
+                                        list(args)).stdout)
+
+
+marks = {t for t, _ in p["marks"]}
+assert marks <= set(p["points"]) and p["peak_t"] in p["points"], p["points"]
+assert len(p["points"]) == len(p["snaps"]) >= 101, len(p["points"])
+for t, s in zip(p["points"], p["snaps"]):
+    assert s["t2"] == t and total(s) == snap("--at", "%dns" % t), t
+grid = [p["points"][i] for i in p["grid"]]
+assert len(p["steady"]) == len(grid) * (len(grid) - 1) // 2, len(p["steady"])
+k = 0
+for i, t1 in enumerate(grid):
+    for t2 in grid[i + 1:]:
+        s = p["steady"][k]
+        assert (s["t1"], s["t2"]) == (t1, t2), (s["t1"], s["t2"], t1, t2)
+        assert total(s) == snap("--steady", "%dns..%dns" % (t1, t2)), (t1, t2)
+        k += 1
+for q in ("peak", "leaks", "temporary"):
+    assert total(p[q]) == snap("--" + q), q
+# the leaks and the whole fixture name their functions through the dictionary
+fns = {data["fns"][data["frames"][3 * fr]] for fr in data["stacks"][p["leaks"]["rows"][0]]}
+assert "main" in fns and "_start" in fns, fns
+print("ok: %d snapshots, %d steady windows, peak, leaks, temporary as trace-snap"
+      % (len(p["snaps"]), len(p["steady"])))
