@@ -286,7 +286,8 @@ function search() {
     (all ? ', ' + (100 * hit / all).toFixed(2) + ' %' : '');
 }
 
-/* Self (leaf frame) and total (anywhere in the stack, once) per function. */
+/* Self (leaf frame) and total (anywhere in the stack, once) per function;
+ * functions with nothing of the chosen pair are left out. */
 function functionTable(rows, colB, colN) {
   const m = new Map();
   const get = (fn) => {
@@ -306,7 +307,7 @@ function functionTable(rows, colB, colN) {
       r.total_n += n;
     }
   }
-  return [...m.values()];
+  return [...m.values()].filter((r) => r.self_b || r.self_n || r.total_b || r.total_n);
 }
 
 function drawTable() {
