@@ -42,6 +42,7 @@ static const char *const stmt_sql[Q_NSTMT] = {
 	[Q_ST_COUNTER_RANGE] = q_sql_counter_range,
 	[Q_ST_COUNTER_SERIES] = q_sql_counter_series,
 	[Q_ST_STACK_KINDS] = q_sql_stack_kinds,
+	[Q_ST_STEADY_GRID] = q_sql_steady_grid,
 };
 
 int q_fail(struct q_db *db, const char *fmt, ...)

@@ -136,6 +136,13 @@ int q_leaks(struct q_db *db, int64_t pid, struct q_profile *p);
 int q_temporary(struct q_db *db, int64_t pid, struct q_profile *p);
 int q_top(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile *p);
 void q_profile_free(struct q_profile *p);
+/* The steady windows between every two instants of t[0..n) (ascending):
+ * out[k], for the k-th pair i < j in the order (0,1), (0,2) ... (1,2) ...,
+ * as q_steady(t[i], t[j]) fills it, from one read of the process's
+ * allocations in (t[0], t[n-1]] (steady_grid.c). out holds n(n-1)/2
+ * profiles, zeroed before first use. */
+int q_steady_grid(struct q_db *db, int64_t pid, const int64_t *t, size_t n,
+                  struct q_profile *out);
 
 /* Sums of each value over the rows (raw). */
 void q_totals(const struct q_profile *p, int64_t tot[Q_NVAL]);

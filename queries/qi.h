@@ -19,7 +19,8 @@ extern const char q_sql_snapshot[], q_sql_snapshot_back[], q_sql_alloc_at[], q_s
 	q_sql_meta[], q_sql_processes[], q_sql_checkpoints[], q_sql_stack_node[],
 	q_sql_timeline[], q_sql_marks[], q_sql_modules[], q_sql_threads[],
 	q_sql_thread_allocs[], q_sql_thread_blocks[], q_sql_hist[], q_sql_counter_names[],
-	q_sql_counter_at[], q_sql_counter_range[], q_sql_counter_series[], q_sql_stack_kinds[];
+	q_sql_counter_at[], q_sql_counter_range[], q_sql_counter_series[], q_sql_stack_kinds[],
+	q_sql_steady_grid[];
 
 /* ---- int64 -> uint32 open-addressing map ------------------------------- */
 struct q_map {
@@ -69,7 +70,7 @@ enum q_stmt {
 	Q_ST_SNAPSHOT, Q_ST_SNAPSHOT_BACK, Q_ST_ALLOC_AT, Q_ST_FREE_BLOCK, Q_ST_FREE_TIME, Q_ST_PEAK, Q_ST_STEADY, Q_ST_TEMPORARY, Q_ST_STACK_NODE, Q_ST_TIMELINE,
 	Q_ST_MARKS, Q_ST_MODULES, Q_ST_THREADS, Q_ST_THREAD_ALLOCS, Q_ST_THREAD_BLOCKS, Q_ST_HIST,
 	Q_ST_COUNTER_NAMES, Q_ST_COUNTER_AT, Q_ST_COUNTER_RANGE, Q_ST_COUNTER_SERIES,
-	Q_ST_STACK_KINDS,
+	Q_ST_STACK_KINDS, Q_ST_STEADY_GRID,
 	Q_NSTMT
 };
 

@@ -137,19 +137,20 @@ static int snapshots(struct q_db *db, struct rep_proc *rp)
 static int steady_windows(struct q_db *db, struct rep_proc *rp)
 {
 	size_t n = rp->ngrid * (rp->ngrid - 1) / 2;
+	int64_t *t = malloc((rp->ngrid ? rp->ngrid : 1) * sizeof *t);
 	rp->steady = calloc(n ? n : 1, sizeof *rp->steady);
-	if (!rp->steady)
-		return -1;
-	for (size_t i = 0; i < rp->ngrid; i++)
-		for (size_t j = i + 1; j < rp->ngrid; j++) {
-			struct rep_steady *s = &rp->steady[rp->nsteady++];
-			s->i = i;
-			s->j = j;
-			if (q_steady(db, rp->proc->pid, rp->points[rp->grid[i]],
-			             rp->points[rp->grid[j]], &s->p))
-				return -1;
-		}
-	return 0;
+	struct q_profile *p = calloc(n ? n : 1, sizeof *p);
+	int rc = t && rp->steady && p ? 0 : -1;
+	for (size_t i = 0; !rc && i < rp->ngrid; i++)
+		t[i] = rp->points[rp->grid[i]];
+	if (!rc)
+		rc = q_steady_grid(db, rp->proc->pid, t, rp->ngrid, p);
+	for (size_t i = 0, k = 0; rp->steady && p && i < rp->ngrid; i++)
+		for (size_t j = i + 1; j < rp->ngrid; j++, k++)
+			rp->steady[rp->nsteady++] = (struct rep_steady){ i, j, p[k] };
+	free(t);
+	free(p);
+	return rc;
 }
 
 static int collect_proc(struct q_db *db, struct rep_proc *rp)
