@@ -192,6 +192,10 @@ void q_write_threads_line(struct q_db *db, FILE *f);
 /* ---- helpers between files ------------------------------------------------ */
 /* The row of stack in p, created zero if new; NULL: no memory. */
 struct q_row *q_prow(struct q_db *db, struct q_profile *p, int64_t stack);
+/* The id of the last allocation at or before t (of any process: ids follow
+ * t_alloc), bisected inside the checkpoint interval of process index proc
+ * that holds t (profile.c): a window's rows are those in (id(t1), id(t2)]. */
+int q_alloc_id_at(struct q_db *db, long proc, int64_t t, int64_t *id);
 /* Drops rows whose values are all zero (the row map is stale afterwards). */
 void q_pcompact(struct q_profile *p);
 /* db->kinds: stack id -> kind, for the stacks that are not heap's (kind.c;

@@ -61,9 +61,15 @@ static int add(struct q_db *db, struct cells *cs, size_t n, int64_t stack, size_
 
 static int read_cells(struct q_db *db, int64_t pid, const int64_t *t, size_t n, struct cells *cs)
 {
+	int64_t alo, ahi;
+	long proc = q_proc_index(db, pid);
+	if (q_alloc_id_at(db, proc, t[0], &alo) || q_alloc_id_at(db, proc, t[n - 1], &ahi))
+		return -1;
 	sqlite3_stmt *s = q_stmt(db, Q_ST_STEADY_GRID);
 	if (!s)
 		return -1;
+	sqlite3_bind_int64(s, sqlite3_bind_parameter_index(s, ":alo"), alo);
+	sqlite3_bind_int64(s, sqlite3_bind_parameter_index(s, ":ahi"), ahi);
 	sqlite3_bind_int64(s, sqlite3_bind_parameter_index(s, ":t1"), t[0]);
 	sqlite3_bind_int64(s, sqlite3_bind_parameter_index(s, ":t2"), t[n - 1]);
 	sqlite3_bind_int64(s, sqlite3_bind_parameter_index(s, ":pid"), pid);

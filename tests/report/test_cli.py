@@ -7,8 +7,8 @@ network; its data (the <script id="data"> JSON) survives a mark label and
 a path holding "</script>" and quotes; and every precomputed profile in it
 (each snapshot instant, each steady window, the peak, the leaks, the
 temporary allocations) has trace-snap --format text's Total for the same
-question and instants, on the hand-made fixture database of the query
-tests."""
+question and instants, on a hand-made database (the query tests'
+fixture) of two processes whose allocations interleave, one sampled."""
 import json
 import os
 import re
@@ -27,10 +27,36 @@ hrtest.need(hrtest.TRACE_SNAP)
 tmp = hrtest.tmpdir("report-cli")
 DB = os.path.join(tmp, "a.db")
 EVIL = '</script><b>"quoted" \\ label'
-f, _, _ = fixture.standard(DB)
+S = fixture.S
+
+
+def make(path):
+    """Two processes whose allocations interleave (so a window's rows of one
+    lie between the other's): 100 with marks, 200 sampled; each with blocks
+    kept, freed later, and temporary."""
+    f = fixture.Fixture(path)
+    for pid, period in ((100, 0), (200, 4096)):
+        p = f.process(pid, sample_period=period)
+        if pid == 100:
+            p.marks = [(3 * S, "after-alloc"), (5 * S, EVIL), (7 * S, "late")]
+        leaf = f.stack((0x401010 + pid, "alloc_%d" % pid, "app.c", 3, 0),
+                       (0x401100, "main", "app.c", 10, 0), (0x401000, "_start", "start.S", 1, 0))
+        other = f.stack((0x402010, "helper", "h.h", 2, 1), (0x402010, "outer", "app.c", 20, 0),
+                        (0x401100, "main", "app.c", 10, 0), (0x401000, "_start", "start.S", 1, 0))
+        for i in range(40):
+            t = (i + 1) * S // 5 + pid
+            freed = t + (i % 7 + 1) * S // 3 if i % 3 else None
+            f.alloc(pid, t, 16 * (i + 1) + pid, leaf if i % 2 else other,
+                    t_free=freed if freed is None or freed < 10 * S else None)
+            f.alloc(pid, t + 1, 50, other, t_free=t + 2, temporary=1)
+        f.checkpoints(pid, [2 * S, 4 * S, 6 * S])
+    f.finish()
+
+
+make(DB)
 c = hrtest.connect(DB)
-c.execute("INSERT INTO marks VALUES(100, ?, ?)", (5 * fixture.S, EVIL))
-c.execute("UPDATE processes SET cmdline = ?", ("/opt/app/bin/app --name '</SCRIPT>'",))
+c.execute("UPDATE processes SET cmdline = ? WHERE pid = 100",
+          ("/opt/app/bin/app --name '</SCRIPT>'",))
 c.commit()
 c.close()
 ROW = 5                        # numbers per stack in a profile's rows (report/json.c)
@@ -88,29 +114,34 @@ def total(profile):
     return sum(profile["rows"][i + 2] for i in range(0, len(profile["rows"]), ROW))
 
 
-def snap(*args):
-    return hrtest.snap_total(hrtest.run([hrtest.TRACE_SNAP, DB, "--format", "text"] +
-                                        list(args)).stdout)
+def check(p):
+    """Every precomputed profile of process p as trace-snap answers it."""
+    def snap(*args):
+        return hrtest.snap_total(hrtest.run([hrtest.TRACE_SNAP, DB, "--pid", str(p["pid"]),
+                                             "--format", "text"] + list(args)).stdout)
+    marks = {t for t, _ in p["marks"]}
+    assert marks <= set(p["points"]) and p["peak_t"] in p["points"], p["points"]
+    assert len(p["points"]) == len(p["snaps"]) >= 101, len(p["points"])
+    for t, s in zip(p["points"], p["snaps"]):
+        assert s["t2"] == t and total(s) == snap("--at", "%dns" % t), (p["pid"], t)
+    grid = [p["points"][i] for i in p["grid"]]
+    assert len(p["steady"]) == len(grid) * (len(grid) - 1) // 2, len(p["steady"])
+    k = 0
+    for i, t1 in enumerate(grid):
+        for t2 in grid[i + 1:]:
+            s = p["steady"][k]
+            assert (s["t1"], s["t2"]) == (t1, t2), (s["t1"], s["t2"], t1, t2)
+            assert total(s) == snap("--steady", "%dns..%dns" % (t1, t2)), (p["pid"], t1, t2)
+            k += 1
+    for q in ("peak", "leaks", "temporary"):
+        assert total(p[q]) == snap("--" + q), (p["pid"], q)
+    return len(p["snaps"]), len(p["steady"])
 
 
-marks = {t for t, _ in p["marks"]}
-assert marks <= set(p["points"]) and p["peak_t"] in p["points"], p["points"]
-assert len(p["points"]) == len(p["snaps"]) >= 101, len(p["points"])
-for t, s in zip(p["points"], p["snaps"]):
-    assert s["t2"] == t and total(s) == snap("--at", "%dns" % t), t
-grid = [p["points"][i] for i in p["grid"]]
-assert len(p["steady"]) == len(grid) * (len(grid) - 1) // 2, len(p["steady"])
-k = 0
-for i, t1 in enumerate(grid):
-    for t2 in grid[i + 1:]:
-        s = p["steady"][k]
-        assert (s["t1"], s["t2"]) == (t1, t2), (s["t1"], s["t2"], t1, t2)
-        assert total(s) == snap("--steady", "%dns..%dns" % (t1, t2)), (t1, t2)
-        k += 1
-for q in ("peak", "leaks", "temporary"):
-    assert total(p[q]) == snap("--" + q), q
-# the leaks and the whole fixture name their functions through the dictionary
+assert [q["pid"] for q in data["procs"]] == [100, 200], [q["pid"] for q in data["procs"]]
+counts = [check(q) for q in data["procs"]]
+# the leaks name their functions through the dictionary
 fns = {data["fns"][data["frames"][3 * fr]] for fr in data["stacks"][p["leaks"]["rows"][0]]}
 assert "main" in fns and "_start" in fns, fns
-print("ok: %d snapshots, %d steady windows, peak, leaks, temporary as trace-snap"
-      % (len(p["snaps"]), len(p["steady"])))
+print("ok: per process, snapshots and steady windows %s, peak, leaks, temporary as trace-snap"
+      % counts)
