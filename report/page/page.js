@@ -245,7 +245,6 @@ function tree(rows, view, colB, colN) {
 }
 
 function showDetails(d, total) {
-  if (!d) { $('details').innerHTML = '&nbsp;'; return; }
   const x = d.data, pct = total ? (100 * x.value / total).toFixed(2) : '0';
   $('details').textContent = x.name + (x.where ? '  ' + x.where : '') + '  ' + bytes(x.value) +
     '  ' + x.objects + ' objects  ' + pct + ' %';
@@ -265,8 +264,7 @@ function drawFlame() {
     .inverted(view === 'allocators')
     .label((d) => d.data.name + (d.data.where ? ' ' + d.data.where : '') + ': ' +
            bytes(d.data.value) + ', ' + d.data.objects + ' objects')
-    .onHover((d) => showDetails(d, root.value))
-    .setDetailsHandler(() => {});
+    .onHover((d) => showDetails(d, root.value));
   d3.select(el).datum(root).call(chart);
   if ($('search').value) search();      // a search redraws every frame: only when asked
 }

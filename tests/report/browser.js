@@ -4,8 +4,10 @@
  * the selection back from the DOM, then clicks and drags on the timeline
  * and reads the selection and the fragment again, taking a screenshot of
  * each state into OUTDIR. Prints one JSON object on stdout: {console:
- * [every console error and page error], at: {fragment: reading}, click:
- * reading, drag: reading}; a reading is the #selection-total element's
+ * [every console error and page error], at: {fragment: reading}, opened:
+ * reading, hover_search: {details, share} (a flame graph frame hovered,
+ * then "main" typed in the search box), click: reading, drag: reading}; a
+ * reading is the #selection-total element's
  * data (bytes, kind, t1, t2), the fragment, and the table's first row.
  * Never: judge anything (test_report.py does), or wait on a clock for
  * the page (it waits for the page's own ready flag).
@@ -55,6 +57,11 @@ async function main() {
     }
     const p = await open(browser, base, out.console);
     out.opened = await reading(p);
+    await p.hover('#flame svg g.frame');
+    await p.type('#search', 'main');
+    out.hover_search = await p.evaluate(() => ({
+      details: document.getElementById('details').textContent,
+      share: document.getElementById('search-share').textContent }));
     const box = await (await p.$('#timeline .u-over')).boundingBox();
     const y = box.y + box.height / 2;
     await p.mouse.click(box.x + box.width * CLICK_AT, y);

@@ -5,7 +5,9 @@ no console error or failed request; the selection's exact bytes
 (#selection-total's data-bytes) at the peak, at two marks, at 50 %, over a
 growth and a steady window and for the leaks equal both the program's
 known figures and trace-snap --format text's Total for the same question
-and instant; the table's first row is the function that allocated; a
+and instant; the table's first row is the function that allocated;
+hovering a flame graph frame shows its figures and a search for "main"
+gives its share (all of it); a
 click on the timeline selects an instant and a drag a growth window, each
 changing the fragment, with trace-snap's figures for what the page then
 shows. Screenshots go to BUILD/tests/report/browser-shots/. Skips (77),
@@ -75,6 +77,9 @@ assert got["at"]["#peak"]["first_row"][0] == "main", got["at"]["#peak"]
 assert int(got["at"]["#peak"]["first_row"][1]) == BASE + BIG + SMALLS, got["at"]["#peak"]
 
 opened, click, drag = got["opened"], got["click"], got["drag"]
+hs = got["hover_search"]           # rss_marks allocates from main only: all of it matches
+assert hs["share"] == "matching: %d B (112.0 MiB), 100.00 %%" % (BASE + BIG + SMALLS), hs
+assert " B (" in hs["details"] and " objects " in hs["details"], hs
 assert opened["kind"] == "peak" and opened["hash"] == "", opened    # opens with the peak
 assert click["kind"] == "at" and click["hash"] == "#at=%dns" % click["t1"], click
 assert click["bytes"] == snap("--at", "%dns" % click["t1"]), click
