@@ -126,11 +126,17 @@ static int choose_grid(struct rep_proc *rp)
 static int snapshots(struct q_db *db, struct rep_proc *rp)
 {
 	rp->snaps = calloc(rp->npoints, sizeof *rp->snaps);
-	if (!rp->snaps)
+	rp->kinds = calloc(rp->npoints, sizeof *rp->kinds);
+	if (!rp->snaps || !rp->kinds)
 		return -1;
-	for (size_t i = 0; i < rp->npoints; i++)
+	for (size_t i = 0; i < rp->npoints; i++) {
 		if (q_snapshot(db, rp->proc->pid, rp->points[i], &rp->snaps[i]))
 			return -1;
+		int more = q_kind_totals(db, &rp->snaps[i], Q_INUSE_BYTES, rp->kinds[i]);
+		if (more < 0)
+			return -1;
+		rp->has_kinds |= more;
+	}
 	return 0;
 }
 
@@ -195,6 +201,7 @@ void rep_free(struct rep_report *r)
 		q_profile_free(&rp->temporary);
 		free(rp->points);
 		free(rp->snaps);
+		free(rp->kinds);
 		free(rp->grid);
 		free(rp->steady);
 	}

@@ -129,6 +129,23 @@ static void put_series(FILE *f, const struct rep_proc *rp)
 	fputc(']', f);
 }
 
+/* Live bytes of each kind at each point, {"heap": [...], "mmap": [...],
+ * "custom": [...]}; null when the database holds heap only. */
+static void put_kinds(FILE *f, const struct rep_proc *rp)
+{
+	if (!rp->has_kinds) {
+		fputs("null", f);
+		return;
+	}
+	for (unsigned k = 0; k < Q_NKINDS; k++) {
+		fprintf(f, "%s\"%s\":[", k ? "," : "{", q_kind_name(k));
+		for (size_t i = 0; i < rp->npoints; i++)
+			fprintf(f, "%s%" PRId64, i ? "," : "", rp->kinds[i][k]);
+		fputc(']', f);
+	}
+	fputc('}', f);
+}
+
 static int put_proc(struct q_db *db, FILE *f, const struct rep_dict *d, const struct rep_proc *rp)
 {
 	const struct q_process *p = rp->proc;
@@ -144,7 +161,9 @@ static int put_proc(struct q_db *db, FILE *f, const struct rep_dict *d, const st
 		fputs(i ? "," : "", f);
 		rc = put_profile(db, f, d, &rp->snaps[i]);
 	}
-	fputs("],\"grid\":[", f);
+	fputs("],\"kinds\":", f);
+	put_kinds(f, rp);
+	fputs(",\"grid\":[", f);
 	for (size_t i = 0; i < rp->ngrid; i++)
 		fprintf(f, "%s%zu", i ? "," : "", rp->grid[i]);
 	fputs("],\"steady\":[", f);

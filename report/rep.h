@@ -4,7 +4,7 @@
  *
  * The report precomputes, per process: the timeline, the RSS samples, the
  * marks, snapshots at REP_POINTS even instants plus every mark, the peak
- * and the RSS peak (growth between two of them is their difference,
+ * and the RSS peak, with their live bytes per kind of memory (growth between two of them is their difference,
  * exact), steady windows between every two instants of a coarser grid,
  * and the exact peak, leaks and temporary profiles. The page shows an
  * instant or window between precomputed ones as the nearest and says so.
@@ -15,6 +15,7 @@
 #ifndef REP_H
 #define REP_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 #include "q.h"
@@ -46,6 +47,8 @@ struct rep_proc {
 	int64_t rss_peak_t;                    /* Q_NEVER: no RSS samples */
 	int64_t *points;                       /* the snapshot instants, ascending */
 	struct q_profile *snaps;               /* one per point */
+	int64_t (*kinds)[Q_NKINDS];            /* per point: live bytes of each kind */
+	bool has_kinds;                        /* the database holds more than heap */
 	size_t npoints;
 	size_t *grid;                          /* steady grid: indexes into points */
 	size_t ngrid;

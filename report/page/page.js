@@ -12,7 +12,8 @@
  * `timeline` (bucket start, live bytes at its end, most live bytes in it:
  * three numbers per bucket), `rss` (instant, bytes), `marks` ([instant,
  * label]), `points` (the precomputed instants, ascending) with `snaps` (a
- * profile each), `grid` (indexes into points) with `steady` (a profile per
+ * profile each) and `kinds` (null, or the live bytes of each kind of memory
+ * at each point: {heap: [...], mmap: [...], custom: [...]}), `grid` (indexes into points) with `steady` (a profile per
  * pair i < j of the grid, in that order), and the profiles peak, leaks and
  * temporary. A profile is {rows, t1, t2, lacks}; rows hold five numbers per
  * stack: stack index, live objects, live bytes, allocated objects,
@@ -31,6 +32,7 @@ const COL = { liveN: 1, liveB: 2, allocN: 3, allocB: 4 };
 const TABLE_ROWS = 300;        // functions shown; the rest are summed in a note
 const CLICK_PX = 3;            // a drag shorter than this is a click
 const MARK_LABEL = 24;         // characters of a mark's label drawn on the timeline
+const KIND_COLORS = ['#2a9d4b', '#9b4dca'];   // the timeline's lines of mmap, custom
 const MIN_FRAME_PX = 5;        // narrower flame graph frames are not drawn (1 px: 5x slower)
 const UNITS = { ns: 1n, us: 1000n, ms: 1000000n, s: 1000000000n,
                 m: 60000000000n, h: 3600000000000n, '': 1000000000n };
@@ -382,18 +384,27 @@ function applyFragment() {
 
 /* ---- the timeline -------------------------------------------------------- */
 
-/* uPlot's aligned columns: seconds, most live heap bytes per bucket, RSS. */
+/* The kinds of memory other than heap the process holds at some
+ * precomputed instant (the timeline's buckets count heap only). */
+function otherKinds(p) {
+  return p.kinds ? Object.keys(p.kinds).filter((k) => k !== 'heap' && p.kinds[k].some((v) => v))
+                 : [];
+}
+
+/* uPlot's aligned columns: seconds, most live heap bytes per bucket, RSS,
+ * then each other kind's live bytes at the precomputed instants. */
 function series(p) {
-  const byT = new Map();
+  const kinds = otherKinds(p), byT = new Map();
   const at = (t) => {
     let r = byT.get(t);
-    if (!r) byT.set(t, r = [t / NS_PER_S, null, null]);
+    if (!r) byT.set(t, r = [t / NS_PER_S, null, null, ...kinds.map(() => null)]);
     return r;
   };
   for (let i = 0; i < p.timeline.length; i += 3) at(p.timeline[i])[1] = p.timeline[i + 2];
   for (let i = 0; i < p.rss.length; i += 2) at(p.rss[i])[2] = p.rss[i + 1];
+  kinds.forEach((k, j) => p.points.forEach((t, i) => { at(t)[3 + j] = p.kinds[k][i]; }));
   const rows = [...byT.entries()].sort((a, b) => a[0] - b[0]).map((e) => e[1]);
-  return [rows.map((r) => r[0]), rows.map((r) => r[1]), rows.map((r) => r[2])];
+  return rows[0].map((_, c) => rows.map((r) => r[c]));
 }
 
 /* Marks, the peak and the selection, drawn over the chart. */
@@ -458,6 +469,9 @@ function drawTimeline() {
         spanGaps: true, paths: step, value: (u, v) => v === null ? '' : human(v) },
       { label: 'RSS', stroke: '#2a6fdb', spanGaps: true, paths: step, show: hasRss,
         value: (u, v) => v === null ? '' : human(v) },
+      ...otherKinds(proc).map((k, j) => ({
+        label: k + ' (at the precomputed instants)', stroke: KIND_COLORS[j % KIND_COLORS.length],
+        spanGaps: true, value: (u, v) => v === null ? '' : human(v) })),
     ],
     hooks: { draw: [overlay], ready: [listen] },
   }, series(proc), el);

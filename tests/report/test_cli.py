@@ -6,9 +6,10 @@ created 0600, never through a planted symlink; it loads nothing from the
 network; its data (the <script id="data"> JSON) survives a mark label and
 a path holding "</script>" and quotes; and every precomputed profile in it
 (each snapshot instant, each steady window, the peak, the leaks, the
-temporary allocations) has trace-snap --format text's Total for the same
-question and instants, on a hand-made database (the query tests'
-fixture) of two processes whose allocations interleave, one sampled."""
+temporary allocations, the live bytes per kind of memory at each instant)
+has trace-snap --format text's Total for the same question and instants,
+on a hand-made database (the query tests' fixture) of two processes whose
+allocations interleave, one sampled, one with mappings (kind mmap)."""
 import json
 import os
 import re
@@ -33,7 +34,8 @@ S = fixture.S
 def make(path):
     """Two processes whose allocations interleave (so a window's rows of one
     lie between the other's): 100 with marks, 200 sampled; each with blocks
-    kept, freed later, and temporary."""
+    kept, freed later, and temporary. Returns the stack of process 100's
+    own function."""
     f = fixture.Fixture(path)
     for pid, period in ((100, 0), (200, 4096)):
         p = f.process(pid, sample_period=period)
@@ -50,11 +52,16 @@ def make(path):
                     t_free=freed if freed is None or freed < 10 * S else None)
             f.alloc(pid, t + 1, 50, other, t_free=t + 2, temporary=1)
         f.checkpoints(pid, [2 * S, 4 * S, 6 * S])
+        mapped = leaf if pid == 100 else mapped
     f.finish()
+    return mapped
 
 
-make(DB)
+# process 100's alloc_100 blocks are mappings (kind mmap): the page's
+# timeline has a line of them
+mapped = make(DB)
 c = hrtest.connect(DB)
+c.execute("UPDATE allocations SET kind = 1 WHERE stack_id = ?", (mapped,))
 c.execute("UPDATE processes SET cmdline = ? WHERE pid = 100",
           ("/opt/app/bin/app --name '</SCRIPT>'",))
 c.commit()
@@ -122,8 +129,10 @@ def check(p):
     marks = {t for t, _ in p["marks"]}
     assert marks <= set(p["points"]) and p["peak_t"] in p["points"], p["points"]
     assert len(p["points"]) == len(p["snaps"]) >= 101, len(p["points"])
-    for t, s in zip(p["points"], p["snaps"]):
+    for i, (t, s) in enumerate(zip(p["points"], p["snaps"])):
         assert s["t2"] == t and total(s) == snap("--at", "%dns" % t), (p["pid"], t)
+        for kind in ("heap", "mmap"):
+            assert p["kinds"][kind][i] == snap("--kind", kind, "--at", "%dns" % t), (kind, t)
     grid = [p["points"][i] for i in p["grid"]]
     assert len(p["steady"]) == len(grid) * (len(grid) - 1) // 2, len(p["steady"])
     k = 0
@@ -139,6 +148,7 @@ def check(p):
 
 
 assert [q["pid"] for q in data["procs"]] == [100, 200], [q["pid"] for q in data["procs"]]
+assert any(data["procs"][0]["kinds"]["mmap"]) and not any(data["procs"][1]["kinds"]["mmap"])
 counts = [check(q) for q in data["procs"]]
 # the leaks name their functions through the dictionary
 fns = {data["fns"][data["frames"][3 * fr]] for fr in data["stacks"][p["leaks"]["rows"][0]]}
