@@ -7,8 +7,8 @@
  * [every console error and page error], at: {fragment: reading}, opened:
  * reading, hover_search: {details, share} (a flame graph frame hovered,
  * then "main" typed in the search box), click: reading, drag: reading}; a
- * reading is the #selection-total element's
- * data (bytes, kind, t1, t2), the fragment, and the table's first row.
+ * reading is the process shown, the #selection-total element's data
+ * (bytes, kind, t1, t2), the fragment, and the table's first row.
  * Never: judge anything (test_report.py does), or wait on a clock for
  * the page (it waits for the page's own ready flag).
  * Usage: node browser.js CHROMIUM PUPPETEER_DIR PAGE.html OUTDIR FRAGMENT...
@@ -26,7 +26,8 @@ async function reading(p) {
   return p.evaluate(() => {
     const el = document.getElementById('selection-total');
     const row = document.querySelector('#functions tbody tr');
-    return { bytes: Number(el.dataset.bytes), kind: el.dataset.kind, t1: Number(el.dataset.t1),
+    return { pid: document.getElementById('proc').value,
+             bytes: Number(el.dataset.bytes), kind: el.dataset.kind, t1: Number(el.dataset.t1),
              t2: Number(el.dataset.t2), hash: location.hash, text: el.textContent,
              first_row: row ? [...row.cells].map((c) => c.textContent) : null };
   });

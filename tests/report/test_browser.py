@@ -10,7 +10,8 @@ hovering a flame graph frame shows its figures and a search for "main"
 gives its share (all of it); a
 click on the timeline selects an instant and a drag a growth window, each
 changing the fragment, with trace-snap's figures for what the page then
-shows. Screenshots go to BUILD/tests/report/browser-shots/. Skips (77),
+shows; in forker's report (two processes), the fragment's &pid= picks the
+child, with trace-snap --pid's figure. Screenshots go to BUILD/tests/report/browser-shots/. Skips (77),
 saying why, without trace-report, Chromium, node or puppeteer-core."""
 import json
 import os
@@ -88,5 +89,28 @@ assert drag["hash"] == "#growth=%dns..%dns" % (drag["t1"], drag["t2"]), drag
 assert drag["bytes"] == snap("--growth", "%dns..%dns" % (drag["t1"], drag["t2"])), drag
 shots = sorted(os.listdir(SHOTS))
 assert len(shots) == len(CASES) + 2, shots
-print("ok: %d selections, a click and a drag equal trace-snap's; screenshots in %s"
-      % (len(CASES), SHOTS))
+
+# Several processes: forker's child, chosen by the fragment, as trace-snap --pid.
+ftmp = hrtest.tmpdir("report-browser-fork")
+traces, fdb = os.path.join(ftmp, "traces"), os.path.join(ftmp, "forker.db")
+os.mkdir(traces)
+hrtest.record([hrtest.prog("forker")], os.path.join(traces, "forker.trc"))
+hrtest.run([hrtest.TRACE_IMPORT, "-q", traces, fdb])          # the parent and its child
+c = hrtest.connect(fdb)
+pids = [r[0] for r in c.execute("SELECT pid FROM processes ORDER BY t_start, pid")]
+c.close()
+assert len(pids) == 2, pids
+fpage = os.path.join(ftmp, "report.html")
+hrtest.run([REPORT, fdb, "-o", fpage])
+frag = "#at=end&pid=%d" % pids[1]
+fshots = os.path.join(SHOTS, "forker")
+os.makedirs(fshots)
+fgot = json.loads(hrtest.run([node, DRIVER, chromium, PUPPETEER, fpage, fshots, frag],
+                             timeout=240).stdout)
+assert fgot["console"] == [], fgot["console"]
+g = fgot["at"][frag]
+assert g["pid"] == str(pids[1]) and g["hash"] == frag, g
+assert g["bytes"] == hrtest.snap_total(hrtest.run([hrtest.TRACE_SNAP, fdb, "--pid", str(pids[1]),
+                                                   "--at", "end", "--format", "text"]).stdout), g
+print("ok: %d selections, a click and a drag equal trace-snap's, and a child process's; "
+      "screenshots in %s" % (len(CASES), SHOTS))
