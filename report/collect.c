@@ -15,28 +15,6 @@
  * (importer/schema.sql, counters: what the recorder samples). */
 #define REP_RSS_COUNTER "rss_bytes"
 
-struct tvec { int64_t *v; size_t n, cap; };
-
-static int tvec_push(struct tvec *t, int64_t x)
-{
-	if (t->n == t->cap) {
-		size_t cap = t->cap ? 2 * t->cap : 128;
-		int64_t *v = realloc(t->v, cap * sizeof *v);
-		if (!v)
-			return -1;
-		t->v = v;
-		t->cap = cap;
-	}
-	t->v[t->n++] = x;
-	return 0;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
 /* Point k of n spread evenly over [t_start, t_end], both ends included. */
 static int64_t even(const struct q_process *p, size_t k, size_t n)
 {
@@ -61,35 +39,27 @@ static void rss_peak(struct rep_proc *rp)
 static int choose_points(struct rep_proc *rp)
 {
 	const struct q_process *p = rp->proc;
-	struct tvec t = { 0 };
-	int rc = 0;
-	for (size_t k = 0; !rc && k < REP_POINTS; k++)
-		rc = tvec_push(&t, even(p, k, REP_POINTS));
-	for (size_t k = 0; !rc && k < rp->nmarks && k < REP_MAX_MARKS; k++)
-		if (rp->marks[k].t >= p->t_start && rp->marks[k].t <= p->t_end)
-			rc = tvec_push(&t, rp->marks[k].t);
-	if (!rc)
-		rc = tvec_push(&t, p->peak_t);
-	if (!rc && rp->rss_peak_t >= p->t_start && rp->rss_peak_t <= p->t_end)
-		rc = tvec_push(&t, rp->rss_peak_t);
-	if (rc) {
-		free(t.v);
+	size_t marks = rp->nmarks < REP_MAX_MARKS ? rp->nmarks : REP_MAX_MARKS, n = 0;
+	int64_t *t = malloc((REP_POINTS + marks + 2) * sizeof *t);
+	if (!t)
 		return -1;
-	}
-	qsort(t.v, t.n, sizeof *t.v, cmp_i64);
-	size_t u = 0;
-	for (size_t i = 0; i < t.n; i++)
-		if (!u || t.v[u - 1] != t.v[i])
-			t.v[u++] = t.v[i];
-	rp->points = t.v;
-	rp->npoints = u;
+	for (size_t k = 0; k < REP_POINTS; k++)
+		t[n++] = even(p, k, REP_POINTS);
+	for (size_t k = 0; k < marks; k++)
+		if (rp->marks[k].t >= p->t_start && rp->marks[k].t <= p->t_end)
+			t[n++] = rp->marks[k].t;
+	t[n++] = p->peak_t;
+	if (rp->rss_peak_t >= p->t_start && rp->rss_peak_t <= p->t_end)
+		t[n++] = rp->rss_peak_t;
+	rp->points = t;
+	rp->npoints = rep_sort_unique(t, n, sizeof *t, rep_cmp_i64);
 	return 0;
 }
 
 /* The index of instant x in rp->points (x is one of them). */
 static size_t point_index(const struct rep_proc *rp, int64_t x)
 {
-	const int64_t *hit = bsearch(&x, rp->points, rp->npoints, sizeof x, cmp_i64);
+	const int64_t *hit = bsearch(&x, rp->points, rp->npoints, sizeof x, rep_cmp_i64);
 	return (size_t)(hit - rp->points);
 }
 
@@ -113,13 +83,8 @@ static int choose_grid(struct rep_proc *rp)
 	for (size_t k = 0; k < rp->nmarks && k < REP_STEADY_MARKS; k++)
 		if (rp->marks[k].t >= rp->proc->t_start && rp->marks[k].t <= rp->proc->t_end)
 			g[n++] = point_index(rp, rp->marks[k].t);
-	qsort(g, n, sizeof *g, cmp_size);
-	size_t u = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!u || g[u - 1] != g[i])
-			g[u++] = g[i];
 	rp->grid = g;
-	rp->ngrid = u;
+	rp->ngrid = rep_sort_unique(g, n, sizeof *g, cmp_size);
 	return 0;
 }
 

@@ -12,7 +12,7 @@
 
 #include "rep.h"
 
-static int cmp_i64(const void *a, const void *b)
+int rep_cmp_i64(const void *a, const void *b)
 {
 	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
 	return (x > y) - (x < y);
@@ -46,8 +46,7 @@ static int cmp_frame(const void *a, const void *b)
 	return c ? c : (x->line > y->line) - (x->line < y->line);
 }
 
-/* Sorts base (n items of size sz) and keeps each item once; the new count. */
-static size_t sort_unique(void *base, size_t n, size_t sz, int (*cmp)(const void *, const void *))
+size_t rep_sort_unique(void *base, size_t n, size_t sz, int (*cmp)(const void *, const void *))
 {
 	char *b = base;
 	qsort(b, n, sz, cmp);
@@ -96,7 +95,7 @@ static int gather_stacks(struct rep_report *r)
 			m += put_stacks(s + m, &rp->steady[i].p);
 	}
 	r->dict.stacks = s;
-	r->dict.nstacks = sort_unique(s, m, sizeof *s, cmp_i64);
+	r->dict.nstacks = rep_sort_unique(s, m, sizeof *s, rep_cmp_i64);
 	return 0;
 }
 
@@ -119,7 +118,7 @@ static int gather_frames(struct q_db *db, struct rep_dict *d)
 		for (size_t k = 0; k < nf; k++)
 			d->frames[n++] = (struct rep_frame){ f[k].fn, f[k].file, f[k].line };
 	}
-	d->nframes = sort_unique(d->frames, n, sizeof *d->frames, cmp_frame);
+	d->nframes = rep_sort_unique(d->frames, n, sizeof *d->frames, cmp_frame);
 	d->fns = malloc((d->nframes ? d->nframes : 1) * sizeof *d->fns);
 	d->files = malloc((d->nframes ? d->nframes : 1) * sizeof *d->files);
 	if (!d->fns || !d->files)
@@ -128,8 +127,8 @@ static int gather_frames(struct q_db *db, struct rep_dict *d)
 		d->fns[i] = d->frames[i].fn;
 		d->files[i] = d->frames[i].file;
 	}
-	d->nfns = sort_unique(d->fns, d->nframes, sizeof *d->fns, cmp_int);
-	d->nfiles = sort_unique(d->files, d->nframes, sizeof *d->files, cmp_files);
+	d->nfns = rep_sort_unique(d->fns, d->nframes, sizeof *d->fns, cmp_int);
+	d->nfiles = rep_sort_unique(d->files, d->nframes, sizeof *d->files, cmp_files);
 	return 0;
 }
 
@@ -140,7 +139,7 @@ int rep_dict_build(struct q_db *db, struct rep_report *r)
 
 size_t rep_stack_index(const struct rep_dict *d, int64_t stack_id)
 {
-	const int64_t *hit = bsearch(&stack_id, d->stacks, d->nstacks, sizeof stack_id, cmp_i64);
+	const int64_t *hit = bsearch(&stack_id, d->stacks, d->nstacks, sizeof stack_id, rep_cmp_i64);
 	return (size_t)(hit - d->stacks);
 }
 

@@ -85,6 +85,10 @@ int rep_collect(struct q_db *db, struct rep_report *r);
 void rep_free(struct rep_report *r);
 /* dict.c: r->dict from the stacks r's profiles name. */
 int rep_dict_build(struct q_db *db, struct rep_report *r);
+/* qsort's order of int64_t. */
+int rep_cmp_i64(const void *a, const void *b);
+/* Sorts base (n items of size sz) and keeps each item once; the new count. */
+size_t rep_sort_unique(void *base, size_t n, size_t sz, int (*cmp)(const void *, const void *));
 /* The index of an item the dictionary holds (it must hold it). */
 size_t rep_stack_index(const struct rep_dict *d, int64_t stack_id);
 size_t rep_frame_index(const struct rep_dict *d, const struct q_frame *f);
