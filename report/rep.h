@@ -4,9 +4,10 @@
  *
  * The report precomputes, per process: the timeline, the RSS samples, the
  * marks, snapshots at REP_POINTS even instants plus every mark, the peak
- * and the RSS peak, with their live bytes per kind of memory (growth between two of them is their difference,
- * exact), steady windows between every two instants of a coarser grid,
- * and the exact peak, leaks and temporary profiles. The page shows an
+ * and the RSS peak, with their live bytes per kind of memory (growth
+ * between two of them is their difference, exact), steady windows between
+ * every two instants of a coarser grid, and the exact peak, leaks and
+ * temporary profiles. The page shows an
  * instant or window between precomputed ones as the nearest and says so.
  *
  * Never: SQL here (every question goes through q.h); print anything (each

@@ -12,10 +12,10 @@
  * `timeline` (bucket start, live bytes at its end, most live bytes in it:
  * three numbers per bucket), `rss` (instant, bytes), `marks` ([instant,
  * label]), `points` (the precomputed instants, ascending) with `snaps` (a
- * profile each) and `kinds` (null, or the live bytes of each kind of memory
- * at each point: {heap: [...], mmap: [...], custom: [...]}), `grid` (indexes into points) with `steady` (a profile per
- * pair i < j of the grid, in that order), and the profiles peak, leaks and
- * temporary. A profile is {rows, t1, t2, lacks}; rows hold five numbers per
+ * profile each) and `kinds` (null, or the live bytes of each kind of
+ * memory at each point: {heap: [...], mmap: [...], custom: [...]}), `grid`
+ * (indexes into points) with `steady` (a profile per pair i < j of the
+ * grid, in that order), and the profiles peak, leaks and temporary. A profile is {rows, t1, t2, lacks}; rows hold five numbers per
  * stack: stack index, live objects, live bytes, allocated objects,
  * allocated bytes (unbiased, as trace-snap's text). Times are nanoseconds
  * on the database's axis.
@@ -489,7 +489,8 @@ function facts(p) {
   };
   add('process', p.pid + (p.ppid ? ' (parent ' + p.ppid + ')' : ''));
   add('command line', p.cmdline || p.exe || '(unknown)');
-  add('duration', fmtT(p.t_end - p.t_start) + ' (' + fmtT(p.t_start) + ' .. ' + fmtT(p.t_end) + ')');
+  add('duration', fmtT(p.t_end - p.t_start) + ' (' + fmtT(p.t_start) + ' .. ' +
+      fmtT(p.t_end) + ')');
   add('events', (p.allocs + p.frees) + ' (' + p.allocs + ' allocations, ' + p.frees + ' frees)');
   add('lost events', String(p.lost_events), p.lost_events ? 'lost' : '');
   add('sample period', p.sample_period ? 'one allocation every ' + p.sample_period +

@@ -7,12 +7,12 @@ growth and a steady window and for the leaks equal both the program's
 known figures and trace-snap --format text's Total for the same question
 and instant; the table's first row is the function that allocated;
 hovering a flame graph frame shows its figures and a search for "main"
-gives its share (all of it); a
-click on the timeline selects an instant and a drag a growth window, each
-changing the fragment, with trace-snap's figures for what the page then
-shows; in forker's report (two processes), the fragment's &pid= picks the
-child, with trace-snap --pid's figure. Screenshots go to BUILD/tests/report/browser-shots/. Skips (77),
-saying why, without trace-report, Chromium, node or puppeteer-core."""
+gives its share (all of it); a click on the timeline selects an instant
+and a drag a growth window, each changing the fragment, with trace-snap's
+figures for what the page then shows; in forker's report (two processes),
+the fragment's &pid= picks the child, with trace-snap --pid's figure.
+Screenshots go to BUILD/tests/report/browser-shots/. Skips (77), saying
+why, without trace-report, Chromium, node or puppeteer-core."""
 import json
 import os
 import shutil
