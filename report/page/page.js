@@ -15,10 +15,11 @@
  * profile each) and `kinds` (null, or the live bytes of each kind of
  * memory at each point: {heap: [...], mmap: [...], custom: [...]}), `grid`
  * (indexes into points) with `steady` (a profile per pair i < j of the
- * grid, in that order), and the profiles peak, leaks and temporary. A profile is {rows, t1, t2, lacks}; rows hold five numbers per
- * stack: stack index, live objects, live bytes, allocated objects,
- * allocated bytes (unbiased, as trace-snap's text). Times are nanoseconds
- * on the database's axis.
+ * grid, in that order), and the profiles peak, leaks and temporary. A
+ * profile is {rows, t1, t2, lacks}; rows hold five numbers per stack:
+ * stack index, live objects, live bytes, allocated objects, allocated
+ * bytes (unbiased, as trace-snap's text). Times are nanoseconds on the
+ * database's axis.
  *
  * Never: fetch anything (the page works offline); show a number that is
  * not exact without saying what it is instead.
