@@ -12,7 +12,7 @@
 'use strict';
 const path = require('path');
 const [chromium, puppeteerDir, page, runs] = process.argv.slice(2);
-const puppeteer = require(path.join(puppeteerDir, 'puppeteer-core'));
+const puppeteer = require(path.resolve(puppeteerDir, 'puppeteer-core'));
 
 const SELECTIONS = 9;          // clicks timed, at 10 %, 20 % ... of the timeline
 const VIEW = { width: 1300, height: 1500 };
@@ -33,7 +33,7 @@ function timeSelection(a, b) {
 }
 
 async function main() {
-  const browser = await puppeteer.launch({ executablePath: chromium, headless: true,
+  const browser = await puppeteer.launch({ executablePath: chromium, headless: true, timeout: 0,
     args: ['--no-sandbox', '--disable-gpu'] });
   const out = { paint_ms: [], ready_ms: [], select_ms: [] };
   try {
@@ -41,6 +41,7 @@ async function main() {
     for (let i = 0; i < Number(runs); i++) {
       if (p) await p.close();
       p = await browser.newPage();
+      p.setDefaultTimeout(0);
       await p.setViewport(VIEW);
       await p.goto('file://' + path.resolve(page), { waitUntil: 'load' });
       await p.waitForSelector('body[data-ready="1"]');

@@ -9,14 +9,14 @@
  * then "main" typed in the search box), click: reading, drag: reading}; a
  * reading is the process shown, the #selection-total element's data
  * (bytes, kind, t1, t2), the fragment, and the table's first row.
- * Never: judge anything (test_report.py does), or wait on a clock for
+ * Never: judge anything (test_browser.py does), or wait on a clock for
  * the page (it waits for the page's own ready flag).
  * Usage: node browser.js CHROMIUM PUPPETEER_DIR PAGE.html OUTDIR FRAGMENT...
  */
 'use strict';
 const path = require('path');
 const [chromium, puppeteerDir, page, outdir, ...fragments] = process.argv.slice(2);
-const puppeteer = require(path.join(puppeteerDir, 'puppeteer-core'));
+const puppeteer = require(path.resolve(puppeteerDir, 'puppeteer-core'));
 
 const VIEW = { width: 1300, height: 1500 };
 const CLICK_AT = 0.3;          // where on the timeline's width the click lands
@@ -35,6 +35,7 @@ async function reading(p) {
 
 async function open(browser, url, errors) {
   const p = await browser.newPage();
+  p.setDefaultTimeout(0);      // no clock of ours: the test's own timeout bounds a hang
   await p.setViewport(VIEW);
   p.on('console', (m) => { if (m.type() === 'error') errors.push(m.text()); });
   p.on('pageerror', (e) => errors.push(String(e)));
@@ -45,7 +46,7 @@ async function open(browser, url, errors) {
 }
 
 async function main() {
-  const browser = await puppeteer.launch({ executablePath: chromium, headless: true,
+  const browser = await puppeteer.launch({ executablePath: chromium, headless: true, timeout: 0,
     args: ['--no-sandbox', '--disable-gpu', '--allow-file-access-from-files'] });
   const out = { console: [], at: {} };
   const base = 'file://' + path.resolve(page);
