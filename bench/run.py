@@ -29,6 +29,7 @@ unless --keep.
 """
 import argparse
 import fcntl
+import json
 import os
 import pty
 import re
@@ -61,6 +62,7 @@ STATS_MS = 10                 # REC_STATS_MS of the counters runs (issue 23: the
 STATS_TARGET = 1.01           # issue 23: sampling the counters costs at most 1 %
 STATS_ROUNDS = 4              # the counters runs: this many times --runs pairs
 LIVE_BLOCKS = 5000000         # bounded_live: blocks live at once
+REPORT_OPENS = 5              # trace-report's page opened this many times in Chromium
 QUICK_LIVE_BLOCKS = 500000
 LIVE_ROUNDS = 40              # bounded_live: churn rounds (a tenth of the blocks each)
 # REC_MAX_SIZE of the bounded_live runs: a quarter must hold a keyframe of
@@ -875,6 +877,52 @@ def bench_import_many(tools, work, runs, quick):
         (many - one) / (ntraces - 1) * 1e3, (cpu - cpu_one) / (ntraces - 1) * 1e3, ntraces - 1))
 
 
+def bench_report(tools, work, quick):
+    """trace-report (issue 24) on the database of the largest churn
+    (~10 M allocations; --quick: the small one): the page's size, the time
+    to write it, and in headless Chromium (bench/report_page.js, as the
+    browser measures them) the first contentful paint, the first selection
+    drawn, and the time a new selection takes to show (median of clicks
+    spread over the timeline, and a drag)."""
+    report, chromium, node = tools["report"], shutil.which("chromium"), shutil.which("node")
+    puppeteer = os.path.join(REPO, "report", "vendor", "node_modules")
+    if not report or not tools["import"]:
+        print("report: skipped: trace-report or trace-import is not built (./heapreel setup)")
+        return
+    name, argv = [w for w in prepare_workloads(work, quick) if w[0].startswith("churn")][-1]
+    d = os.path.join(work, "report")
+    os.mkdir(d)
+    env = clean_env()
+    env.update(LD_PRELOAD=tools["librec"], REC_OUT=os.path.join(d, "run.trc"))
+    subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL)
+    db, page = os.path.join(work, "report.db"), os.path.join(work, "report.html")
+    subprocess.run([tools["import"], "-q", d, db], check=True)
+    print("report: %s, %s allocations in the database" % (name, human_count(db_allocations(db))))
+    r = timed([report, db, "-o", page])
+    if not r.ok:
+        print("  trace-report      FAILED (exit %d): %s" % (r.rc, last_line(r.err)))
+        return
+    print("  trace-report      %.2f s, peak RSS %.1f MiB, page %.2f MB (%d bytes)" % (
+        r.wall, r.rss / MIB, os.path.getsize(page) / 1e6, os.path.getsize(page)))
+    if not chromium or not node or not os.path.isdir(os.path.join(puppeteer, "puppeteer-core")):
+        print("  browser           skipped: chromium, node or puppeteer-core missing")
+        return
+    p = subprocess.run([node, os.path.join(REPO, "bench", "report_page.js"), chromium, puppeteer,
+                        page, str(1 if quick else REPORT_OPENS)], capture_output=True, text=True)
+    if p.returncode:
+        print("  browser           FAILED: %s" % last_line(p.stderr))
+        return
+    m = json.loads(p.stdout)
+    print("  first paint       median %.0f ms (max %.0f) of %d opens; first selection drawn "
+          "at %.0f ms" % (statistics.median(m["paint_ms"]), max(m["paint_ms"]),
+                          len(m["paint_ms"]), statistics.median(m["ready_ms"])))
+    print("  new selection     click: median %.0f ms, max %.0f ms (%d); drag (growth): %.0f ms"
+          % (statistics.median(m["select_ms"]), max(m["select_ms"]), len(m["select_ms"]),
+             m["drag_ms"]))
+    remove(db)
+
+
 def find_tools(build):
     def exe(*parts):
         p = os.path.join(build, *parts)
@@ -890,6 +938,7 @@ def find_tools(build):
         "heaptrack": shutil.which("heaptrack"),
         "crowd": exe("tests", "programs", "crowd"),
         "record": exe("recorder", "trace-record"),
+        "report": exe("report", "trace-report"),
     }
     if not os.path.exists(tools["librec"]):
         sys.exit("bench: %s not found: build first (./heapreel build)" % tools["librec"])
@@ -909,7 +958,7 @@ def main():
                     help="1 run of smaller workloads, to check the harness")
     ap.add_argument("--only", metavar="WORD",
                     help="only the workloads whose name contains WORD (churn, sqlite3, crowd, "
-                    "import_many, bounded, pool)")
+                    "import_many, bounded, pool, report)")
     ap.add_argument("--build", default=os.path.join(REPO, "build"), help="build directory")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--no-sampling", action="store_true",
@@ -923,7 +972,7 @@ def main():
     work = tempfile.mkdtemp(prefix="heapreel-bench-")
     try:
         # bounded_live and crowd are built by meson
-        workloads = [] if a.only in ("bounded", "crowd", "import_many", "pool") else \
+        workloads = [] if a.only in ("bounded", "crowd", "import_many", "pool", "report") else \
             prepare_workloads(work, a.quick)
         if a.only:
             workloads = [w for w in workloads if a.only in w[0]]
@@ -958,6 +1007,8 @@ def main():
             bench_bounded_memory(tools, work, runs, a.quick)
         if not a.only or a.only in "pool":
             bench_pool_calls(tools, work, runs, a.quick)
+        if not a.only or a.only in "report":
+            bench_report(tools, work, a.quick)
     finally:
         if a.keep:
             print("work directory kept: %s" % work)

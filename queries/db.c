@@ -44,6 +44,7 @@ static const char *const stmt_sql[Q_NSTMT] = {
 	[Q_ST_STACK_KINDS] = q_sql_stack_kinds,
 	[Q_ST_POOL_BLOCKS] = q_sql_pool_blocks,
 	[Q_ST_POOLS] = q_sql_pools,
+	[Q_ST_STEADY_GRID] = q_sql_steady_grid,
 };
 
 int q_fail(struct q_db *db, const char *fmt, ...)

@@ -156,6 +156,13 @@ static int last_at(struct q_db *db, probe_fn *probe, int64_t lo, int64_t hi, int
 	return 0;
 }
 
+int q_alloc_id_at(struct q_db *db, long proc, int64_t t, int64_t *id)
+{
+	int64_t ahi, fhi;
+	const struct q_ckpt *c = bracket(&db->pd[proc], t, &ahi, &fhi);
+	return last_at(db, alloc_probe, c ? c->alloc_id : 0, ahi, t, id);
+}
+
 /* Frees numbered (lo, hi] of process proc, of allocations numbered up to
  * alo, into p: sign -1 takes them off the live set (a snapshot forwards
  * from a checkpoint), +1 puts them back (backwards). */
@@ -322,15 +329,10 @@ int q_steady(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_prof
 	sqlite3_stmt *s;
 	if (on)
 		return on < 0 ? -1 : q_tf_steady(db, t1, t2, p);
-	/* Exact rowid bounds of the window: the last allocations at or before
-	 * t1 and t2, bisected inside their checkpoint intervals. */
-	int64_t at[2], t[2] = { t1, t2 };
-	for (int k = 0; k < 2; k++) {
-		int64_t ahi, fhi;
-		const struct q_ckpt *c = bracket(&db->pd[i], t[k], &ahi, &fhi);
-		if (last_at(db, alloc_probe, c ? c->alloc_id : 0, ahi, t[k], &at[k]))
-			return -1;
-	}
+	/* Exact rowid bounds of the window. */
+	int64_t at[2];
+	if (q_alloc_id_at(db, i, t1, &at[0]) || q_alloc_id_at(db, i, t2, &at[1]))
+		return -1;
 	if (!(s = q_stmt(db, Q_ST_STEADY)))
 		return -1;
 	sqlite3_bind_int64(s, param(s, ":alo"), at[0]);

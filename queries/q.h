@@ -138,6 +138,13 @@ int q_leaks(struct q_db *db, int64_t pid, struct q_profile *p);
 int q_temporary(struct q_db *db, int64_t pid, struct q_profile *p);
 int q_top(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile *p);
 void q_profile_free(struct q_profile *p);
+/* The steady windows between every two instants of t[0..n) (ascending):
+ * out[k], for the k-th pair i < j in the order (0,1), (0,2) ... (1,2) ...,
+ * as q_steady(t[i], t[j]) fills it, from one read of the process's
+ * allocations in (t[0], t[n-1]] (steady_grid.c). out holds n(n-1)/2
+ * profiles, zeroed before first use. */
+int q_steady_grid(struct q_db *db, int64_t pid, const int64_t *t, size_t n,
+                  struct q_profile *out);
 
 /* Sums of each value over the rows (raw). */
 void q_totals(const struct q_profile *p, int64_t tot[Q_NVAL]);
@@ -504,5 +511,9 @@ int q_output_ok(struct q_db *db, const char *path, bool force);
  * replaced either (the move itself refuses). */
 int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
                  bool by_stack, const char *path, bool force);
+/* Writes with writer(db, ctx, f) to path atomically, as q_write_file says
+ * (trace-report writes its page so). */
+int q_write_atomic(struct q_db *db, const char *path, bool force,
+                   int (*writer)(struct q_db *db, const void *ctx, FILE *f), const void *ctx);
 
 #endif

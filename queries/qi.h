@@ -20,7 +20,7 @@ extern const char q_sql_snapshot[], q_sql_snapshot_back[], q_sql_alloc_at[], q_s
 	q_sql_timeline[], q_sql_marks[], q_sql_modules[], q_sql_threads[],
 	q_sql_thread_allocs[], q_sql_thread_blocks[], q_sql_hist[], q_sql_counter_names[],
 	q_sql_counter_at[], q_sql_counter_range[], q_sql_counter_series[], q_sql_stack_kinds[],
-	q_sql_pool_blocks[], q_sql_pools[];
+	q_sql_pool_blocks[], q_sql_pools[], q_sql_steady_grid[];
 
 /* ---- int64 -> uint32 open-addressing map ------------------------------- */
 struct q_map {
@@ -70,7 +70,7 @@ enum q_stmt {
 	Q_ST_SNAPSHOT, Q_ST_SNAPSHOT_BACK, Q_ST_ALLOC_AT, Q_ST_FREE_BLOCK, Q_ST_FREE_TIME, Q_ST_PEAK, Q_ST_STEADY, Q_ST_TEMPORARY, Q_ST_STACK_NODE, Q_ST_TIMELINE,
 	Q_ST_MARKS, Q_ST_MODULES, Q_ST_THREADS, Q_ST_THREAD_ALLOCS, Q_ST_THREAD_BLOCKS, Q_ST_HIST,
 	Q_ST_COUNTER_NAMES, Q_ST_COUNTER_AT, Q_ST_COUNTER_RANGE, Q_ST_COUNTER_SERIES,
-	Q_ST_STACK_KINDS, Q_ST_POOL_BLOCKS, Q_ST_POOLS,
+	Q_ST_STACK_KINDS, Q_ST_POOL_BLOCKS, Q_ST_POOLS, Q_ST_STEADY_GRID,
 	Q_NSTMT
 };
 
@@ -197,6 +197,10 @@ void q_write_threads_line(struct q_db *db, FILE *f);
 /* ---- helpers between files ------------------------------------------------ */
 /* The row of stack in p, created zero if new; NULL: no memory. */
 struct q_row *q_prow(struct q_db *db, struct q_profile *p, int64_t stack);
+/* The id of the last allocation at or before t (of any process: ids follow
+ * t_alloc), bisected inside the checkpoint interval of process index proc
+ * that holds t (profile.c): a window's rows are those in (id(t1), id(t2)]. */
+int q_alloc_id_at(struct q_db *db, long proc, int64_t t, int64_t *id);
 /* Drops rows whose values are all zero (the row map is stale afterwards). */
 void q_pcompact(struct q_profile *p);
 /* db->kinds: stack id -> kind, for the stacks that are not heap's (kind.c;
@@ -206,9 +210,6 @@ unsigned q_kind_of(const struct q_db *db, int64_t stack);
 /* A profile with nothing but what q_lacks reads (kind, pid, t1, t2). */
 int q_write_lacks_of(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t t2,
                      const char *prefix, FILE *f);
-/* Writes with writer(db, ctx, f) to path atomically, as q_write_file says. */
-int q_write_atomic(struct q_db *db, const char *path, bool force,
-                   int (*writer)(struct q_db *db, const void *ctx, FILE *f), const void *ctx);
 struct q_module {
 	char *path;                            /* " (deleted)" already cut */
 	char *build_id;                        /* NULL if unknown */

@@ -21,6 +21,8 @@ import hrtest
 
 COMMANDS = ["heapreel", "trace-ctl", "trace-dump", "trace-import", "trace-record",
             "trace-snap", "trace-tui"]
+if os.path.exists(os.path.join(hrtest.BUILD, "report", "trace-report")):
+    COMMANDS.append("trace-report")   # built where its libraries were installed
 PEAK_TOTAL = "Total: 15005 B (14.7 KiB)\n"     # forker's parent: 5 blocks of 3001 bytes
 forker = hrtest.prog("forker")
 hrtest.need(hrtest.TRACE_IMPORT, hrtest.TRACE_SNAP, forker)
