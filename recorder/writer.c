@@ -38,7 +38,8 @@
  * On stop it does a last round, stops the encoder thread, writes a
  * "heapreel.stats" MARK (ring waits, calls through lent rings, lost
  * events, unknown stacks, nodes,
- * sampled-set overflows, segments the encoder thread encoded), and
+ * sampled-set overflows, segments the encoder thread encoded, and under
+ * REC_CHECK_STACKS the captures checked), and
  * tf_writer_close writes END.
  *
  * The thread runs with the re-entrancy guard set (its allocations are not
@@ -513,7 +514,7 @@ static uint64_t round_all(enum round_mode mode)
 
 static void stats(void)
 {
-	char label[200], *e = label + sizeof label;
+	char label[320], *e = label + sizeof label;
 	char *p = rec_cat(label, e, TF_MARK_RESERVED "stats ring_waits=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.ring_waits));
 	p = rec_cat(p, e, " lent=");
@@ -527,7 +528,11 @@ static void stats(void)
 	p = rec_cat(p, e, " sample_overflows=");
 	p = rec_utoa(p, e, rec_sample_overflows());
 	p = rec_cat(p, e, " helper_segments=");
-	rec_utoa(p, e, rec_enc_jobs());
+	p = rec_utoa(p, e, rec_enc_jobs());
+	if (rec_check_stacks) {
+		p = rec_cat(p, e, " stack_checks=");
+		rec_utoa(p, e, atomic_load(&rec_s.stack_checks));
+	}
 	rec_writer_mark(rec_now(), label);
 }
 
