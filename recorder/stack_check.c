@@ -39,6 +39,8 @@
 #include <unistd.h>
 
 #define HEX_DIGITS 16                 /* of a 64-bit address */
+/* Heads a report (`./heapreel test --check-stacks` counts them in the logs) */
+#define DIFFER "REC_CHECK_STACKS: stacks differ: "
 
 int rec_check_stacks;
 
@@ -126,13 +128,13 @@ void rec_stack_check(void *const *ips, unsigned n, int same)
 	atomic_fetch_add_explicit(&rec_s.stack_checks, 1, memory_order_relaxed);
 	const uintptr_t *fast = (const uintptr_t *)(const void *)ips;
 	if (!equal(fast, n, full, nf)) {
-		rec_say("REC_CHECK_STACKS: the fast walk's stack differs from libunwind's", "", "");
+		rec_say(DIFFER, "the fast walk's stack is not libunwind's", "");
 		say_stack("fast walk", fast, n);
 		say_stack("libunwind", full, nf);
 		abort();
 	}
 	if (same && !equal(prev, prev_n, full, nf)) {
-		rec_say("REC_CHECK_STACKS: a stack taken for the thread's previous one is not", "", "");
+		rec_say(DIFFER, "a stack taken for the thread's previous one is not", "");
 		say_stack("previous", prev, prev_n);
 		say_stack("libunwind", full, nf);
 		abort();
