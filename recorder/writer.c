@@ -38,8 +38,8 @@
  * On stop it does a last round, stops the encoder thread, writes a
  * "heapreel.stats" MARK (ring waits, calls through lent rings, lost
  * events, unknown stacks, nodes,
- * sampled-set overflows, segments the encoder thread encoded, and under
- * REC_CHECK_STACKS the captures checked), and
+ * sampled-set overflows, segments the encoder thread encoded, this
+ * thread's CPU time, and under REC_CHECK_STACKS the captures checked), and
  * tf_writer_close writes END.
  *
  * The thread runs with the re-entrancy guard set (its allocations are not
@@ -512,6 +512,15 @@ static uint64_t round_all(enum round_mode mode)
 	return wrote;
 }
 
+/* CPU time this thread (the writer) used so far, in microseconds. */
+static uint64_t own_cpu_us(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static void stats(void)
 {
 	char label[320], *e = label + sizeof label;
@@ -529,6 +538,8 @@ static void stats(void)
 	p = rec_utoa(p, e, rec_sample_overflows());
 	p = rec_cat(p, e, " helper_segments=");
 	p = rec_utoa(p, e, rec_enc_jobs());
+	p = rec_cat(p, e, " writer_cpu_us=");
+	p = rec_utoa(p, e, own_cpu_us());
 	if (rec_check_stacks) {
 		p = rec_cat(p, e, " stack_checks=");
 		rec_utoa(p, e, atomic_load(&rec_s.stack_checks));
