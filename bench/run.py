@@ -349,42 +349,40 @@ def stats_marks(res, db):
     return labels
 
 
+def mark_values(res, db, key, what):
+    """(labels, values of key=N) of the kept trace's STATS_MARK marks, or
+    None after a line (headed `what`) saying why there are none."""
+    try:
+        labels = stats_marks(res, db)
+    except (sqlite3.Error, OSError) as e:
+        print("  %-17s n/a: cannot read the recorder's marks (%s)" % (what, e))
+        return None
+    values = [int(m.group(1)) for m in (re.search(r"\b%s=(\d+)" % key, l) for l in labels) if m]
+    if not values:
+        print("  %-17s n/a: no %s key and no %s mark in the trace" % (what, key, STATS_MARK))
+        return None
+    return labels, values
+
+
 def report_ring_waits(res, db):
     summary = res["summary"] or {}
     if RING_WAIT_KEY in summary:
         print("  ring-full waits   %s (trace-dump --summary)" % summary[RING_WAIT_KEY])
         return
-    if not res["trace"]:
-        return
-    try:
-        labels = stats_marks(res, db)
-    except (sqlite3.Error, OSError) as e:
-        print("  ring-full waits   n/a: cannot read the recorder's marks (%s)" % e)
-        return
-    waits = [int(m.group(1)) for m in (re.search(r"\bring_waits=(\d+)", l) for l in labels) if m]
-    if not waits:
-        print("  ring-full waits   n/a: no %s key and no %s mark in the trace" % (RING_WAIT_KEY, STATS_MARK))
-        return
-    print("  ring-full waits   %d (recorder: %s)" % (sum(waits), "; ".join(
-        l[len(STATS_MARK):].strip() for l in labels)))
+    got = mark_values(res, db, RING_WAIT_KEY, "ring-full waits") if res["trace"] else None
+    if got:
+        print("  ring-full waits   %d (recorder: %s)" % (sum(got[1]), "; ".join(
+            l[len(STATS_MARK):].strip() for l in got[0])))
 
 
 def report_writer_cpu(res, db):
     """The writer thread's CPU time in the kept recording (each process's
     heapreel.stats mark says it: writer_cpu_us), and the share of a core
     it is over that run's wall time."""
-    if not res["trace"]:
+    got = mark_values(res, db, "writer_cpu_us", "writer CPU") if res["trace"] else None
+    if not got:
         return
-    try:
-        labels = stats_marks(res, db)
-    except (sqlite3.Error, OSError) as e:
-        print("  writer CPU        n/a: cannot read the recorder's marks (%s)" % e)
-        return
-    us = [int(m.group(1)) for m in (re.search(r"\bwriter_cpu_us=(\d+)", l) for l in labels) if m]
-    if not us:
-        print("  writer CPU        n/a: no writer_cpu_us in the %s marks" % STATS_MARK)
-        return
-    cpu = sum(us) / 1e6
+    cpu = sum(got[1]) / 1e6
     core = cpu / res["trace_wall"] if res["trace_wall"] else float("nan")
     print("  writer CPU        %.2f s, %.2f core over the recorded run's %.2f s wall (issue 25 target"
           " <= 0.5 core: %s)" % (cpu, core, res["trace_wall"] or 0,

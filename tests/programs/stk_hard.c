@@ -74,8 +74,10 @@ __attribute__((noinline)) static void helper(void) { take(1000); }
 __attribute__((noinline)) static void a(void) { helper(); sink++; }
 __attribute__((noinline)) static void b(void) { helper(); sink++; }
 
-static int run_ab(void)
+static int run_ab(int argc, char **argv)
 {
+	(void)argc;
+	(void)argv;
 	for (int i = 0; i < ROUNDS; i++) {
 		a();
 		b();
@@ -108,8 +110,10 @@ __attribute__((noinline)) static void jump_top(void)
 	after_jump2();
 }
 
-static int run_longjmp(void)
+static int run_longjmp(int argc, char **argv)
 {
+	(void)argc;
+	(void)argv;
 	for (int i = 0; i < ROUNDS; i++)
 		jump_top();
 	return 0;
@@ -144,8 +148,10 @@ __attribute__((noinline)) static void sjump_top(void)
 	after_sjump();
 }
 
-static int run_siglongjmp(void)
+static int run_siglongjmp(int argc, char **argv)
 {
+	(void)argc;
+	(void)argv;
 	if (signal(SIGUSR1, on_jump_signal) == SIG_ERR)
 		return 1;
 	for (int i = 0; i < ROUNDS; i++)
@@ -169,8 +175,10 @@ __attribute__((noinline)) static void sig_down(int n)
 	sink++;
 }
 
-static int run_signal(void)
+static int run_signal(int argc, char **argv)
 {
+	(void)argc;
+	(void)argv;
 	static char alt[ALT_STACK];
 	stack_t ss = { .ss_sp = alt, .ss_size = sizeof alt };
 	struct sigaction plain = { .sa_handler = on_signal };
@@ -198,8 +206,10 @@ static void co_body(void)
 
 __attribute__((noinline)) static void main_leaf(void) { take(1401); }
 
-static int run_coroutine(void)
+static int run_coroutine(int argc, char **argv)
 {
+	(void)argc;
+	(void)argv;
 	static char stack[CO_STACK];
 	if (getcontext(&co_ctx) != 0)
 		return 1;
@@ -237,8 +247,10 @@ static void *t_body(void *arg)
 	return NULL;
 }
 
-static int run_threads(void)
+static int run_threads(int argc, char **argv)
 {
+	(void)argc;
+	(void)argv;
 	for (int i = 0; i < THREADS; i += THREADS_AT_ONCE) {
 		pthread_t t[THREADS_AT_ONCE];
 		for (int k = 0; k < THREADS_AT_ONCE; k++)
@@ -271,8 +283,10 @@ __attribute__((noinline)) static pid_t fork_down(int n)
 __attribute__((noinline)) static void child_leaf(void) { take(1601); }
 __attribute__((noinline)) static void parent_leaf(void) { take(1602); }
 
-static int run_fork(void)
+static int run_fork(int argc, char **argv)
 {
+	(void)argc;
+	(void)argv;
 	pid_t pid = fork_down(DEEP);
 	if (pid < 0)
 		return 1;
@@ -308,26 +322,20 @@ static int run_dlclose(int argc, char **argv)
 	return call_lib(argv[2]) || call_lib(argv[3]) || call_lib(argv[2]);
 }
 
+/* The cases by name; each returns the exit status. */
+static const struct {
+	const char *name;
+	int (*run)(int argc, char **argv);
+} cases[] = {
+	{ "ab", run_ab }, { "longjmp", run_longjmp }, { "siglongjmp", run_siglongjmp },
+	{ "signal", run_signal }, { "coroutine", run_coroutine }, { "threads", run_threads },
+	{ "fork", run_fork }, { "dlclose", run_dlclose },
+};
+
 int main(int argc, char **argv)
 {
-	if (argc < 2)
-		return 1;
-	const char *c = argv[1];
-	if (!strcmp(c, "ab"))
-		return run_ab();
-	if (!strcmp(c, "longjmp"))
-		return run_longjmp();
-	if (!strcmp(c, "siglongjmp"))
-		return run_siglongjmp();
-	if (!strcmp(c, "signal"))
-		return run_signal();
-	if (!strcmp(c, "coroutine"))
-		return run_coroutine();
-	if (!strcmp(c, "threads"))
-		return run_threads();
-	if (!strcmp(c, "fork"))
-		return run_fork();
-	if (!strcmp(c, "dlclose"))
-		return run_dlclose(argc, argv);
+	for (size_t i = 0; argc >= 2 && i < sizeof cases / sizeof cases[0]; i++)
+		if (!strcmp(argv[1], cases[i].name))
+			return cases[i].run(argc, argv);
 	return 1;
 }
