@@ -125,12 +125,17 @@ def down(fn, k, top):
     return [fn] * k + top
 
 
+def descents(leaf, fn, deep, top):
+    """The stacks of ROUNDS descents through `deep` frames of fn that
+    allocate at every level (innermost first: the frames `leaf`)."""
+    return [leaf + down(fn, k, top) for _ in range(ROUNDS) for k in range(1, deep + 1)]
+
+
 def case_longjmp():
     t = checked(stk("longjmp"))
     n = Names(t)
     top = ["jump_top", "run_longjmp"] + TOP
-    expect(t, n, 1100, [["take"] + down("jump_down", k, top)
-                        for _ in range(ROUNDS) for k in range(1, DEEP + 1)])
+    expect(t, n, 1100, descents(["take"], "jump_down", DEEP, top))
     expect(t, n, 1101, [["take", "after_jump"] + top] * ROUNDS)
     expect(t, n, 1102, [["take", "after_jump_deep", "after_jump2"] + top] * ROUNDS)
 
@@ -139,8 +144,7 @@ def case_siglongjmp():
     t = checked(stk("siglongjmp"))
     n = Names(t)
     top = ["sjump_top", "run_siglongjmp"] + TOP
-    expect(t, n, 1200, [["take"] + down("sjump_down", k, top)
-                        for _ in range(ROUNDS) for k in range(1, DEEP + 1)])
+    expect(t, n, 1200, descents(["take"], "sjump_down", DEEP, top))
     expect(t, n, 1201, [["take", "on_jump_signal"] + down("sjump_down", DEEP, top)] * ROUNDS)
     through_signal_frame(t, n, 1201, "on_jump_signal")
     expect(t, n, 1202, [["take", "after_sjump"] + top] * ROUNDS)
@@ -206,8 +210,7 @@ def case_throw():
     t = checked(record([prog], "throw"))
     n = Names(t)
     top = ["catcher"] + TOP
-    expect(t, n, 1800, [down("throw_down", k, top)
-                        for _ in range(ROUNDS) for k in range(1, THROW_DEEP + 1)])
+    expect(t, n, 1800, descents([], "throw_down", THROW_DEEP, top))
     expect(t, n, 1801, [down("other_down", THROW_DEEP, top)] * ROUNDS)
     expect(t, n, 1802, [["after_catch"] + top] * ROUNDS)
     thrown = [r for r in t.allocs(fn="malloc")
