@@ -17,7 +17,6 @@ entry), and for a signal handler's stack a frame of libc (the signal
 trampoline and raise) between the handler and what it interrupted."""
 import os
 import shutil
-import subprocess
 import sys
 
 import hrtest
