@@ -36,7 +36,6 @@
 #include <libunwind.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #define HEX_DIGITS 16                 /* of a 64-bit address */
 /* Heads a report (`./heapreel test --check-stacks` counts them in the logs) */
