@@ -2,12 +2,15 @@
 """run.py - heapreel's benchmark harness, started by `./heapreel bench`.
 
 Builds the workloads of bench/workloads/ (ours: churn.c, ~2.2 M and ~10 M
-allocation calls; the sqlite3 CLI on the 150 k rows of gen_sql.py's script)
+allocation calls; the sqlite3 CLI on the 150 k rows of gen_sql.py's script;
+pychurn.py under the system python3 with PYTHONMALLOC=malloc; the compile
+of bigcxx.cc by g++ -O1 -c, timed as the cc1plus it runs)
 and runs each one
 alternately without profiler, under libheapreel.so, under heaptrack and under
 `heaptrack -r` (record only), at least --runs times each. It prints, per
 workload: the median wall-time ratio vs the baseline with its min-max, trace
-bytes per event, the recorder's extra peak RSS and the issue-2 overhead
+bytes per event, the recorder's extra peak RSS, the writer thread's CPU time
+(its own figure, in the trace's heapreel.stats mark) and the issue-2 overhead
 target; then, for each later stage that is built, its figures (import,
 snapshots, TUI steps). A stage that is not built is skipped with one line.
 Then many small traces (issue 22): bench/workloads/spawn.c forks
@@ -23,6 +26,11 @@ per call (issue 23): bench/pool_calls.c's loop of rec_pool_alloc and
 rec_pool_free pairs timed by itself, alternately without the recorder
 (the weak calls skipped), recorded and recorded while stopped (medians).
 
+--check-stacks runs every recording with REC_CHECK_STACKS=1 (each stack
+checked against a full libunwind walk; a difference aborts the run): the
+figures then mean nothing, and the last line counts the recorded runs and
+those that found a difference.
+
 It must never run from .ci/run (CI runs the tests only), and never leave big
 files behind: everything goes to a temporary directory, removed at the end
 unless --keep.
@@ -35,6 +43,7 @@ import pty
 import re
 import shutil
 import signal
+import shlex
 import sqlite3
 import statistics
 import struct
@@ -52,6 +61,10 @@ GNU_TIME = "/usr/bin/time"     # Debian package "time"
 RUN_TIMEOUT_S = 900            # a run that hangs is killed and counted failed
 SQLITE_ROWS = 150000
 QUICK_SQLITE_ROWS = 10000
+PY_ROUNDS, PY_DEPTH = 10, 40  # pychurn.py: ~30 k nodes, ~3 M malloc calls
+QUICK_PY_ROUNDS = 2
+SYSTEM_PYTHON = "/usr/bin/python3"  # Debian's; else the one running this
+CXX_SOURCE = "bigcxx.cc"
 SNAP_INSTANTS = [5, 15, 25, 35, 45, 55, 65, 75, 85, 95]  # % of the trace
 SAMPLE_PERIODS = (4096, 65536, 524288)  # REC_SAMPLE bytes: overhead should fall as it grows
 SAMPLE_TARGET = 1.05          # issue 6: --sample 524288 costs at most 5 %
@@ -92,6 +105,10 @@ STATS_MARK = "heapreel.stats"
 # program's exit code).
 HEAPTRACK_FAILURE_SIGNS = ("bad_alloc", "terminate called", "Killed",
                            "Aborted", "Segmentation fault", "Broken pipe")
+
+CHECK_ENV = "REC_CHECK_STACKS"  # --check-stacks sets it to 1 for every run
+DIFFER_LINE = "REC_CHECK_STACKS: stacks differ: "  # heads the recorder's report
+checks = {"on": False, "runs": 0, "differ": 0}    # --check-stacks' tally
 
 VARIANTS = ("base", "rec", "ht", "htr")
 LABELS = {"base": "base", "rec": "libheapreel.so", "ht": "heaptrack",
@@ -155,8 +172,24 @@ def last_line(text):
 
 # ---- workloads ----------------------------------------------------------------
 
+def cc1plus_argv(work, src):
+    """The cc1plus command line g++ -O1 -c src runs (from g++ -###), its
+    assembly written into work: the compiler proper, without the driver
+    and the assembler, so that every variant records the one process that
+    allocates."""
+    p = subprocess.run(["g++", "-std=c++17", "-O1", "-###", "-c", src, "-o",
+                        os.path.join(work, "bigcxx.o")], capture_output=True, text=True)
+    line = next((l for l in p.stderr.splitlines() if "cc1plus" in l), None)
+    if p.returncode != 0 or line is None:
+        sys.exit("bench: g++ -### names no cc1plus: %s" % last_line(p.stderr))
+    argv = shlex.split(line)
+    argv[argv.index("-o") + 1] = os.path.join(work, "bigcxx.s")
+    return argv
+
+
 def prepare_workloads(work, quick):
-    """Builds churn and the SQL script; returns [(name, argv)]."""
+    """Builds churn and the SQL script; returns [(name, argv, env)], env
+    the variables a workload runs with under every variant."""
     churn = os.path.join(work, "churn")
     subprocess.run(["cc", "-std=c17", "-O2", "-g", "-fno-omit-frame-pointer", "-pthread",
                     os.path.join(WORKLOADS, "churn.c"), "-o", churn], check=True)
@@ -168,10 +201,17 @@ def prepare_workloads(work, quick):
     if not sqlite_bin:
         sys.exit("bench: sqlite3 is not installed (./heapreel setup)")
     small, large = (50000, 200000) if quick else (1000000, 4500000)
+    python = SYSTEM_PYTHON if os.access(SYSTEM_PYTHON, os.X_OK) else sys.executable
+    py_rounds = QUICK_PY_ROUNDS if quick else PY_ROUNDS
     return [
-        ("churn 4x%s" % human_count(small), [churn, "4", str(small), "42"]),
-        ("churn 4x%s" % human_count(large), [churn, "4", str(large), "42"]),
-        ("sqlite3 %s rows" % human_count(rows), [sqlite_bin, ":memory:", ".read " + sql]),
+        ("churn 4x%s" % human_count(small), [churn, "4", str(small), "42"], {}),
+        ("churn 4x%s" % human_count(large), [churn, "4", str(large), "42"], {}),
+        ("sqlite3 %s rows" % human_count(rows), [sqlite_bin, ":memory:", ".read " + sql], {}),
+        ("python3 pychurn.py %d %d" % (py_rounds, PY_DEPTH),
+         [python, os.path.join(WORKLOADS, "pychurn.py"), str(py_rounds), str(PY_DEPTH)],
+         {"PYTHONMALLOC": "malloc"}),
+        ("g++ -O1 -c %s (cc1plus)" % CXX_SOURCE,
+         cc1plus_argv(work, os.path.join(WORKLOADS, CXX_SOURCE)), {}),
     ]
 
 
@@ -184,9 +224,21 @@ def human_count(n):
 
 
 def clean_env():
-    """The environment without any profiler preloaded or configured."""
-    return {k: v for k, v in os.environ.items()
-            if k != "LD_PRELOAD" and not k.startswith("REC_")}
+    """The environment without any profiler preloaded or configured (but
+    REC_CHECK_STACKS=1 under --check-stacks)."""
+    env = {k: v for k, v in os.environ.items()
+           if k != "LD_PRELOAD" and not k.startswith("REC_")}
+    if checks["on"]:
+        env[CHECK_ENV] = "1"
+    return env
+
+
+def tally_check(err):
+    """Counts a recorded run under --check-stacks, and whether the
+    recorder found a stack that differs (its stderr says so)."""
+    if checks["on"]:
+        checks["runs"] += 1
+        checks["differ"] += DIFFER_LINE in err
 
 
 def heaptrack_output(prefix):
@@ -196,11 +248,13 @@ def heaptrack_output(prefix):
     return found[0] if found else None
 
 
-def run_variant(variant, argv, tools, work, tag, sample=None, max_size=None, stats_ms=None):
+def run_variant(variant, argv, tools, work, tag, sample=None, max_size=None, stats_ms=None,
+                wenv=None):
     """One run of one variant; returns (Run, output file or None). sample,
     max_size, stats_ms: for "rec", REC_SAMPLE, REC_MAX_SIZE and REC_STATS_MS
-    (None: the recorder's default)."""
+    (None: the recorder's default); wenv: the workload's own variables."""
     env = clean_env()
+    env.update(wenv or {})
     # The preload is set by env(1) after GNU time, so that only the workload
     # is recorded; the baseline goes through env(1) too, for the same cost.
     if variant == "base":
@@ -214,6 +268,7 @@ def run_variant(variant, argv, tools, work, tag, sample=None, max_size=None, sta
                   env=env, cwd=work)
         if r.ok and not os.path.exists(trc):
             r.rc, r.err = -1, "no trace written to %s" % trc
+        tally_check(r.err)
         return r, trc
     prefix = os.path.join(work, tag)
     cmd = ["prlimit", "--as=%d" % HEAPTRACK_AS_LIMIT, "--", "heaptrack"]
@@ -301,31 +356,53 @@ def stats_marks(res, db):
     return labels
 
 
+def mark_values(res, db, key, what):
+    """(labels, values of key=N) of the kept trace's STATS_MARK marks, or
+    None after a line (headed `what`) saying why there are none."""
+    try:
+        labels = stats_marks(res, db)
+    except (sqlite3.Error, OSError) as e:
+        print("  %-17s n/a: cannot read the recorder's marks (%s)" % (what, e))
+        return None
+    values = [int(m.group(1)) for m in (re.search(r"\b%s=(\d+)" % key, l) for l in labels) if m]
+    if not values:
+        print("  %-17s n/a: no %s key and no %s mark in the trace" % (what, key, STATS_MARK))
+        return None
+    return labels, values
+
+
 def report_ring_waits(res, db):
     summary = res["summary"] or {}
     if RING_WAIT_KEY in summary:
         print("  ring-full waits   %s (trace-dump --summary)" % summary[RING_WAIT_KEY])
         return
-    if not res["trace"]:
-        return
-    try:
-        labels = stats_marks(res, db)
-    except (sqlite3.Error, OSError) as e:
-        print("  ring-full waits   n/a: cannot read the recorder's marks (%s)" % e)
-        return
-    waits = [int(m.group(1)) for m in (re.search(r"\bring_waits=(\d+)", l) for l in labels) if m]
-    if not waits:
-        print("  ring-full waits   n/a: no %s key and no %s mark in the trace" % (RING_WAIT_KEY, STATS_MARK))
-        return
-    print("  ring-full waits   %d (recorder: %s)" % (sum(waits), "; ".join(
-        l[len(STATS_MARK):].strip() for l in labels)))
+    got = mark_values(res, db, RING_WAIT_KEY, "ring-full waits") if res["trace"] else None
+    if got:
+        print("  ring-full waits   %d (recorder: %s)" % (sum(got[1]), "; ".join(
+            l[len(STATS_MARK):].strip() for l in got[0])))
 
 
-def bench_recording(name, argv, tools, work, runs):
+def report_writer_cpu(res, db):
+    """The writer thread's CPU time in the kept recording (each process's
+    heapreel.stats mark says it: writer_cpu_us), and the share of a core
+    it is over that run's wall time."""
+    got = mark_values(res, db, "writer_cpu_us", "writer CPU") if res["trace"] else None
+    if not got:
+        return
+    cpu = sum(got[1]) / 1e6
+    core = cpu / res["trace_wall"] if res["trace_wall"] else float("nan")
+    print("  writer CPU        %.2f s, %.2f core over the recorded run's %.2f s wall (issue 25 target"
+          " <= 0.5 core: %s)" % (cpu, core, res["trace_wall"] or 0,
+                                "MET" if core <= 0.5 else "NOT MET"))
+    res["row"]["writer"] = "%.2f s (%.2f core)" % (cpu, core)
+
+
+def bench_recording(name, argv, tools, work, runs, wenv):
     """Alternating runs of every variant; prints the recording figures and
     returns what later stages need."""
     results = {v: [] for v in VARIANTS}
     keep = {}      # variant -> output file of its last successful run
+    kept_wall = {}  # variant -> that run's wall time
     tty = sys.stderr.isatty()
     for i in range(runs):
         if tty:
@@ -333,15 +410,17 @@ def bench_recording(name, argv, tools, work, runs):
         for v in VARIANTS:
             if v in ("ht", "htr") and not tools["heaptrack"]:
                 continue
-            r, out = run_variant(v, argv, tools, work, tag_of(name, v, i))
+            r, out = run_variant(v, argv, tools, work, tag_of(name, v, i), wenv=wenv)
             results[v].append(r)
             if r.ok and out:
                 remove(keep.get(v))
                 keep[v] = out
+                kept_wall[v] = r.wall
             elif out:
                 remove(out)
     base = [r for r in results["base"] if r.ok]
-    print("\n== %s: %s (%d alternating runs of each)" % (name, " ".join(argv), runs))
+    print("\n== %s: %s%s (%d alternating runs of each)" % (
+        name, "".join("%s=%s " % kv for kv in sorted(wenv.items())), " ".join(argv), runs))
     if not base:
         print("  base              FAILED: %s" % last_line(results["base"][0].err))
         return None
@@ -391,20 +470,21 @@ def bench_recording(name, argv, tools, work, runs):
     return {"name": name, "t_base": t_base, "stats": stats, "trace": trc, "dump": tools["dump"],
             "row": row,
             "summary": summary, "ht_file": keep.get("ht"), "keep": keep,
+            "trace_wall": kept_wall.get("rec"),
             "rec_wall": stats.get("rec") and stats["rec"][0]}
 
 
-def bench_bounded(name, argv, tools, work, runs):
+def bench_bounded(name, argv, tools, work, runs, wenv):
     """Bounded recording: unbounded alternated with REC_MAX_SIZE=BOUNDED_SIZE;
     the median ratio of the bounded wall time to the unbounded one (same
     run), and the largest bounded trace against the bound."""
     plain, bounded, sizes = [], [], []
     for i in range(runs):
-        r, out = run_variant("rec", argv, tools, work, tag_of(name, "unbounded", i))
+        r, out = run_variant("rec", argv, tools, work, tag_of(name, "unbounded", i), wenv=wenv)
         plain.append(r)
         remove(out)
         r, out = run_variant("rec", argv, tools, work, tag_of(name, "bounded", i),
-                             max_size=BOUNDED_SIZE)
+                             max_size=BOUNDED_SIZE, wenv=wenv)
         bounded.append(r)
         if r.ok:
             sizes.append(os.path.getsize(out))
@@ -551,7 +631,7 @@ def bench_counters(name, argv, tools, work, runs):
               "MET" if med <= STATS_TARGET else "NOT MET"))
 
 
-def bench_sampling(name, argv, tools, work, runs):
+def bench_sampling(name, argv, tools, work, runs, wenv):
     """Byte sampling: base alternated with a recording at each period of
     SAMPLE_PERIODS (base, sampled, base, sampled, ..., base; the periods'
     order rotates from round to round, so none always runs right after the
@@ -566,16 +646,16 @@ def bench_sampling(name, argv, tools, work, runs):
     order, events = [], {}
     target = SAMPLE_PERIODS[-1]
     wanted = {p: runs * SAMPLE_TARGET_ROUNDS if p == target else runs for p in SAMPLE_PERIODS}
-    base = [run_variant("base", argv, tools, work, None)[0]]
+    base = [run_variant("base", argv, tools, work, None, wenv=wenv)[0]]
     for i in range(runs * SAMPLE_TARGET_ROUNDS):
         k = i % len(SAMPLE_PERIODS)
         for p in SAMPLE_PERIODS[k:] + SAMPLE_PERIODS[:k]:
             if sum(q == p for q, _ in order) >= wanted[p]:
                 continue
             r, out = run_variant("rec", argv, tools, work, tag_of(name, "sample%d" % p, i),
-                                 sample=p)
+                                 sample=p, wenv=wenv)
             order.append((p, r))
-            base.append(run_variant("base", argv, tools, work, None)[0])
+            base.append(run_variant("base", argv, tools, work, None, wenv=wenv)[0])
             if r.ok and p not in events:
                 summary, _ = trace_summary(tools["dump"], out)
                 if summary:
@@ -623,6 +703,7 @@ def check_target(stats, t_base):
 
 TABLE = (("workload", "workload"), ("rec", "libheapreel.so"), ("ht", "heaptrack"),
          ("htr", "heaptrack -r"), ("bpe", "trace B/event"), ("rss", "extra RSS"),
+         ("writer", "writer CPU"),
          ("target", "overhead target"))
 
 
@@ -818,6 +899,7 @@ def record_spawn(tools, spawn, work, name, children, wave):
                         str(MANY_BLOCKS), str(wave)], stdin=subprocess.DEVNULL,
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                        env=clean_env(), timeout=RUN_TIMEOUT_S)
+    tally_check(p.stderr)
     if p.returncode != 0:
         print("  %-17s recording FAILED (exit %d): %s" % (name, p.returncode, last_line(p.stderr)))
         return None
@@ -957,10 +1039,13 @@ def main():
     ap.add_argument("--quick", action="store_true",
                     help="1 run of smaller workloads, to check the harness")
     ap.add_argument("--only", metavar="WORD",
-                    help="only the workloads whose name contains WORD (churn, sqlite3, crowd, "
-                    "import_many, bounded, pool, report)")
+                    help="only the workloads whose name contains WORD (churn, sqlite3, python, "
+                    "g++, crowd, import_many, bounded, pool, report)")
     ap.add_argument("--build", default=os.path.join(REPO, "build"), help="build directory")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--check-stacks", action="store_true",
+                    help="record with %s=1: every stack checked against a full libunwind "
+                    "walk (the figures then mean nothing)" % CHECK_ENV)
     ap.add_argument("--no-sampling", action="store_true",
                     help="skip the byte-sampling runs (REC_SAMPLE=%s)" %
                     ",".join(str(p) for p in SAMPLE_PERIODS))
@@ -968,6 +1053,7 @@ def main():
     if a.runs < 1:
         ap.error("--runs must be at least 1")
     runs = 1 if a.quick else a.runs
+    checks["on"] = a.check_stacks
     tools = find_tools(os.path.abspath(a.build))
     work = tempfile.mkdtemp(prefix="heapreel-bench-")
     try:
@@ -979,18 +1065,19 @@ def main():
         print("heapreel bench: %s, %d run(s) of each variant, work dir %s" % (
             "quick" if a.quick else "full", runs, work))
         rows = []
-        for name, argv in workloads:
-            res = bench_recording(name, argv, tools, work, runs)
+        for name, argv, wenv in workloads:
+            res = bench_recording(name, argv, tools, work, runs, wenv)
             if res is None:
                 continue
             rows.append(res["row"])
             if not a.no_sampling:
-                bench_sampling(name, argv, tools, work, runs)
-            bench_bounded(name, argv, tools, work, runs)
+                bench_sampling(name, argv, tools, work, runs, wenv)
+            bench_bounded(name, argv, tools, work, runs, wenv)
             if "sqlite3" in name:
                 bench_counters(name, argv, tools, work, runs)
             db = bench_import(res, tools, work)
             report_ring_waits(res, db)
+            report_writer_cpu(res, db)
             if db:
                 bench_snap(db, tools)
                 bench_tui(db, tools)
@@ -1009,6 +1096,9 @@ def main():
             bench_pool_calls(tools, work, runs, a.quick)
         if not a.only or a.only in "report":
             bench_report(tools, work, a.quick)
+        if checks["on"]:
+            print("check-stacks: %d recorded runs, %d found a stack that differs" % (
+                checks["runs"], checks["differ"]))
     finally:
         if a.keep:
             print("work directory kept: %s" % work)

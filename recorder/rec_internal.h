@@ -306,6 +306,7 @@ struct rec_session {
 	 * lost events is the ring file's: rf->lost, rings' lost) */
 	_Atomic uint64_t ring_waits;  /* times a thread found its ring full and waited */
 	_Atomic uint64_t lent_calls;  /* calls recorded through a lent ring (no ring free) */
+	_Atomic uint64_t stack_checks; /* captures checked (REC_CHECK_STACKS) */
 	_Atomic uint64_t stacks_unknown; /* events stored with stack 0: trie full, or a
 	                                    new stack in a handler that interrupted
 	                                    this thread's trie insert */
@@ -386,6 +387,15 @@ unsigned rec_stack_capture_nested(void **buf, unsigned max);
  * stops first, as a signal handler's does at the signal frame. Same walk as
  * rec_stack_capture_nested. */
 int rec_stack_from_recorder(uintptr_t caller);
+
+/* ---- stack_check.c: REC_CHECK_STACKS ------------------------------------ */
+extern int rec_check_stacks;          /* 1: check every capture */
+/* From rec_stack_init, with libunwind's handle and libheapreel.so's text:
+ * reads REC_CHECK_STACKS; -1 if checking is asked and cannot be done. */
+int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi);
+/* Checks a capture (rec_stack_capture's frames, count and `same`) against
+ * a full libunwind walk from the caller; aborts on a difference. */
+void rec_stack_check(void *const *ips, unsigned n, int same);
 
 /* ---- cfi.c: per-return-address unwind rules, cached ----------------------
  * A rule packs: bits 0-31 the CFA offset, 32-47 where the caller's RBP is

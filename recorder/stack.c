@@ -36,6 +36,9 @@
  * handler's frames and the signal trampoline, not what the signal
  * interrupted.
  *
+ * Under REC_CHECK_STACKS=1 every capture is checked against a full
+ * libunwind walk (stack_check.c).
+ *
  * Must never: run dlopen/dlsym outside rec_stack_init (the constructor).
  */
 #include "rec_internal.h"
@@ -126,7 +129,9 @@ int rec_stack_init(void)
 	if (!h)
 		return -1;
 	*(void **)&unw_bt = dlsym(h, "unw_backtrace");
-	return unw_bt ? 0 : -1;
+	if (!unw_bt)
+		return -1;
+	return rec_stack_check_init(h, self_lo, self_hi);
 }
 
 /* Leaves the recorder's own frames through their frame pointers, from fp
@@ -244,7 +249,7 @@ unsigned rec_stack_capture_nested(void **buf, unsigned max)
 	return n;
 }
 
-void *const *rec_stack_capture(void **buf, unsigned *n, int *same)
+static void *const *capture(void **buf, unsigned *n, int *same)
 {
 	int fast = walk(buf, rec_s.depth, same);
 	if (fast >= 0) {
@@ -262,4 +267,12 @@ void *const *rec_stack_capture(void **buf, unsigned *n, int *same)
 	unsigned k = (unsigned)(got - i);
 	*n = k < rec_s.depth ? k : rec_s.depth;
 	return buf + i;
+}
+
+void *const *rec_stack_capture(void **buf, unsigned *n, int *same)
+{
+	void *const *ips = capture(buf, n, same);
+	if (REC_UNLIKELY(rec_check_stacks))
+		rec_stack_check(ips, *n, *same);
+	return ips;
 }

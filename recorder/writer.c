@@ -38,7 +38,8 @@
  * On stop it does a last round, stops the encoder thread, writes a
  * "heapreel.stats" MARK (ring waits, calls through lent rings, lost
  * events, unknown stacks, nodes,
- * sampled-set overflows, segments the encoder thread encoded), and
+ * sampled-set overflows, segments the encoder thread encoded, this
+ * thread's CPU time, and under REC_CHECK_STACKS the captures checked), and
  * tf_writer_close writes END.
  *
  * The thread runs with the re-entrancy guard set (its allocations are not
@@ -514,9 +515,18 @@ static uint64_t round_all(enum round_mode mode)
 	return wrote;
 }
 
+/* CPU time this thread (the writer) used so far, in microseconds. */
+static uint64_t own_cpu_us(void)
+{
+	struct timespec ts;
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static void stats(void)
 {
-	char label[200], *e = label + sizeof label;
+	char label[320], *e = label + sizeof label;
 	char *p = rec_cat(label, e, TF_MARK_RESERVED "stats ring_waits=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.ring_waits));
 	p = rec_cat(p, e, " lent=");
@@ -530,7 +540,13 @@ static void stats(void)
 	p = rec_cat(p, e, " sample_overflows=");
 	p = rec_utoa(p, e, rec_sample_overflows());
 	p = rec_cat(p, e, " helper_segments=");
-	rec_utoa(p, e, rec_enc_jobs());
+	p = rec_utoa(p, e, rec_enc_jobs());
+	p = rec_cat(p, e, " writer_cpu_us=");
+	p = rec_utoa(p, e, own_cpu_us());
+	if (rec_check_stacks) {
+		p = rec_cat(p, e, " stack_checks=");
+		rec_utoa(p, e, atomic_load(&rec_s.stack_checks));
+	}
 	rec_writer_mark(rec_now(), label);
 }
 

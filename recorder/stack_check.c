@@ -1,0 +1,143 @@
+/*
+ * stack_check.c - REC_CHECK_STACKS=1: every stack the fast path captures
+ * (stack.c's CFI walk with its rule caches and per-thread memo, or its
+ * libunwind fallback) is checked against a full walk the slow, trusted
+ * way, and a difference aborts the program with both stacks on stderr.
+ *
+ * The trusted walk is libunwind's unw_step from a context taken here
+ * (unw_getcontext): not unw_backtrace, whose own per-address cache is what
+ * the fallback uses. Its frames are cut as stack.c cuts them: every leading
+ * frame inside libheapreel.so's text is skipped (this file's, stack.c's and
+ * the hook's), then at most REC_DEPTH frames are kept. Two things are
+ * checked on every capture: the frames are the full walk's, and a capture
+ * that claims to be the thread's previous stack (`same`, which lets the
+ * hook reuse the previous stack id) has the previous full walk's frames.
+ * The number of captures checked goes into the heapreel.stats mark
+ * (stack_checks=N), so a test can tell that every event was checked.
+ *
+ * Not checked: the stacks of allocations a signal handler makes while it
+ * interrupts one of this thread's hooks (nested.c). Their walk is cut at
+ * the signal frame by design, and libunwind may not be entered again from
+ * a handler that interrupted it. A handler that interrupts the program
+ * elsewhere is recorded (and checked) like any call.
+ *
+ * The cost is irrelevant (a full DWARF walk per event); the recorder's
+ * rules are not: no stdio (the report goes through write(2)), no
+ * allocation (the previous walk is kept in a per-thread static buffer,
+ * libunwind's context and cursor live on the stack as in unw_backtrace),
+ * and libunwind's entry points are looked up in the constructor.
+ *
+ * Must never: run when REC_CHECK_STACKS is not 1 (the hot path pays one
+ * predictable branch), or return after finding a difference.
+ */
+#include "rec_internal.h"
+
+#include <dlfcn.h>
+#include <libunwind.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HEX_DIGITS 16                 /* of a 64-bit address */
+/* Heads a report (`./heapreel test --check-stacks` counts them in the logs) */
+#define DIFFER "REC_CHECK_STACKS: stacks differ: "
+
+int rec_check_stacks;
+
+static __typeof__(unw_tdep_getcontext) *get_context;
+static __typeof__(unw_init_local) *init_local;
+static __typeof__(unw_step) *step_out;
+static __typeof__(unw_get_reg) *get_reg;
+static uintptr_t own_lo, own_hi;      /* libheapreel.so's executable segments */
+
+/* Per thread, the frames of the previous capture's full walk. */
+static REC_TLS uintptr_t prev[REC_DEPTH_MAX];
+static REC_TLS unsigned prev_n;
+
+int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi)
+{
+	const char *s = getenv("REC_CHECK_STACKS");
+	if (!s || strcmp(s, "1") != 0)
+		return 0;
+	/* libunwind's own names for the local-only entry points the macros
+	 * of libunwind.h stand for */
+	*(void **)&get_context = dlsym(unwind, "_Ux86_64_getcontext");
+	*(void **)&init_local = dlsym(unwind, "_ULx86_64_init_local");
+	*(void **)&step_out = dlsym(unwind, "_ULx86_64_step");
+	*(void **)&get_reg = dlsym(unwind, "_ULx86_64_get_reg");
+	if (!get_context || !init_local || !step_out || !get_reg)
+		return -1;
+	own_lo = lo;
+	own_hi = hi;
+	rec_check_stacks = 1;
+	return 0;
+}
+
+/* The full walk from here: the program's return addresses, at most max. */
+static __attribute__((noinline)) unsigned full_walk(uintptr_t *out, unsigned max)
+{
+	unw_context_t uc;
+	unw_cursor_t c;
+	if (get_context(&uc) < 0 || init_local(&c, &uc) < 0)
+		return 0;
+	unsigned n = 0;
+	int own = 1;  /* still in the recorder's leading frames */
+	do {
+		unw_word_t ip;
+		if (get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		if (own && ip >= own_lo && ip < own_hi)
+			continue;
+		own = 0;
+		out[n++] = ip;
+	} while (n < max && step_out(&c) > 0);
+	return n;
+}
+
+static char *hex(char *p, char *end, uintptr_t v)
+{
+	char digits[HEX_DIGITS + 3] = "0x";
+	for (int i = HEX_DIGITS - 1; i >= 0; i--, v >>= 4)
+		digits[2 + i] = "0123456789abcdef"[v & 0xf];
+	return rec_cat(p, end, digits);
+}
+
+/* One line per frame of a stack, under a line naming it. */
+static void say_stack(const char *name, const uintptr_t *ips, unsigned n)
+{
+	char num[32], *e = num + sizeof num;
+	rec_cat(rec_utoa(rec_cat(num, e, ", "), e, n), e, " frames:");
+	rec_say("REC_CHECK_STACKS: ", name, num);
+	for (unsigned i = 0; i < n; i++) {
+		char line[HEX_DIGITS + 3];
+		hex(line, line + sizeof line, ips[i]);
+		rec_say("  ", line, "");
+	}
+}
+
+static int equal(const uintptr_t *a, unsigned na, const uintptr_t *b, unsigned nb)
+{
+	return na == nb && memcmp(a, b, na * sizeof *a) == 0;
+}
+
+void rec_stack_check(void *const *ips, unsigned n, int same)
+{
+	uintptr_t full[REC_DEPTH_MAX];
+	unsigned depth = rec_s.depth < REC_DEPTH_MAX ? rec_s.depth : REC_DEPTH_MAX;
+	unsigned nf = full_walk(full, depth);
+	atomic_fetch_add_explicit(&rec_s.stack_checks, 1, memory_order_relaxed);
+	const uintptr_t *fast = (const uintptr_t *)(const void *)ips;
+	if (!equal(fast, n, full, nf)) {
+		rec_say(DIFFER, "the fast walk's stack is not libunwind's", "");
+		say_stack("fast walk", fast, n);
+		say_stack("libunwind", full, nf);
+		abort();
+	}
+	if (same && !equal(prev, prev_n, full, nf)) {
+		rec_say(DIFFER, "a stack taken for the thread's previous one is not", "");
+		say_stack("previous", prev, prev_n);
+		say_stack("libunwind", full, nf);
+		abort();
+	}
+	memcpy(prev, full, nf * sizeof *full);
+	prev_n = nf;
+}

@@ -1,0 +1,236 @@
+"""test_stacks - the hard cases of stack capture, each recorded with
+REC_CHECK_STACKS=1 (every stack the recorder captures is checked against a
+full libunwind walk, and the program aborts on a difference): longjmp and
+siglongjmp across allocating frames, C++ exceptions unwinding through
+allocating frames, allocations in signal handlers (on the thread's stack
+and on an alternate one), swapcontext coroutines, short threads on reused
+stacks, fork from a deep stack, dlclose then another library at the same
+address, and two callers of equal frames calling one helper.
+
+Each case (argv[1]) runs tests/programs/stk_hard CASE (or stk_throw) and
+checks: the program exits 0 (no difference found); the heapreel.stats
+mark counts one check per allocation recorded; the number of allocations
+of every size; and every allocation's stack, symbolized with addr2line,
+frame by frame: the frames in the program (and its test libraries)
+exactly, innermost first, down to _start (or the thread's or coroutine's
+entry), and for a signal handler's stack a frame of libc (the signal
+trampoline and raise) between the handler and what it interrupted."""
+import os
+import shutil
+import sys
+
+import hrtest
+import rectest
+from rectest import Trace
+
+ROUNDS = 3
+DEEP = 12               # stk_hard.c's DEEP
+THROW_DEEP = 8          # stk_throw.cc's DEEP
+THREADS = 60
+OURS = ("stk_hard", "stk_throw", "libstk_dl_a.so", "libstk_dl_b.so")
+TOP = ["main", "_start"]
+
+
+class Names:
+    """Function names of a trace's return addresses, one addr2line run per
+    module; each frame as (module basename, function). Where two modules
+    were loaded at one address (one after the other), the one named
+    `prefer` is taken."""
+
+    def __init__(self, t, prefer=None):
+        self.t = t
+        self.prefer = prefer
+        self.cache = {}
+
+    def module_of(self, ip):
+        ms = [m for m in self.t.modules if m["addr"] <= ip < m["addr"] + m["size"]]
+        assert ms, "%s: 0x%x is in no module" % (self.t.path, ip)
+        return next((m for m in ms if os.path.basename(m["path"]) == self.prefer), ms[0])
+
+    def frames(self, sid):
+        ips = self.t.stack(sid)
+        todo = {}
+        for ip in ips:
+            if ip not in self.cache:
+                m = self.module_of(ip)
+                todo.setdefault(m["path"], []).append((ip, ip - 1 - (m["addr"] - m["offset"])))
+        for path, pairs in todo.items():
+            p = hrtest.run(["addr2line", "-f", "-C", "-e", path] + [hex(rel) for _, rel in pairs])
+            fns = [fn.split("(")[0] for fn in p.stdout.splitlines()[0::2]]
+            assert len(fns) == len(pairs), p.stdout
+            for (ip, _), fn in zip(pairs, fns):
+                self.cache[ip] = (os.path.basename(path), fn)
+        return [self.cache[ip] for ip in ips]
+
+    def ours(self, sid):
+        return [fn for mod, fn in self.frames(sid) if mod in OURS]
+
+
+def record(argv, tag, env=None):
+    d = hrtest.tmpdir("rec-stacks-" + tag)
+    trace = os.path.join(d, tag + ".trc")
+    e = {"REC_CHECK_STACKS": "1"}
+    e.update(env or {})
+    p = rectest.record(argv, trace, env=e, check=False)
+    assert p.returncode == 0, "%s exited %d (a stack differs?):\n%s" % (argv, p.returncode, p.stderr)
+    return trace
+
+
+def checked(path):
+    """The trace, its checks counted: one per allocation recorded."""
+    t = Trace(path)
+    st = t.stats()
+    allocs = len(t.allocs())
+    assert st.get("stack_checks") == allocs, \
+        "%s: %s stacks checked, %d allocations" % (path, st.get("stack_checks"), allocs)
+    assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
+    return t
+
+
+def expect(t, names, size, stacks, exact_order=True):
+    """The allocations of `size`, in time order, have our frames `stacks`
+    (a list, one per allocation; or with exact_order False, the same
+    multiset)."""
+    got = [names.ours(r["stack"]) for r in t.allocs(size=size)]
+    if not exact_order:
+        got, stacks = sorted(got), sorted(stacks)
+    assert len(got) == len(stacks), "size %d: %d allocations, expected %d" % (size, len(got), len(stacks))
+    for i, (g, w) in enumerate(zip(got, stacks)):
+        assert g == w, "size %d, allocation %d: stack\n  %s\nexpected\n  %s" % (size, i, g, w)
+
+
+def through_signal_frame(t, names, size, handler):
+    """Each stack of `size` leaves the handler through libc (the signal
+    trampoline) before it meets the program's frames again."""
+    for r in t.allocs(size=size):
+        f = names.frames(r["stack"])
+        i = [fn for _, fn in f].index(handler)
+        assert f[i + 1][0] not in OURS, "size %d: no signal frame after %s: %s" % (size, handler, f)
+
+
+def stk(case, *args):
+    prog = hrtest.prog("stk_hard")
+    rectest.need(prog, "stk_hard")
+    return record([prog, case] + list(args), case)
+
+
+def case_ab():
+    t = checked(stk("ab"))
+    n = Names(t)
+    expect(t, n, 1000, [["take", "helper", c, "run_ab"] + TOP for _ in range(ROUNDS) for c in ("a", "b")])
+
+
+def down(fn, k, top):
+    return [fn] * k + top
+
+
+def descents(leaf, fn, deep, top):
+    """The stacks of ROUNDS descents through `deep` frames of fn that
+    allocate at every level (innermost first: the frames `leaf`)."""
+    return [leaf + down(fn, k, top) for _ in range(ROUNDS) for k in range(1, deep + 1)]
+
+
+def case_longjmp():
+    t = checked(stk("longjmp"))
+    n = Names(t)
+    top = ["jump_top", "run_longjmp"] + TOP
+    expect(t, n, 1100, descents(["take"], "jump_down", DEEP, top))
+    expect(t, n, 1101, [["take", "after_jump"] + top] * ROUNDS)
+    expect(t, n, 1102, [["take", "after_jump_deep", "after_jump2"] + top] * ROUNDS)
+
+
+def case_siglongjmp():
+    t = checked(stk("siglongjmp"))
+    n = Names(t)
+    top = ["sjump_top", "run_siglongjmp"] + TOP
+    expect(t, n, 1200, descents(["take"], "sjump_down", DEEP, top))
+    expect(t, n, 1201, [["take", "on_jump_signal"] + down("sjump_down", DEEP, top)] * ROUNDS)
+    through_signal_frame(t, n, 1201, "on_jump_signal")
+    expect(t, n, 1202, [["take", "after_sjump"] + top] * ROUNDS)
+
+
+def case_signal():
+    t = checked(stk("signal"))
+    n = Names(t)
+    top = ["run_signal"] + TOP
+    expect(t, n, 1300, [["take", "on_signal"] + down("sig_down", DEEP, top)] * ROUNDS)
+    expect(t, n, 1301, [["take", "on_alt_signal"] + down("sig_down", DEEP, top)] * ROUNDS)
+    through_signal_frame(t, n, 1300, "on_signal")
+    through_signal_frame(t, n, 1301, "on_alt_signal")
+    expect(t, n, 1302, [["take"] + down("sig_down", DEEP, top)] * ROUNDS)
+
+
+def case_coroutine():
+    t = checked(stk("coroutine"))
+    n = Names(t)
+    expect(t, n, 1400, [["take", "co_leaf", "co_body"]] * ROUNDS)
+    expect(t, n, 1401, [["take", "main_leaf", "run_coroutine"] + TOP] * ROUNDS)
+
+
+def case_threads():
+    t = checked(stk("threads"))
+    n = Names(t)
+    for j in range(3):
+        expect(t, n, 1500 + j, [["take", "t_leaf"] + ["t_mid"] * j + ["t_body"]] * (THREADS // 3))
+
+
+def case_fork():
+    parent = stk("fork")
+    child = parent + ".1"
+    assert os.path.exists(child), "no child trace %s" % child
+    t = checked(child)
+    n = Names(t)
+    top = ["run_fork"] + TOP
+    expect(t, n, 1600, [["take", "fork_leaf"] + down("fork_down", DEEP, top)])
+    expect(t, n, 1601, [["take", "child_leaf"] + top])
+    t = checked(parent)
+    expect(t, Names(t), 1602, [["take", "parent_leaf"] + top])
+
+
+def case_dlclose():
+    libs = [hrtest.prog("libstk_dl_a.so"), hrtest.prog("libstk_dl_b.so")]
+    for lib in libs:
+        rectest.need(lib, os.path.basename(lib))
+    t = checked(stk("dlclose", *libs))
+    at = {}
+    for m in t.modules:
+        if os.path.basename(m["path"]) in OURS[2:] and "x" in m["perms"]:
+            at.setdefault(m["addr"], set()).add(os.path.basename(m["path"]))
+    assert any(len(v) == 2 for v in at.values()), \
+        "the two libraries were not mapped at the same address: %s" % at
+    top = ["call_lib", "run_dlclose"] + TOP
+    expect(t, Names(t, "libstk_dl_a.so"), 1700, [["dl_leaf", "dl_run"] + top] * 2)
+    expect(t, Names(t, "libstk_dl_b.so"), 1701, [["dl_leaf_b", "dl_mid_b", "dl_run"] + top])
+
+
+def case_throw():
+    prog = hrtest.prog("stk_throw")
+    rectest.need(prog, "stk_throw (no C++ compiler)")
+    t = checked(record([prog], "throw"))
+    n = Names(t)
+    top = ["catcher"] + TOP
+    expect(t, n, 1800, descents([], "throw_down", THROW_DEEP, top))
+    expect(t, n, 1801, [down("other_down", THROW_DEEP, top)] * ROUNDS)
+    expect(t, n, 1802, [["after_catch"] + top] * ROUNDS)
+    thrown = [r for r in t.allocs(fn="malloc")
+              if n.frames(r["stack"])[0][1] == "__cxa_allocate_exception"]
+    assert len(thrown) == ROUNDS, "exceptions allocated: %d, expected %d" % (len(thrown), ROUNDS)
+    for r in thrown:
+        assert n.ours(r["stack"]) == down("throw_down", THROW_DEEP, top), n.frames(r["stack"])
+
+
+CASES = {"ab": case_ab, "longjmp": case_longjmp, "siglongjmp": case_siglongjmp,
+         "signal": case_signal, "coroutine": case_coroutine, "threads": case_threads,
+         "fork": case_fork, "dlclose": case_dlclose, "throw": case_throw}
+
+
+def main():
+    rectest.need_tools()
+    if not shutil.which("addr2line"):
+        hrtest.skip("addr2line missing")
+    CASES[sys.argv[1]]()
+    print("stacks %s: every stack checked and exact" % sys.argv[1])
+
+
+if __name__ == "__main__":
+    main()
