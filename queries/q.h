@@ -511,6 +511,10 @@ int q_output_ok(struct q_db *db, const char *path, bool force);
  * replaced either (the move itself refuses). */
 int q_write_file(struct q_db *db, const struct q_profile *p, enum q_format fmt, int key,
                  bool by_stack, const char *path, bool force);
+/* "tool: message" (printf's fmt) as one line on stderr; returns code. */
+__attribute__((format(printf, 3, 4)))
+int q_tool_fail(const char *tool, int code, const char *fmt, ...);
+
 /* Writes with writer(db, ctx, f) to path atomically, as q_write_file says
  * (trace-report writes its page so). */
 int q_write_atomic(struct q_db *db, const char *path, bool force,

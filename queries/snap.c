@@ -17,7 +17,6 @@
  */
 #include <getopt.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -106,17 +105,7 @@ static const char *const metrics[Q_NVAL] = {
 	[Q_ALLOC_OBJECTS] = "alloc_objects", [Q_ALLOC_BYTES] = "alloc_space",
 };
 
-__attribute__((format(printf, 2, 3)))
-static int fail(int code, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("trace-snap: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	return code;
-}
+#define fail(code, ...) q_tool_fail("trace-snap", code, __VA_ARGS__)
 
 struct args {
 	const char *db, *out, *arg, *window;

@@ -12,7 +12,6 @@
  * database it reads even with it (q_write_atomic).
  */
 #include <getopt.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 
@@ -39,17 +38,7 @@ static const char usage[] =
 	"  --force            replace FILE if it exists\n"
 	"  -h, --help         this text\n";
 
-static int fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(int code, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	fputs("trace-report: ", stderr);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
-	va_end(ap);
-	return code;
-}
+#define fail(code, ...) q_tool_fail("trace-report", code, __VA_ARGS__)
 
 struct args {
 	const char *db, *out;
