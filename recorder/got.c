@@ -278,7 +278,7 @@ static struct pass run(int restore)
 		;
 	atomic_store_explicit(&pending, 0, memory_order_relaxed);
 	if (atomic_load_explicit(&nfns, memory_order_relaxed))
-		dl_iterate_phdr(visit_object, &p);
+		rec_walk_objects(visit_object, &p);
 	if (restore) {
 		/* entries of objects gone are forgotten too */
 		atomic_store_explicit(&nfns, 0, memory_order_relaxed);

@@ -161,7 +161,7 @@ void rec_modules_snapshot(void)
 	rec_guard = 1;
 	while (atomic_flag_test_and_set_explicit(&lock, memory_order_acquire))
 		;
-	dl_iterate_phdr(add_object, NULL);
+	rec_walk_objects(add_object, NULL);
 	atomic_flag_clear_explicit(&lock, memory_order_release);
 	rec_guard = g;
 }
@@ -179,7 +179,7 @@ int rec_modules_changed(void)
 {
 	static unsigned long long seen_subs; /* only the writer calls this */
 	unsigned long long c[2] = { 0, 0 };
-	dl_iterate_phdr(read_counts, c);
+	rec_walk_objects(read_counts, c);
 	if (c[1] != seen_subs) {
 		/* unloaded without our dlclose (glibc's own NSS and iconv modules
 		 * use an internal one): forget cached unwind rules too */

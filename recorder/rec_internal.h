@@ -802,4 +802,12 @@ int rec_modules_changed(void);
 uint32_t rec_modules_count(void);
 const struct rec_module *rec_module(uint32_t i, const char **path);
 
+/* ---- walk.c: our walks of the loaded objects, kept out of fork's way ------ */
+struct dl_phdr_info;
+void rec_walk_init(void);             /* constructor: the test delay */
+/* dl_iterate_phdr(cb, data) under walk_lock; never from a hook. */
+int rec_walk_objects(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data);
+void rec_walk_fork_prepare(void);     /* fork's prepare handler: no walk from now */
+void rec_walk_fork_release(void);     /* after fork, in the parent and the child */
+
 #endif

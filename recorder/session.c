@@ -566,13 +566,20 @@ void rec_session_restart(void)
  * before glibc's fork takes malloc's locks. */
 static void fork_prepare(void)
 {
+	rec_walk_fork_prepare();
 	fork_mono = mono_ns();
+}
+
+static void fork_parent(void)
+{
+	rec_walk_fork_release();
 }
 
 /* Forked child: one thread, no writer. Drop the parent's mapping and writer
  * without writing to the parent's files, then start the child's own trace. */
 static void fork_child(void)
 {
+	rec_walk_fork_release();
 	if (atomic_load(&rec_s.state) != REC_ON)
 		return;
 	int g = rec_guard;
@@ -648,6 +655,7 @@ __attribute__((constructor)) static void rec_init(void)
 		rec_guard = g;          /* calls pass through */
 		return;
 	}
+	rec_walk_init();
 	rec_s.depth = parse_depth();
 	rec_s.max_size = parse_max_size();
 	rec_ctl_init();
@@ -655,7 +663,7 @@ __attribute__((constructor)) static void rec_init(void)
 	rec_alloc_api_init();
 	if (rec_stack_init() < 0) {
 		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");
-	} else if (rec_ring_init() < 0 || pthread_atfork(fork_prepare, NULL, fork_child) != 0) {
+	} else if (rec_ring_init() < 0 || pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) {
 		rec_say("cannot set up thread hooks", "", "; not recording");
 	} else {
 		start(1);

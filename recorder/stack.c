@@ -123,7 +123,7 @@ int rec_stack_init(void)
 {
 	if (unw_bt)
 		return 0;
-	if (!dl_iterate_phdr(find_self, (void *)(uintptr_t)rec_stack_init))
+	if (!rec_walk_objects(find_self, (void *)(uintptr_t)rec_stack_init))
 		return -1;
 	void *h = dlopen(REC_LIBUNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
 	if (!h)

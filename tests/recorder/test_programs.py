@@ -11,8 +11,10 @@ import glob
 import math
 import os
 import shutil
+import signal
 import stat
 import struct
+import subprocess
 import sys
 
 import hrtest
@@ -21,6 +23,7 @@ from rectest import Trace
 
 
 SIGMAS = 6  # a sample count's allowed distance from its mean, in standard deviations
+FORK_WALK_HANG_S = 90  # fork_walk: a hang, not a slow run (it takes ~1 s)
 
 
 def out_lines(p):
@@ -204,6 +207,28 @@ def case_fork_exec(d):
     assert len(t.allocs(size=1001)) == 3 and not t.allocs(size=3002), "exec'd program's trace"
     assert t.summary["alloc"] >= 27
     print("fork + exec: child trace, exec'd program's trace .1: ok")
+
+
+def case_fork_walk(d):
+    """Forks while the writer walks the loaded objects (REC_TEST_WALK_DELAY_US
+    keeps it inside dl_iterate_phdr, holding the loader's lock, 5 ms at a
+    time): fork's prepare handler waits for the walk, so no child inherits
+    the lock held (each did, and hung at its trace's first walk: walk.c)."""
+    children, wave = 20, 5
+    env = dict(os.environ, LD_PRELOAD=hrtest.LIBREC, REC_OUT=os.path.join(d, "storm.trc"),
+               REC_TEST_WALK_DELAY_US="5000")
+    # its own process group: a hung child is killed with the rest
+    p = subprocess.Popen([hrtest.prog("forkstorm"), str(children), str(wave)], env=env,
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=FORK_WALK_HANG_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        raise AssertionError("forkstorm hung: a child inherited the loader's lock held")
+    assert p.returncode == 0 and len(out.splitlines()) == children, (p.returncode, out)
+    traces = [f for f in os.listdir(d) if f.startswith("storm.trc")]
+    assert len(traces) == children + 1 and not [f for f in traces if f.endswith(".ring")], traces
+    print("%d forks during the writer's walks: none hung, %d traces: ok" % (children, len(traces)))
 
 
 def case_exec_path(d):

@@ -45,6 +45,7 @@ FAULT_TESTS = [
     "import-recorded-inherit", # forked children's inherited heaps
     "import-recorded-forkstorm",  # a fork storm under one REC_OUT
     "rec-fork", "rec-fork_exit", "rec-fork_exec",
+    "rec-fork_walk",           # forks while the writer walks the loaded objects
     "rec-env-killed",          # SIGKILL: the .ring left behind is readable
     "import-recorded-killed",  # a killed process's trace imported in full
     "leftovers-import-tmp",    # a SIGKILLed import's temporary file removed, a running one's not
