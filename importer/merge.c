@@ -126,8 +126,8 @@ static uint8_t region_of(const struct tf_record *r)
  * and tc_realloc of NULL: an ALLOC record) is a realloc's new block too. */
 static bool realloc_fn(unsigned fn)
 {
-	return fn == TF_FN_REALLOC || fn == TF_FN_TC_REALLOC || fn == TF_FN_RALLOCX ||
-	       fn == TF_FN_CUSTOM_REALLOC;
+	return fn == TF_FN_REALLOC || fn == TF_FN_REALLOCARRAY || fn == TF_FN_TC_REALLOC ||
+	       fn == TF_FN_RALLOCX || fn == TF_FN_XALLOCX || fn == TF_FN_CUSTOM_REALLOC;
 }
 
 static bool head_key(struct cursor *c)

@@ -191,6 +191,8 @@ int q_write_lacks(struct q_db *db, const struct q_profile *p, const char *prefix
 		return -1;
 	if (p->kinds && !(p->kinds & (1u << Q_KIND_MMAP)))
 		l.what &= ~(unsigned)Q_LACK_UNMAPPED;
+	if (p->kinds && !(p->kinds & (1u << Q_KIND_CUSTOM)))
+		l.what &= ~(unsigned)Q_LACK_CUSTOM;
 	write_lack(&l, prefix, f);
 	return 0;
 }

@@ -417,7 +417,8 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
  * false once there is none. */
 bool q_lack_text(const struct q_lack *l, int i, char *buf, size_t n);
 /* Each sentence of what profile p lacks as a line "PREFIX sentence" on f
- * (not Q_LACK_UNMAPPED when p keeps no mappings: --kind heap). */
+ * (not Q_LACK_UNMAPPED nor Q_LACK_CUSTOM when p keeps no memory of that
+ * kind: --kind heap). */
 int q_write_lacks(struct q_db *db, const struct q_profile *p, const char *prefix, FILE *f);
 
 /* ---- writers ---------------------------------------------------------------- */

@@ -270,13 +270,14 @@ static int draw(struct q_db *db, const struct q_flame *fl, bool diff, int key, c
 	int y = PAD + LINE_H;
 	for (const char *s = head; *s; y += LINE_H) {
 		const char *nl = strchr(s, '\n');
-		char *line = strndup(s, (size_t)(nl - s));
+		size_t len = nl ? (size_t)(nl - s) : strlen(s);   /* the last line may lack one */
+		char *line = strndup(s, len);
 		fprintf(f, "<text class=\"head\" x=\"%d\" y=\"%d\">", PAD, y);
 		if (line)
 			put_xml(line, -1, f);
 		fputs("</text>\n", f);
 		free(line);
-		s = nl + 1;
+		s += len + (nl != NULL);
 	}
 	fprintf(f, "<text id=\"reset\" x=\"%d\" y=\"%d\" style=\"display:none\">Reset zoom</text>\n"
 	        "<text id=\"search\" x=\"%d\" y=\"%d\" text-anchor=\"end\">Search</text>\n"

@@ -242,11 +242,14 @@ int rec_ctl_mark(const char *label, int can_wait)
 	return label ? queue_mark(rec_now(), label, 0, can_wait) : -1;
 }
 
-void rec_ctl_mark_once(const char *label, _Atomic uint32_t *told)
+void rec_ctl_mark_once(const char *label, _Atomic uint32_t *told, int can_wait)
 {
-	uint32_t gen = atomic_load(&rec_s.gen) + 1, old = atomic_load(told);
-	if (old != gen && atomic_compare_exchange_strong(told, &old, gen))
-		rec_ctl_mark(label, 1);
+	uint32_t gen = atomic_load(&rec_s.gen) + 1;
+	/* told only once queued: a mark the queue had no room for is tried
+	 * again at the next call (two threads may both queue it: the first
+	 * counts) */
+	if (atomic_load(told) != gen && rec_ctl_mark(label, can_wait) == 0)
+		atomic_store(told, gen);
 }
 
 /* The names table, mapped by the first caller; NULL without memory. */

@@ -29,8 +29,9 @@
  * another object (glibc's mallinfo2 while jemalloc serves malloc) would
  * describe an allocator the program does not use, and is not sampled.
  *
- * Must never: call the allocator's statistics from a program thread, or
- * the dynamic loader from the writer; print except through rec_say.
+ * Must never: call the allocator's statistics from a program thread
+ * (but the constructor's first probe, below), or the dynamic loader from
+ * the writer; print except through rec_say.
  */
 #include "rec_internal.h"
 #include "tf_varint.h"

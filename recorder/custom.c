@@ -40,7 +40,7 @@ static _Atomic uint32_t told_gen;
 /* A call the trace cannot hold (sampled, bounded): the trace says so once. */
 static void unrecorded(void)
 {
-	rec_ctl_mark_once(TF_MARK_CUSTOM_UNRECORDED, &told_gen);
+	rec_ctl_mark_once(TF_MARK_CUSTOM_UNRECORDED, &told_gen, 1);
 }
 
 /* What may be recorded now; -1 without a trace. */

@@ -13,7 +13,9 @@
  * Recorded only from the program's own code: a call made while this thread
  * is inside the recorder or one of its allocation hooks (rec_guard set: the
  * real allocator's large blocks, jemalloc's or tcmalloc's extents when they
- * call mmap from malloc) belongs to the allocator, and a call from
+ * call mmap from malloc) belongs to the allocator, as does any call from
+ * the text of the shared object that serves malloc (a sampled run passes
+ * most allocations on with no hook around them), and a call from
  * libheapreel.so itself (its rings and tables) to the recorder. The real
  * call is the system call itself, so these hooks work before the
  * constructor and never touch the dynamic loader (its own mappings of
@@ -27,6 +29,8 @@
 #undef _FILE_OFFSET_BITS /* our mmap must be the symbol mmap, not mmap64 */
 #include "rec_internal.h"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <stdarg.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -41,21 +45,41 @@ static size_t pages(size_t len)
 
 /* The session whose trace has the mark of a mapping not recorded. */
 static _Atomic uint32_t told_gen;
+/* The text of the object that serves malloc (rec_mmap_init). */
+static uintptr_t alloc_lo, alloc_hi;
 
-/* Is a call by the program, made from caller, to be recorded now? Not
- * while sampling: unbiasing scales a stack's bytes by its blocks' mean
- * size, which would inflate mappings recorded in full (README); the first
- * anonymous mapping that goes unrecorded so leaves a mark (sampled), from
- * which answers say they lack mappings. */
+void rec_mmap_init(void)
+{
+	struct dl_find_object fo;
+	void *malloc_fn = *(void **)&rec_real.malloc;
+	/* not when the program itself defines malloc: its own mappings
+	 * would then all look like the allocator's */
+	if (malloc_fn && _dl_find_object(malloc_fn, &fo) == 0 && fo.dlfo_link_map &&
+	    fo.dlfo_link_map->l_name && fo.dlfo_link_map->l_name[0]) {
+		alloc_lo = (uintptr_t)fo.dlfo_map_start;
+		alloc_hi = (uintptr_t)fo.dlfo_map_end;
+	}
+}
+
+/* Is a call by the program, made from caller, to be recorded now? Not a
+ * call from the allocator's own object (jemalloc's and tcmalloc's extents:
+ * rec_guard tells them inside our hooks, but an allocation a sampled run
+ * passes straight on has no hook around it). Not while sampling:
+ * unbiasing scales a stack's bytes by its blocks' mean size, which would
+ * inflate mappings recorded in full (README); the first anonymous mapping
+ * that goes unrecorded so leaves a mark, from which answers say they lack
+ * mappings. The mark never waits for the writer's queue: the caller may
+ * hold its own locks (a full queue drops it until the next mapping). */
 static int program_call(uintptr_t caller, int anon_map)
 {
-	if (rec_guard || !rec_on() || rec_stack_from_recorder(caller))
+	if (rec_guard || !rec_on() || (caller >= alloc_lo && caller < alloc_hi) ||
+	    rec_stack_from_recorder(caller))
 		return 0;
 	uint64_t w = rec_ctl_now();
 	if (!(w >> REC_M_PERIOD_SHIFT))
 		return 1;
 	if (anon_map && (w & REC_M_ALLOCS))
-		rec_ctl_mark_once(TF_MARK_MMAP_UNRECORDED, &told_gen);
+		rec_ctl_mark_once(TF_MARK_MMAP_UNRECORDED, &told_gen, 0);
 	return 0;
 }
 

@@ -160,8 +160,10 @@ int rec_ctl_start(int can_wait);
 int rec_ctl_stop(int can_wait);
 int rec_ctl_mark(const char *label, int can_wait);
 /* label as a mark, once per trace: *told holds the session (rec_s.gen + 1)
- * whose trace has it. For the marks from which answers lack something. */
-void rec_ctl_mark_once(const char *label, _Atomic uint32_t *told);
+ * whose trace has it. For the marks from which answers lack something.
+ * can_wait as rec_ctl_mark's (0: dropped if the queue is full, and tried
+ * again by the next call). */
+void rec_ctl_mark_once(const char *label, _Atomic uint32_t *told, int can_wait);
 /* A new pool id, its name queued for the writer's POOL record; 0 if there
  * is no trace or TF_POOL_MAX pools were made. */
 uint32_t rec_ctl_pool_create(const char *name);
@@ -621,6 +623,9 @@ void *rec_hook_resize(rec_call_alloc *call, struct rec_call *c, unsigned fn, uin
 void rec_alloc_api_init(void);
 /* rec_mark's label: the test hook that puts the GOT back (README). */
 void rec_alloc_api_mark(const char *label);
+
+/* ---- mmap.c ---------------------------------------------------------------- */
+void rec_mmap_init(void);     /* constructor: where the allocator's own calls come from */
 
 /* ---- interpose.c, for mmap.c and custom.c --------------------------------- */
 /* Records k events of one call as an allocation hook does (the guard set,

@@ -634,16 +634,24 @@ static uint64_t parse_max_size(void)
 	return v;
 }
 
+/* Exported under a name no program has (rec.h's could be a program's own
+ * stubs): the dynamic loader finds the first copy's. */
+REC_EXPORT const int heapreel_recorder = 1;
+
 /* Is this the libheapreel.so that records? Two copies preloaded (an
  * installed one and a build's) would write two traces of one process; the
- * program's calls reach the first, whose rec_mark the dynamic loader
- * finds first, so the other stays idle, passing calls on. */
+ * program's calls reach the first, so the other stays idle, passing calls
+ * on, and says so. */
 static int first_copy(void)
 {
 	Dl_info first, self;
-	void *mark = dlsym(RTLD_DEFAULT, "rec_mark");
-	return !mark || !dladdr(mark, &first) || !dladdr((void *)first_copy, &self) ||
-	       first.dli_fbase == self.dli_fbase;
+	const void *mark = dlsym(RTLD_DEFAULT, "heapreel_recorder");
+	if (!mark || !dladdr(mark, &first) || !dladdr((void *)first_copy, &self) ||
+	    first.dli_fbase == self.dli_fbase)
+		return 1;
+	rec_say("another libheapreel.so is loaded first and records; ", self.dli_fname,
+		" stays idle");
+	return 0;
 }
 
 __attribute__((constructor)) static void rec_init(void)
@@ -656,6 +664,7 @@ __attribute__((constructor)) static void rec_init(void)
 		return;
 	}
 	rec_walk_init();
+	rec_mmap_init();
 	rec_s.depth = parse_depth();
 	rec_s.max_size = parse_max_size();
 	rec_ctl_init();

@@ -160,6 +160,7 @@ p = subprocess.run(["sh", "-c", "ls / > /dev/null"], capture_output=True, text=T
 assert p.returncode == 0, p.stderr
 names = sorted(os.listdir(twice))
 assert len(names) == 2 and all(re.fullmatch(r"(sh|ls)\.\d+\.trc", n) for n in names), names
+assert p.stderr.count("another libheapreel.so is loaded first and records; ") == 2, p.stderr
 
 # Refusals: one line, the program never runs.
 marker = os.path.join(d, "ran")

@@ -98,6 +98,15 @@ def with_allocator(d, lib):
     hrtest.run([hrtest.TRACE_IMPORT, "-q", trace, db])
     check_marks(db)
     print("%s: mmap per function byte-exact, its own mappings not counted: ok" % lib)
+    # Sampled, its allocations pass on without a hook around them: its own
+    # mappings (extents) are still not the program's, so a program that
+    # maps nothing itself gets no mark of mappings unrecorded.
+    sampled = os.path.join(d, lib + ".sampled.trc")
+    e.update(REC_OUT=sampled, REC_SAMPLE="65536")
+    hrtest.run([hrtest.prog("rss_marks")], env=e)
+    marks = [r for r in hrtest.dump(sampled) if r[-1] == "label=heapreel.mmap-unrecorded"]
+    assert not marks, marks
+    print("%s, sampled: its own mappings leave no mark: ok" % lib)
 
 
 def case_jemalloc(d, trace, db):
