@@ -302,11 +302,15 @@ struct rec_session {
 	_Atomic uint32_t writer_tid, enc_tid; /* the recorder's own threads (0: none yet) */
 	/* Threads waiting for the writer (ring.c) sleep on `progress`, which
 	 * the writer bumps, and wakes them by when `waiters` is not 0, each
-	 * time a tail moves, a ring is released or it drains no more. */
+	 * time a tail moves, a ring is released or it drains no more. While
+	 * `waiters` is not 0 a round drains every ring that holds anything
+	 * (writer.c). `round` is the writer's round in progress (or last). */
 	_Atomic uint32_t progress, waiters;
+	_Atomic uint64_t round;
 	/* figures reported in the trace's closing stats MARK (the count of
 	 * lost events is the ring file's: rf->lost, rings' lost) */
 	_Atomic uint64_t ring_waits;  /* times a thread found its ring full and waited */
+	_Atomic uint64_t wait_rounds; /* most writer rounds one wait for room spanned */
 	_Atomic uint64_t lent_calls;  /* calls recorded through a lent ring (no ring free) */
 	_Atomic uint64_t stack_checks; /* captures checked (REC_CHECK_STACKS) */
 	_Atomic uint64_t stacks_unknown; /* events stored with stack 0: trie full, or a
@@ -726,6 +730,7 @@ void rec_writer_kick(void);           /* wake the writer early (a syscall) */
 void rec_writer_mark(uint64_t t, const char *label);
 int rec_writer_sync(void);            /* 0, or -1: writing failed */
 int rec_writer_failed(void);
+uint64_t rec_writer_moved(uint32_t i); /* round that last moved ring i's tail */
 void rec_writer_meta(const struct tf_record *r);
 void rec_writer_module(uint32_t i);
 int rec_writer_node(uint32_t id);     /* 0: not written yet */

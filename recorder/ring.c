@@ -12,14 +12,19 @@
  * and grows once its thread fills it: the thread waits until the writer
  * has drained it empty, reserves its full area of the file and publishes
  * that area and the new capacity in the ring header before the next
- * event, which the writer reads after the head that covers it.
+ * event, which the writer reads after the head that covers it. Empty, not
+ * just some room: so while any thread waits the writer's rounds drain
+ * every ring, even one holding less than they leave for later (a chunk
+ * in flight when the thread found its ring full leaves such a rest);
+ * otherwise the thread would starve for DRAIN_AGE_ROUNDS (writer.c).
  *
  * A thread that gets no disk space for a ring records nothing for the rest
  * of the session; its events are counted as lost.
  *
  * When a ring is full the thread waits for the writer (lossless): it counts
  * one wait, wakes the writer and sleeps in short steps until there is room
- * or the trace is closing (then the event is counted as lost instead).
+ * or the trace is closing (then the event is counted as lost instead). The
+ * most writer rounds one wait spanned goes to the stats (wait_rounds).
  * When the ring crosses half full the writer is woken early (one futex
  * syscall per crossing, not per event). Once the writer drains no more
  * (rec_s.undrained: its writes failed, or the process is exiting with
@@ -318,6 +323,19 @@ static void lend(const struct tf_event *ev, unsigned n)
 	rec_writer_kick();
 }
 
+/* A wait for room that began in writer round `from` ended: the rounds it
+ * spanned, to the one that last moved the ring's tail, into the stats. */
+static void note_wait_rounds(uint64_t from)
+{
+	uint64_t moved = rec_writer_moved(me.index);
+	uint64_t n = moved > from ? moved - from : 0;
+	uint64_t most = atomic_load_explicit(&rec_s.wait_rounds, memory_order_relaxed);
+	while (n > most &&
+	       !atomic_compare_exchange_weak_explicit(&rec_s.wait_rounds, &most, n,
+						      memory_order_relaxed, memory_order_relaxed))
+		;
+}
+
 /* The ring has no room for n more events (n = its capacity: until it is
  * empty): wait for the writer. Returns 0 if the trace is closing or the
  * writer drains no more, and the events must be dropped. */
@@ -325,6 +343,8 @@ static int wait_room(struct tf_ring *r, uint64_t head, unsigned n)
 {
 	struct waiting wt = { 0 };
 	int room = 1;
+	/* before wait_step adds this thread to `waiters` (writer.c) */
+	uint64_t from = atomic_load(&rec_s.round);
 	for (;;) {
 		wait_look(&wt);
 		if (head + n - atomic_load_explicit(&r->tail, memory_order_acquire) <= me.mask + 1)
@@ -336,6 +356,8 @@ static int wait_room(struct tf_ring *r, uint64_t head, unsigned n)
 		wait_step(&wt);
 	}
 	wait_end(&wt);
+	if (wt.on && room)
+		note_wait_rounds(from);
 	return room;
 }
 

@@ -426,6 +426,8 @@ static void start(int single_thread)
 	rec_s.pid = getpid();
 	rec_s.rf = NULL;
 	atomic_store(&rec_s.ring_waits, 0);
+	atomic_store(&rec_s.wait_rounds, 0);
+	atomic_store(&rec_s.round, 0);
 	atomic_store(&rec_s.lent_calls, 0);
 	atomic_store(&rec_s.undrained, 0);
 	atomic_store(&ending, 0);

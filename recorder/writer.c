@@ -36,8 +36,8 @@
  * that drains every ring up to the keyframe's cut.
  *
  * On stop it does a last round, stops the encoder thread, writes a
- * "heapreel.stats" MARK (ring waits, calls through lent rings, lost
- * events, unknown stacks, nodes,
+ * "heapreel.stats" MARK (ring waits, the most rounds one wait for room
+ * spanned, calls through lent rings, lost events, unknown stacks, nodes,
  * sampled-set overflows, segments the encoder thread encoded, this
  * thread's CPU time, and under REC_CHECK_STACKS the captures checked), and
  * tf_writer_close writes END.
@@ -85,7 +85,8 @@
 /* Segments compress better when big (trace_format.h): a ring is drained
  * once it holds DRAIN_MIN events (half its capacity if that is less: a
  * small ring's thread would wait), or after DRAIN_AGE_ROUNDS (0.2-1.6 s) so the
- * trace stays fresh, or when its thread exited, or at the end; each call
+ * trace stays fresh, or when its thread exited, or while any thread waits
+ * for room (drain() says why), or at the end; each call
  * gets at most TF_SEGMENT_EVENTS, so a thread waiting for room gets some
  * before the whole ring is written. Half a segment (a quarter of a 4 MiB
  * ring) keeps three quarters of the ring free for the writer's delays:
@@ -108,6 +109,7 @@ struct announced {                     /* per ring, writer's own notes */
 	uint32_t stream;               /* what THREAD said last */
 	char name[16];
 	uint64_t drained;              /* round of the last drain */
+	_Atomic uint64_t moved;        /* round that last moved its tail (ring.c reads it) */
 };
 static uint64_t round_no;
 static struct announced *announced;
@@ -126,6 +128,9 @@ static int key_warned;
 static uint64_t key_gap;
 #define KEY_GAP_STEP_NS 1000000L
 #define KEY_GAP_WAITS 1000
+/* Test only (REC_TEST_HOLD_FIRST_DRAIN=1, read at start): see hold(). */
+static int hold_first;
+#define HOLD_WAITS 10000               /* steps of KEY_GAP_STEP_NS: 10 s at most */
 
 void rec_writer_kick(void)
 {
@@ -302,6 +307,7 @@ static int key_due(void)
  * comes (settle), this thread encodes it alone. */
 struct chunk {
 	struct tf_ring *ring;
+	uint32_t i;                    /* its index */
 	struct rec_enc_job job;
 };
 static struct chunk waiting, current;
@@ -337,6 +343,7 @@ static void complete(struct chunk *c)
 		return;       /* not in the trace: the ring keeps them */
 	if (rec_stopset_tracking())
 		rec_keymap_apply(j->stream, j->tid, j->ev, j->n);
+	atomic_store_explicit(&announced[c->i].moved, round_no, memory_order_relaxed);
 	atomic_store_explicit(&c->ring->tail, j->first_seq + j->n, memory_order_release);
 	rec_ring_progress();
 }
@@ -362,11 +369,11 @@ static void settle(void)
 	complete(&waiting);
 }
 
-/* Ring r's events [tail, tail + n) (n may grow by one: copy_out), on their
+/* Ring i's (r) events [tail, tail + n) (n may grow by one: copy_out), on their
  * way; returns n. A waiting chunk's events are in scratch, encoded with
  * the writer's encoder unless the encoder thread takes it; a new chunk
  * that pairs with it goes in the encoder thread's buffer. */
-static size_t send(struct tf_ring *r, uint32_t cap, uint64_t tail, size_t n)
+static size_t send(uint32_t i, struct tf_ring *r, uint32_t cap, uint64_t tail, size_t n)
 {
 	const struct rec_enc *e = NULL;
 	if (waiting_state == WAITS && (failed || !(e = rec_enc_get())))
@@ -376,6 +383,7 @@ static size_t send(struct tf_ring *r, uint32_t cap, uint64_t tail, size_t n)
 	struct tf_event *buf = e ? e->ev : scratch;
 	n = copy_out(r, cap, tail, n, buf);
 	c->ring = r;
+	c->i = i;
 	c->job = (struct rec_enc_job){ .se = tf_writer_segenc(w), .ev = buf, .n = n,
 				       .stream = r->stream, .tid = r->tid, .first_seq = tail };
 	if (wait) {
@@ -418,7 +426,27 @@ static uint64_t key_limit(struct tf_ring *r, uint32_t cap, uint64_t tail, uint64
 	return head;
 }
 
-/* Drains ring i; returns how many events it wrote. */
+/* Test only (hold_first): ring r's first drain (capacity cap, the small
+ * one) waits until a thread waits for room (HOLD_WAITS steps at most), then
+ * takes just over half of it. Its thread, full, must see it empty before it
+ * grows (ring.c), and the rest is less than a round drains unasked: it
+ * waits on what the rounds choose (tests/recorder/test_programs.py,
+ * case ring_grow). Sets *end to the head now; returns the head to drain to. */
+static uint64_t hold(const struct tf_ring *r, uint32_t cap, uint64_t *end)
+{
+	for (int k = 0; k < HOLD_WAITS && !atomic_load(&rec_s.waiters); k++) {
+		struct timespec step = { 0, KEY_GAP_STEP_NS };
+		nanosleep(&step, NULL);
+	}
+	*end = atomic_load_explicit(&r->head, memory_order_acquire);
+	return *end < cap / 2 + 1 ? *end : cap / 2 + 1;
+}
+
+/* Drains ring i; returns how many events it wrote. A ring that holds
+ * little is left for a later round, unless a thread waits for room: it may
+ * be this ring's, growing, which needs it empty (ring.c), so the round
+ * drains every ring and the thread is served by the end of the first round
+ * that began after it started waiting, whatever the other threads do. */
 static uint64_t drain(uint32_t i, enum round_mode mode)
 {
 	struct tf_ring *r = rec_session_ring(i);
@@ -438,15 +466,18 @@ static uint64_t drain(uint32_t i, enum round_mode mode)
 	uint64_t enough = cap / 2 < DRAIN_MIN ? cap / 2 : DRAIN_MIN;
 	if (mode == KEY)
 		head = key_limit(r, cap, tail, end);
+	if (hold_first && mode == NORMAL && i < REC_RINGS_KEPT && tail == 0 &&
+	    cap == REC_RING_FIRST_EVENTS && head)
+		head = hold(r, cap, &end);
 	if (mode == NORMAL && state != TF_RING_CLOSED && head - tail < enough &&
-	    round_no - a->drained < DRAIN_AGE_ROUNDS)
+	    !atomic_load(&rec_s.waiters) && round_no - a->drained < DRAIN_AGE_ROUNDS)
 		return 0;
 	a->drained = round_no;
 	uint64_t wrote = head - tail;
 	while (tail != head) {
 		/* in chunks, so a thread waiting for room gets some soon */
 		size_t n = head - tail < DRAIN_CHUNK ? head - tail : DRAIN_CHUNK;
-		tail += send(r, cap, tail, n);
+		tail += send(i, r, cap, tail, n);
 		if (failed)
 			return wrote;   /* the rest stays in the ring */
 		if (mode == NORMAL && key_due())
@@ -529,6 +560,8 @@ static void stats(void)
 	char label[320], *e = label + sizeof label;
 	char *p = rec_cat(label, e, TF_MARK_RESERVED "stats ring_waits=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.ring_waits));
+	p = rec_cat(p, e, " wait_rounds=");
+	p = rec_utoa(p, e, atomic_load(&rec_s.wait_rounds));
 	p = rec_cat(p, e, " lent=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.lent_calls));
 	p = rec_cat(p, e, " lost=");
@@ -604,6 +637,11 @@ int rec_writer_failed(void)
 	return failed;
 }
 
+uint64_t rec_writer_moved(uint32_t i)
+{
+	return atomic_load_explicit(&announced[i].moved, memory_order_relaxed);
+}
+
 /* A keyframe, between rounds (FORMAT.md "Bounded traces"). Its cut is a
  * time, key_cut, read before any ring's head: the KEY round drains every
  * ring up to its first event stamped after key_cut (or its head), so the
@@ -647,6 +685,9 @@ static void *writer_main(void *arg)
 		uint32_t k = atomic_load_explicit(&kick, memory_order_acquire);
 		if (atomic_load(&stopping))
 			break;
+		/* before this round reads `waiters` (ring.c's wait_room reads
+		 * `round` before it adds itself) */
+		atomic_store(&rec_s.round, round_no);
 		check_fd();
 		uint64_t wrote = round_all(NORMAL);
 		if (rec_s.max_size)
@@ -703,6 +744,7 @@ int rec_writer_start(struct tf_writer *tw)
 	rec_counters_start();
 	const char *gap = getenv("REC_TEST_KEYFRAME_GAP");
 	key_gap = gap ? strtoull(gap, NULL, 10) : 0;
+	hold_first = getenv("REC_TEST_HOLD_FIRST_DRAIN") != NULL;
 	w = tw;
 	failed = 0;
 	keep_rings = 0;

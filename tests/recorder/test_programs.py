@@ -559,6 +559,30 @@ def case_got_threads(d):
     print("got_threads: %d threads through the GOT while it is put back: ok" % threads)
 
 
+def case_ring_grow(d):
+    """A thread whose first (small) ring is full waits until the writer has
+    drained it empty, then grows it. REC_TEST_HOLD_FIRST_DRAIN makes the
+    writer's first drain of it take just over half, once the thread waits:
+    the rest is less than a round drains unasked, and the writer used to
+    leave it for DRAIN_AGE_ROUNDS (200) rounds (20 s and more under load:
+    the thread starved). A round that begins while a thread waits drains
+    every ring: served in the round after the held one, or the next (it
+    began waiting before the held round did). Nothing is lost."""
+    k = 3000  # allocations and frees: 6000 events, the small ring holds 2048
+    trace = os.path.join(d, "grow.trc")
+    rectest.record([hrtest.prog("threads"), "1", str(k)], trace,
+                   env={"REC_TEST_HOLD_FIRST_DRAIN": "1"})
+    t = Trace(trace)
+    got = t.allocs(size=2000)
+    assert len(got) == k, "%d allocations, expected %d" % (len(got), k)
+    ours = {r["addr"] for r in got}
+    assert len([r for r in t.frees() if r["addr"] in ours]) == k
+    st = t.stats()
+    assert st["lost"] == 0, st
+    assert 1 <= st["wait_rounds"] <= 2, "a wait for room spanned %d writer rounds" % st["wait_rounds"]
+    print("ring_grow: the growing thread waited %d round(s): ok" % st["wait_rounds"])
+
+
 def case_alloc_api_probe(d):
     """A process without jemalloc or tcmalloc (python3 on glibc) probing
     for their APIs under the recorder finds none of them."""
