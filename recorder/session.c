@@ -674,8 +674,10 @@ __attribute__((constructor)) static void rec_init(void)
 	rec_alloc_api_init();
 	if (rec_stack_init() < 0) {
 		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");
+		rec_got_restore();      /* the allocators' APIs back as they were */
 	} else if (rec_ring_init() < 0 || pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) {
 		rec_say("cannot set up thread hooks", "", "; not recording");
+		rec_got_restore();
 	} else {
 		start(1);
 	}
