@@ -603,13 +603,14 @@ def bench_counters(name, argv, tools, work, runs):
     CPU time, their quartiles, and the samples a trace held."""
     first, out = run_variant("rec", argv, tools, work, tag_of(name, "stats0", 0), stats_ms=0)
     remove(out)
-    off, on, samples = [first], [], None
+    off, on, samples, spent = [first], [], None, None
     for i in range(runs * STATS_ROUNDS):
         r, out = run_variant("rec", argv, tools, work, tag_of(name, "stats", i),
                              stats_ms=STATS_MS)
         if r.ok and samples is None:
             summary, _ = trace_summary(tools["dump"], out)
             samples = summary.get("samples") if summary else None
+            spent = sampling_spent(tools["dump"], out, r.wall)
         remove(out)
         on.append(r)
         r, out = run_variant("rec", argv, tools, work, tag_of(name, "stats0", i + 1), stats_ms=0)
@@ -629,6 +630,29 @@ def bench_counters(name, argv, tools, work, runs):
               "%.3fx" % statistics.median(cpu) if cpu else "n/a", len(wall),
               samples if samples is not None else "?", STATS_TARGET,
               "MET" if med <= STATS_TARGET else "NOT MET"))
+    if spent:
+        print("  %-17s %s" % ("sampling's time", spent))
+
+
+def sampling_spent(dump, trc, wall):
+    """What the recorder says one sampling run spent sampling (its
+    heapreel.stats marks: counters_cpu_us, the writer's CPU time in samples,
+    and allocator_stats_us, the wall time of the allocator's statistics
+    calls), as shares of the run's wall time: the direct cost, which the
+    wall ratio above measures only within the machine's noise. The writer
+    thread pays the first; during the second the allocator's locks are
+    held, and a program thread may wait for them."""
+    labels = stats_marks({"dump": dump, "trace": trc}, None)
+    got = {}
+    for key in ("counters_cpu_us", "allocator_stats_us"):
+        vals = [int(m.group(1)) for m in (re.search(r"\b%s=(\d+)" % key, l) for l in labels) if m]
+        if not vals or not wall:
+            return None
+        got[key] = sum(vals) / 1e6
+    return ("%.1f ms of the writer's CPU in a %.2f s run (%.3f %%); the allocator's "
+            "statistics calls %.1f ms wall (%.3f %%, its locks held)" % (
+                got["counters_cpu_us"] * 1e3, wall, 100 * got["counters_cpu_us"] / wall,
+                got["allocator_stats_us"] * 1e3, 100 * got["allocator_stats_us"] / wall))
 
 
 def bench_sampling(name, argv, tools, work, runs, wenv):

@@ -112,6 +112,8 @@ static tc_property_fn tc_property_p;
 static uint32_t named;                  /* sampled[0, named) have their COUNTER record */
 static uint64_t next_due;               /* rec_now() of the next sample */
 static uint64_t alloc_due;              /* ... that reads the allocator's counters */
+static uint64_t spent_cpu_ns;           /* the writer's CPU time in samples (heapreel.stats) */
+static uint64_t spent_alloc_ns;         /* wall time in the allocator's statistics calls */
 
 /* REC_STATS_MS: a bare integer is milliseconds (the variable's unit); a
  * number with a unit follows the time grammar (README "Times"). */
@@ -239,6 +241,13 @@ void rec_counters_start(void)
 {
 	named = 0;
 	next_due = alloc_due = 0;
+	spent_cpu_ns = spent_alloc_ns = 0;
+}
+
+void rec_counters_spent(uint64_t *cpu_ns, uint64_t *alloc_ns)
+{
+	*cpu_ns = spent_cpu_ns;
+	*alloc_ns = spent_alloc_ns;
 }
 
 /* A number of /proc/self/statm at *p, and the space after it. */
@@ -318,8 +327,11 @@ static void sample(int with_alloc)
 	if (with_alloc && nkeyed)
 		probe();
 	with_alloc = with_alloc && nsampled > NSTATM;
-	if (with_alloc)
+	if (with_alloc) {
+		uint64_t t0 = rec_now();
 		read_allocator(v);
+		spent_alloc_ns += rec_now() - t0;
+	}
 	if (read_statm(&resident, &shared) < 0)
 		return;         /* a SAMPLE always holds rss_bytes */
 	v[0] = resident;
@@ -348,7 +360,9 @@ uint64_t rec_counters_tick(int force)
 	uint64_t now = rec_now();
 	if (now >= next_due || force) {
 		int with_alloc = (nsampled > NSTATM || nkeyed) && (now >= alloc_due || force);
+		uint64_t cpu = rec_thread_cpu_ns();
 		sample(with_alloc);
+		spent_cpu_ns += rec_thread_cpu_ns() - cpu;
 		uint64_t after = rec_now();
 		if (with_alloc) {
 			/* its cost (mallinfo2 walks every free chunk under

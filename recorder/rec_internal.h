@@ -730,6 +730,7 @@ void rec_writer_kick(void);           /* wake the writer early (a syscall) */
 void rec_writer_mark(uint64_t t, const char *label);
 int rec_writer_sync(void);            /* 0, or -1: writing failed */
 int rec_writer_failed(void);
+uint64_t rec_thread_cpu_ns(void);      /* CPU time of the calling thread */
 uint64_t rec_writer_moved(uint32_t i); /* round that last moved ring i's tail */
 void rec_writer_meta(const struct tf_record *r);
 void rec_writer_module(uint32_t i);
@@ -742,6 +743,10 @@ void rec_counters_start(void);        /* a session's writer starts: names not wr
  * first in a session) when one is due, or at once if force (the end,
  * rec_flush); returns the ns until the next is due (UINT64_MAX: off). */
 uint64_t rec_counters_tick(int force);
+/* CPU time the writer spent sampling in this session, and the wall time
+ * of the allocator's statistics calls in it (holding the allocator's
+ * locks, which a program thread may be waiting for). */
+void rec_counters_spent(uint64_t *cpu_ns, uint64_t *alloc_ns);
 void rec_counters_names(void);        /* the COUNTER records (keyframes write them again) */
 
 /* ---- keyframe.c: a bounded trace's keyframes (writer thread only) -------- */

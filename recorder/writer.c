@@ -546,18 +546,17 @@ static uint64_t round_all(enum round_mode mode)
 	return wrote;
 }
 
-/* CPU time this thread (the writer) used so far, in microseconds. */
-static uint64_t own_cpu_us(void)
+uint64_t rec_thread_cpu_ns(void)
 {
 	struct timespec ts;
 	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
 		return 0;
-	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 static void stats(void)
 {
-	char label[320], *e = label + sizeof label;
+	char label[400], *e = label + sizeof label;
 	char *p = rec_cat(label, e, TF_MARK_RESERVED "stats ring_waits=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.ring_waits));
 	p = rec_cat(p, e, " wait_rounds=");
@@ -575,7 +574,13 @@ static void stats(void)
 	p = rec_cat(p, e, " helper_segments=");
 	p = rec_utoa(p, e, rec_enc_jobs());
 	p = rec_cat(p, e, " writer_cpu_us=");
-	p = rec_utoa(p, e, own_cpu_us());
+	p = rec_utoa(p, e, rec_thread_cpu_ns() / 1000u);
+	uint64_t counters_ns, allocator_ns;
+	rec_counters_spent(&counters_ns, &allocator_ns);
+	p = rec_cat(p, e, " counters_cpu_us=");
+	p = rec_utoa(p, e, counters_ns / 1000u);
+	p = rec_cat(p, e, " allocator_stats_us=");
+	p = rec_utoa(p, e, allocator_ns / 1000u);
 	if (rec_check_stacks) {
 		p = rec_cat(p, e, " stack_checks=");
 		rec_utoa(p, e, atomic_load(&rec_s.stack_checks));

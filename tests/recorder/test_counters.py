@@ -23,9 +23,11 @@ CASE:
             as tcmalloc's initializer may run after the writer starts):
             all four tcmalloc counters are sampled
   off       REC_STATS_MS=0: no COUNTER or SAMPLE record, and --stats says
-            the process has none (exit 4)
-  env       REC_STATS_MS as a duration (20ms) samples; a malformed value
-            is said once on stderr and the default used
+            the process has none (exit 4); the heapreel.stats mark says
+            the sampling cost nothing
+  env       REC_STATS_MS as a duration (20ms) samples, and the
+            heapreel.stats mark counts the writer's CPU time in them; a
+            malformed value is said once on stderr and the default used
   fork      a forked child's trace has its own counters
 """
 import os
@@ -194,11 +196,20 @@ def case_tcmalloc_late(d):
     print("statistics that begin to answer during the first pass: all four sampled: ok")
 
 
+def sampling_spent(trace):
+    """counters_cpu_us and allocator_stats_us of the trace's heapreel.stats mark."""
+    marks = [r for r in rectest.dump(trace) if r["kind"] == "mark"
+             and r["label"] == "heapreel.stats"]     # its key=value words parsed too
+    assert len(marks) == 1, marks
+    return marks[0]["counters_cpu_us"], marks[0]["allocator_stats_us"]
+
+
 def case_off(d):
     trace, db = os.path.join(d, "off.trc"), os.path.join(d, "off.db")
     run_recorded([hrtest.prog("rss_marks")], trace, REC_STATS_MS="0")
     s = hrtest.summary(trace)
     assert s["counters"] == 0 and s["samples"] == 0, s
+    assert sampling_spent(trace) == (0, 0)
     hrtest.trace_import([trace, db])
     c = hrtest.connect(db)
     assert hrtest.one(c, "SELECT count(*) FROM counters") == 0
@@ -214,6 +225,8 @@ def case_env(d):
     s = hrtest.summary(trace)
     # rec_flush samples once per mark, and the end once more
     assert s["counters"] == len(RSS + GLIBC) and s["samples"] >= MARKS + 1, s
+    # each sample opens and reads /proc/self/statm: microseconds of CPU
+    assert sampling_spent(trace)[0] > 0
     trace = os.path.join(d, "bad.trc")
     p = run_recorded([hrtest.prog("rss_marks")], trace, REC_STATS_MS="-5")
     lines = [l for l in p.stderr.splitlines() if "REC_STATS_MS" in l]
