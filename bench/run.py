@@ -24,7 +24,10 @@ recorded under REC_MAX_SIZE, with the recorder's extra peak RSS per live
 block and the wall times (medians). And the custom allocator API's cost
 per call (issue 23): bench/pool_calls.c's loop of rec_pool_alloc and
 rec_pool_free pairs timed by itself, alternately without the recorder
-(the weak calls skipped), recorded and recorded while stopped (medians).
+(the weak calls skipped), recorded and recorded while stopped (medians);
+likewise bench/mmap_calls.c's anonymous mmap + munmap pairs (the mmap
+hooks' cost per call, --only mmap), which on the sqlite3 workload, times its
+mmap-family system calls (strace -c), gives the hooks' share of its run.
 
 --check-stacks runs every recording with REC_CHECK_STACKS=1 (each stack
 checked against a full libunwind walk; a difference aborts the run): the
@@ -83,6 +86,8 @@ LIVE_ROUNDS = 40              # bounded_live: churn rounds (a tenth of the block
 LIVE_MAX_SIZE = "512M"
 POOL_PAIRS = 2000000          # pool_calls: rec_pool_alloc + rec_pool_free pairs per run
 QUICK_POOL_PAIRS = 200000
+MMAP_PAIRS = 200000           # mmap_calls: mmap + munmap pairs per run
+QUICK_MMAP_PAIRS = 20000
 MANY_CHILDREN = 3000          # import_many: traces of one run (issue 22: < 10 s)
 QUICK_MANY_CHILDREN = 300
 MANY_BLOCKS = 125             # allocations per child (~750 k events in all, as in issue 22)
@@ -534,10 +539,11 @@ def bench_bounded_memory(tools, work, runs, quick):
               med["bounded"][0] / med["rec"][0]))
 
 
-def pool_run(prog, pairs, tools, work, variant, i):
-    """One pool_calls run: its ns per pair, None if it failed."""
+def calls_run(prog, pairs, tools, work, variant, i):
+    """One run of a calls program (pool_calls, mmap_calls): its ns per
+    pair, None if it failed."""
     env = dict(os.environ)
-    trace = os.path.join(work, "pool-%s-%d.trc" % (variant, i))
+    trace = os.path.join(work, "calls-%s-%d.trc" % (variant, i))
     if variant != "base":
         env.update(LD_PRELOAD=tools["librec"], REC_OUT=trace)
     if variant == "stopped":
@@ -550,34 +556,68 @@ def pool_run(prog, pairs, tools, work, variant, i):
     return float(m.group(1)) if p.returncode == 0 and m else None
 
 
-def bench_pool_calls(tools, work, runs, quick):
-    """The custom allocator API on a pool's hot path: pool_calls alternately
-    without the recorder, recorded and recorded while stopped (REC_PAUSED);
-    the medians of ns per rec_pool_alloc + rec_pool_free pair, and per call
-    over the base."""
-    prog = tools.get("pool_calls")
+def bench_calls(tools, work, runs, prog_name, pairs, what):
+    """The recorder's cost on one kind of call: prog_name (a program that
+    times its own loop of pairs of calls) alternately without the recorder,
+    recorded and recorded while stopped (REC_PAUSED); the medians of ns per
+    pair, and per call over the base (returned, or None)."""
+    prog = tools.get(prog_name)
     if not prog:
-        print("pool calls: skipped (bench/pool_calls not built)")
-        return
-    pairs = QUICK_POOL_PAIRS if quick else POOL_PAIRS
+        print("%s: skipped (bench/%s not built)" % (prog_name, prog_name))
+        return None
     res = {"base": [], "recorded": [], "stopped": []}
     for i in range(runs):
         for v in res:
-            res[v].append(pool_run(prog, pairs, tools, work, v, i))
-    print("pool calls: pool_calls, %s pairs of rec_pool_alloc + rec_pool_free, %d run(s)" % (
-        human_count(pairs), runs))
+            res[v].append(calls_run(prog, pairs, tools, work, v, i))
+    print("%s: %s pairs of %s, %d run(s)" % (prog_name, human_count(pairs), what, runs))
     med = {}
     for v, ns in res.items():
         ok = [x for x in ns if x is not None]
         if not ok:
             print("  %-9s FAILED" % v)
-            return
+            return None
         med[v] = statistics.median(ok)
         print("  %-9s %7.1f ns per pair (median; min %.1f, max %.1f)" % (
             v, med[v], min(ok), max(ok)))
     for v in ("recorded", "stopped"):
         print("  %-9s %7.1f ns per call over the base, %.2fx the base loop" % (
             v, (med[v] - med["base"]) / 2, med[v] / med["base"] if med["base"] else 0))
+    return (med["recorded"] - med["base"]) / 2
+
+
+def mmap_family_calls(argv, wenv, work):
+    """How many mmap, munmap and mremap system calls the workload makes
+    without the recorder (strace -f -c), or None: an upper bound of the
+    calls that pass through the recorder's hooks (the allocator's and the
+    loader's own go to the kernel without them)."""
+    if not shutil.which("strace"):
+        return None
+    out = os.path.join(work, "strace-c.txt")
+    env = dict(os.environ, **(wenv or {}))
+    p = subprocess.run(["strace", "-f", "-c", "-o", out, "-e", "trace=mmap,munmap,mremap"]
+                       + argv, env=env, capture_output=True, timeout=RUN_TIMEOUT_S)
+    try:
+        text = open(out).read() if p.returncode == 0 else ""
+    finally:
+        remove(out)
+    calls = [int(m.group(1)) for m in re.finditer(
+        r"^\s*[0-9.]+\s+[0-9.]+\s+\d+\s+(\d+)\s+(?:\d+\s+)?m(?:un|re)?map\s*$", text, re.M)]
+    return sum(calls) if calls else None
+
+
+def bench_mmap_hooks(name, argv, wenv, tools, work, runs, t_base, per_call):
+    """The mmap hooks' share of a workload's run: its mmap-family calls
+    times the hooks' cost per call (bench_calls on mmap_calls), over the
+    workload's base wall time."""
+    calls = mmap_family_calls(argv, wenv, work)
+    if calls is None or per_call is None or not t_base:
+        print("  %-17s n/a (%s)" % ("mmap hooks", "strace not installed" if calls is None
+                                    and not shutil.which("strace") else "no figure"))
+        return
+    cost = calls * max(per_call, 0) * 1e-9
+    print("  %-17s %d mmap/munmap/mremap calls (strace -c, an upper bound) x %.0f ns = "
+          "%.3f ms, %.4f %% of the base run's %.2f s" % (
+              "mmap hooks", calls, per_call, cost * 1e3, 100 * cost / t_base, t_base))
 
 
 def sandwiched(before, run, after, field):
@@ -1041,6 +1081,7 @@ def find_tools(build):
         "tui": exe("viewer-tui", "trace-tui"),
         "bounded_live": exe("bench", "bounded_live"),
         "pool_calls": exe("bench", "pool_calls"),
+        "mmap_calls": exe("bench", "mmap_calls"),
         "heaptrack": shutil.which("heaptrack"),
         "crowd": exe("tests", "programs", "crowd"),
         "record": exe("recorder", "trace-record"),
@@ -1064,7 +1105,7 @@ def main():
                     help="1 run of smaller workloads, to check the harness")
     ap.add_argument("--only", metavar="WORD",
                     help="only the workloads whose name contains WORD (churn, sqlite3, python, "
-                    "g++, crowd, import_many, bounded, pool, report)")
+                    "g++, crowd, import_many, bounded, pool, mmap, report)")
     ap.add_argument("--build", default=os.path.join(REPO, "build"), help="build directory")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--check-stacks", action="store_true",
@@ -1082,7 +1123,8 @@ def main():
     work = tempfile.mkdtemp(prefix="heapreel-bench-")
     try:
         # bounded_live and crowd are built by meson
-        workloads = [] if a.only in ("bounded", "crowd", "import_many", "pool", "report") else \
+        workloads = [] if a.only in ("bounded", "crowd", "import_many", "pool", "mmap",
+                                     "report") else \
             prepare_workloads(work, a.quick)
         if a.only:
             workloads = [w for w in workloads if a.only in w[0]]
@@ -1099,6 +1141,10 @@ def main():
             bench_bounded(name, argv, tools, work, runs, wenv)
             if "sqlite3" in name:
                 bench_counters(name, argv, tools, work, runs)
+                bench_mmap_hooks(name, argv, wenv, tools, work, runs, res["t_base"],
+                                 bench_calls(tools, work, runs, "mmap_calls",
+                                             QUICK_MMAP_PAIRS if a.quick else MMAP_PAIRS,
+                                             "anonymous mmap + munmap"))
             db = bench_import(res, tools, work)
             report_ring_waits(res, db)
             report_writer_cpu(res, db)
@@ -1117,7 +1163,12 @@ def main():
         if not a.only or a.only in "bounded":
             bench_bounded_memory(tools, work, runs, a.quick)
         if not a.only or a.only in "pool":
-            bench_pool_calls(tools, work, runs, a.quick)
+            bench_calls(tools, work, runs, "pool_calls",
+                        QUICK_POOL_PAIRS if a.quick else POOL_PAIRS,
+                        "rec_pool_alloc + rec_pool_free")
+        if a.only and a.only in "mmap":
+            bench_calls(tools, work, runs, "mmap_calls",
+                        QUICK_MMAP_PAIRS if a.quick else MMAP_PAIRS, "anonymous mmap + munmap")
         if not a.only or a.only in "report":
             bench_report(tools, work, a.quick)
         if checks["on"]:
