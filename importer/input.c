@@ -166,6 +166,19 @@ static int add_key(struct imp_trace *tr, const struct tf_record *r)
 	return 0;
 }
 
+/* A mark a bounded trace's keyframes write again (FORMAT.md "Bounded
+ * traces": what the trace lacks) that is already in: one is kept. */
+static bool keyframe_copy(const struct imp_trace *tr, const struct tf_record *r)
+{
+	if (!r->str || (strcmp(r->str, TF_MARK_CUSTOM_UNRECORDED) &&
+			strcmp(r->str, TF_MARK_MMAP_UNRECORDED)))
+		return false;
+	for (size_t i = 0; i < tr->nmarks; i++)
+		if (tr->marks[i].t == r->t && !strcmp(tr->marks[i].label, r->str))
+			return true;
+	return false;
+}
+
 static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 {
 	switch (r->kind) {
@@ -208,6 +221,8 @@ static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 	case TF_MARK: {
 		struct imp_mark *k;
 
+		if (keyframe_copy(tr, r))
+			return 0;
 		if (imp_grow(&tr->marks, &tr->capmarks, tr->nmarks,
 			     sizeof *tr->marks))
 			return -1;

@@ -140,7 +140,7 @@ static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 	case Q_LACK_UNMAPPED:
 		q_fmt_ns(a, sizeof a, l->t_unmapped);
 		snprintf(buf, n, "process %lld mapped anonymous memory from %s on that its trace "
-		         "does not hold (sampled): the answer lacks it (kind mmap)", pid, a);
+		         "does not hold (sampled or bounded): the answer lacks it (kind mmap)", pid, a);
 		break;
 	case Q_LACK_CUSTOM:
 		q_fmt_ns(a, sizeof a, l->t_custom);

@@ -1,7 +1,8 @@
 /*
  * keyframe.c - what a keyframe of a bounded trace says, in meta records
  * (FORMAT.md "Bounded traces"): BEGIN; every trie node, module, counter
- * name, pool name and live thread again (their first records may be overwritten); the keymap's
+ * name, pool name, live thread and mark of what the trace lacks
+ * (TF_MARK_*_UNRECORDED) again (their first records may be overwritten); the keymap's
  * entries as KEYEVENTs; one CUT per stream the keymap has applied events of
  * (live rings at their tail, and streams whose ring was released since the
  * last keyframe at their end); END with the time from which a replay that
@@ -90,6 +91,7 @@ void rec_keyframe_write(uint32_t nodes, uint32_t modules)
 		rec_writer_module(m);
 	rec_counters_names();
 	rec_ctl_pool_names();
+	rec_writer_lack_marks();
 	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_acquire);
 	for (uint32_t i = 0; i < used; i++) {
 		struct tf_ring *g = rec_session_ring(i);

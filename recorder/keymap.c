@@ -319,7 +319,9 @@ void rec_keymap_apply(uint32_t stream, uint32_t tid, const struct tf_event *ev, 
 	for (size_t i = 0; i < n && !broken; i++) {
 		const struct tf_event *e = &ev[i];
 		int alloc = e->kind == TF_EV_ALLOC || e->kind == TF_EV_REALLOC_NEW;
-		if (!e->addr || tf_fn_custom(e->fn))  /* none in a bounded trace (custom.c) */
+		/* none in a bounded trace (custom.c, mmap.c); and a region's
+		 * address is not a block's, nor an unmap one */
+		if (!e->addr || tf_fn_custom(e->fn) || tf_fn_region(e->fn))
 			continue;
 		if (e->addr > LOW(ADDR_BITS) || e->t > LOW(TIME_BITS) ||
 		    (alloc && (e->size > LOW(SIZE_BITS) || e->stack > LOW(STACK_BITS)))) {

@@ -21,8 +21,9 @@
  * constructor and never touch the dynamic loader (its own mappings of
  * libraries go through its internal mmap, not through these symbols).
  * brk and sbrk are left alone: the heap they grow is malloc's, already
- * counted block by block. Nothing is recorded while sampling: the first
- * anonymous mapping then leaves a mark (TF_MARK_MMAP_UNRECORDED).
+ * counted block by block. Nothing is recorded while sampling or in a
+ * bounded trace: the first anonymous mapping then leaves a mark
+ * (TF_MARK_MMAP_UNRECORDED).
  *
  * Must never: allocate, lock, use stdio, or record a failed call.
  */
@@ -66,17 +67,20 @@ void rec_mmap_init(void)
  * rec_guard tells them inside our hooks, but an allocation a sampled run
  * passes straight on has no hook around it). Not while sampling:
  * unbiasing scales a stack's bytes by its blocks' mean size, which would
- * inflate mappings recorded in full (README); the first anonymous mapping
- * that goes unrecorded so leaves a mark, from which answers say they lack
- * mappings. The mark never waits for the writer's queue: the caller may
- * hold its own locks (a full queue drops it until the next mapping). */
+ * inflate mappings recorded in full (README). Not in a bounded trace: its
+ * keyframes carry the live set as one block per address (keymap.c), and
+ * a region trimmed or split by munmap is no such block. The first
+ * anonymous mapping that goes unrecorded so leaves a mark, from which
+ * answers say they lack mappings. The mark never waits for the writer's
+ * queue: the caller may hold its own locks (a full queue drops it until
+ * the next mapping). */
 static int program_call(uintptr_t caller, int anon_map)
 {
 	if (rec_guard || !rec_on() || (caller >= alloc_lo && caller < alloc_hi) ||
 	    rec_stack_from_recorder(caller))
 		return 0;
 	uint64_t w = rec_ctl_now();
-	if (!(w >> REC_M_PERIOD_SHIFT))
+	if (!(w >> REC_M_PERIOD_SHIFT) && !rec_s.max_size)
 		return 1;
 	if (anon_map && (w & REC_M_ALLOCS))
 		rec_ctl_mark_once(TF_MARK_MMAP_UNRECORDED, &told_gen, 0);

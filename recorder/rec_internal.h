@@ -728,6 +728,7 @@ void rec_writer_abandon(void);        /* forked child: forget the parent's write
 void rec_writer_kick(void);           /* wake the writer early (a syscall) */
 /* Writer thread only: a MARK record; a full round written to the file. */
 void rec_writer_mark(uint64_t t, const char *label);
+void rec_writer_lack_marks(void);     /* a keyframe: the TF_MARK_*_UNRECORDED written again */
 int rec_writer_sync(void);            /* 0, or -1: writing failed */
 int rec_writer_failed(void);
 uint64_t rec_thread_cpu_ns(void);      /* CPU time of the calling thread */

@@ -166,11 +166,31 @@ void rec_writer_meta(const struct tf_record *r)
 	meta_dirty = 1;
 }
 
+/* The marks that say what a trace lacks from their instant on, and the
+ * instant each was written at (0: not written this session). A bounded
+ * trace's ring overwrites them; every keyframe writes them again, or its
+ * answers would not say they lack what the trace never held. */
+static const char *const lack_labels[] = { TF_MARK_CUSTOM_UNRECORDED, TF_MARK_MMAP_UNRECORDED };
+#define NLACK (sizeof lack_labels / sizeof lack_labels[0])
+static uint64_t lack_t[NLACK];
+
 void rec_writer_mark(uint64_t t, const char *label)
 {
 	struct tf_record r = { .kind = TF_MARK, .t = t, .str = label };
 	rec_writer_meta(&r);
 	mark_dirty = 1;
+	for (size_t i = 0; i < NLACK; i++)
+		if (!lack_t[i] && !strcmp(label, lack_labels[i]))
+			lack_t[i] = t ? t : 1;
+}
+
+void rec_writer_lack_marks(void)
+{
+	for (size_t i = 0; i < NLACK; i++)
+		if (lack_t[i]) {
+			struct tf_record r = { .kind = TF_MARK, .t = lack_t[i], .str = lack_labels[i] };
+			rec_writer_meta(&r);
+		}
 }
 
 static void flush_meta(void)
@@ -752,6 +772,7 @@ int rec_writer_start(struct tf_writer *tw)
 	hold_first = getenv("REC_TEST_HOLD_FIRST_DRAIN") != NULL;
 	w = tw;
 	failed = 0;
+	memset(lack_t, 0, sizeof lack_t);
 	keep_rings = 0;
 	meta_dirty = 0;
 	key_written = 0;

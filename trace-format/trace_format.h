@@ -110,8 +110,8 @@ enum tf_key_phase { TF_KEY_BEGIN = 0, TF_KEY_CUT = 1, TF_KEY_END = 2 };
  * that instant on (README "Custom allocators"). */
 #define TF_MARK_CUSTOM_UNRECORDED TF_MARK_RESERVED "custom-unrecorded"
 /* The instant of the first anonymous mapping a trace does not hold because
- * it is sampled: mappings are missing from that instant on (README
- * "Mappings"). */
+ * it is sampled or bounded: mappings are missing from that instant on
+ * (README "Mappings"). */
 #define TF_MARK_MMAP_UNRECORDED TF_MARK_RESERVED "mmap-unrecorded"
 
 /* Which allocator entry point produced an ALLOC / REALLOC (for tests and
@@ -140,6 +140,12 @@ enum tf_fn {
 	TF_FN_TC_NEW, TF_FN_TC_NEWARRAY, TF_FN_TC_POSIX_MEMALIGN,
 	TF_FN_COUNT
 };
+
+/* An fn of an anonymous mapping's: its ALLOC record is a region's. */
+static inline int tf_fn_region(unsigned fn)
+{
+	return fn >= TF_FN_MMAP && fn <= TF_FN_MUNMAP;
+}
 
 /* An fn of the custom allocator API: its ALLOC record has a pool. */
 static inline int tf_fn_custom(unsigned fn)

@@ -16,7 +16,9 @@
  * With the argument "fork", the process forks after maps-1; the child marks
  * "child-0" (it inherited maps-1's mappings), unmaps all of a (both
  * pieces) and marks "child-1" (grow_b's 12 pages stay), then exits; the
- * parent waits for it and goes on as without the argument.
+ * parent waits for it and goes on as without the argument. With "churn",
+ * after maps-3 it mallocs and frees CHURN_PAIRS blocks (enough events to
+ * wrap a bounded trace of 4 MiB several times) and marks "churned".
  * Expected per function at each mark, in bytes: see the test.
  * Exits 1 (a line on stderr) if a call fails.
  */
@@ -98,6 +100,23 @@ static void child(char *a)
 	exit(0);
 }
 
+#define CHURN_PAIRS 1500000
+#define CHURN_LIVE 64               /* blocks kept live: addresses vary */
+
+static void churn(void)
+{
+	static void *live[CHURN_LIVE];
+	unsigned x = 1;
+	for (unsigned i = 0; i < CHURN_PAIRS; i++) {
+		x = x * 1103515245u + 12345u;   /* sizes that do not compress away */
+		free(live[i % CHURN_LIVE]);
+		live[i % CHURN_LIVE] = malloc(16 + (x >> 8) % 4096);
+	}
+	for (unsigned i = 0; i < CHURN_LIVE; i++)
+		free(live[i]);
+	rec_mark("churned");
+}
+
 int main(int argc, char **argv)
 {
 	char *a = map_a();
@@ -124,5 +143,7 @@ int main(int argc, char **argv)
 	munmap(f, 4 * PAGE);
 	free(big);
 	rec_mark("maps-3");
+	if (argc > 1 && !strcmp(argv[1], "churn"))
+		churn();
 	return 0;
 }

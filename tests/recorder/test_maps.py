@@ -18,6 +18,10 @@ CASE:
             from inside malloc are not the program's (skip if not installed)
   sampled   under REC_SAMPLE no mapping is recorded (unbiasing would
             inflate them), the 64 MiB malloc still is
+  bounded   under REC_MAX_SIZE no mapping is recorded either (keyframes
+            hold blocks, not regions that munmap trims): the trace wraps,
+            its keyframes keep the mark that says so, and the answers
+            after the wrap say they lack mappings
   fork      a child forked after maps-1 holds the mappings it inherited
             (its snapshots seeded with them), then loses a's two pieces
             to its own munmap: --kind mmap byte-exact at its marks
@@ -132,7 +136,7 @@ def case_sampled(d, trace, db):
     # answers, do not
     sdb = os.path.join(d, "sampled.db")
     hrtest.trace_import([sampled, sdb])
-    said = "that its trace does not hold (sampled): the answer lacks it (kind mmap)"
+    said = "that its trace does not hold (sampled or bounded): the answer lacks it (kind mmap)"
     for args, want in ((["--peak"], True), (["--at", "mark:maps-0", "--kind", "mmap"], True),
                        (["--stats"], True), (["--peak", "--kind", "heap"], False),
                        (["--at", "start"], False)):
@@ -144,6 +148,31 @@ def case_sampled(d, trace, db):
     p = hrtest.run([hrtest.TRACE_SNAP, db, "--peak", "--format", "text"])
     assert said not in p.stderr + p.stdout, p.stderr
     print("sampled: its answers say the mappings were not recorded: ok")
+
+
+def case_bounded(d, trace, db):
+    small = os.path.join(d, "bounded.trc")
+    hrtest.record([hrtest.prog("maps")], small, env={"REC_MAX_SIZE": "4M"})
+    recs = hrtest.dump(small)
+    maps = [r for r in recs if any(w in r for w in ("fn=mmap", "fn=mremap", "fn=munmap"))]
+    assert not maps, maps
+    assert [r for r in recs if "size=%d" % BIG in r and "fn=malloc" in r], "64 MiB not recorded"
+    assert len([r for r in recs if r[-1] == "label=heapreel.mmap-unrecorded"]) == 1, recs
+    print("bounded: no mapping recorded, one mark at the first: ok")
+    # a trace that wraps (maps.c "churn") past the mark: a keyframe's copy
+    # of it remains, and the answers after the wrap still say so
+    wrapped, wdb = os.path.join(d, "wrapped.trc"), os.path.join(d, "wrapped.db")
+    hrtest.record([hrtest.prog("maps"), "churn"], wrapped, env={"REC_MAX_SIZE": "4M"})
+    hrtest.trace_import([wrapped, wdb])
+    c = hrtest.connect(wdb)
+    window = hrtest.one(c, "SELECT value FROM meta WHERE key='window_start_ns'")
+    assert hrtest.one(c, "SELECT COUNT(*) FROM marks WHERE label='maps-0'") == 0, "no wrap"
+    got = c.execute("SELECT t FROM marks WHERE label='heapreel.mmap-unrecorded'").fetchall()
+    assert len(got) == 1 and got[0][0] < window, (got, window)
+    p = hrtest.run([hrtest.TRACE_SNAP, wdb, "--at", "mark:churned", "--format", "text"])
+    warn = "that its trace does not hold (sampled or bounded): the answer lacks it (kind mmap)"
+    assert warn in p.stderr and warn in p.stdout, (p.stderr, p.stdout)
+    print("bounded, wrapped: the mark kept by the keyframes (once), answers say so: ok")
 
 
 def case_fork(d, trace, db):
