@@ -125,10 +125,17 @@ int rec_ctl_active(void)
 	return (atomic_load(&rec_ctl_word) & REC_M_ALLOCS) != 0;
 }
 
+/* Who queues a mark, which decides what a full queue does. */
+enum queuer {
+	WRITER,         /* the writer thread (control requests): it makes room itself */
+	WAITER,         /* a program thread that may wait for the writer */
+	HURRIED,        /* a program thread that may not wait (it may hold its own
+			   locks): a full queue turns it away (-2) */
+};
+
 /* Queues a mark stamped t (or pool's name, pool != 0); 0, or -1 if there
- * is no trace. can_wait: the caller is not the writer, so it may wait for
- * room. */
-static int queue_mark(uint64_t t, const char *label, uint32_t pool, int can_wait)
+ * is no trace, or -2 (HURRIED) if the queue is full. */
+static int queue_mark(uint64_t t, const char *label, uint32_t pool, enum queuer who)
 {
 	for (;;) {
 		if (!rec_session_mine())
@@ -145,7 +152,9 @@ static int queue_mark(uint64_t t, const char *label, uint32_t pool, int can_wait
 			atomic_store_explicit(&slots[i].state, SLOT_READY, memory_order_release);
 			return 0;
 		}
-		if (!can_wait) {
+		if (who == HURRIED)
+			return -2;
+		if (who == WRITER) {
 			rec_ctl_drain_marks();
 			continue;
 		}
@@ -157,8 +166,54 @@ static int queue_mark(uint64_t t, const char *label, uint32_t pool, int can_wait
 	}
 }
 
+/* The marks from which answers lack something (rec_ctl_lack), per trace:
+ * the session (rec_s.gen + 1) whose trace has it, and the earliest
+ * instant of one that the queue turned away, which the writer writes. */
+static const char *const lack_label[REC_LACKS] = {
+	[REC_LACK_CUSTOM] = TF_MARK_CUSTOM_UNRECORDED,
+	[REC_LACK_MMAP] = TF_MARK_MMAP_UNRECORDED,
+};
+static _Atomic uint32_t lack_told[REC_LACKS];
+static _Atomic uint64_t lack_missed[REC_LACKS];
+static int test_queue_full;  /* REC_TEST_MARK_QUEUE_FULL: every HURRIED mark turned away */
+
+void rec_ctl_lack(enum rec_lack k, int can_wait)
+{
+	uint32_t gen = atomic_load(&rec_s.gen) + 1;
+	if (atomic_load(&lack_told[k]) == gen)
+		return;
+	uint64_t t = rec_now();
+	int r = can_wait ? queue_mark(t, lack_label[k], 0, WAITER)
+	        : test_queue_full ? -2 : queue_mark(t, lack_label[k], 0, HURRIED);
+	if (r == 0) {
+		atomic_store(&lack_told[k], gen);
+		return;
+	}
+	/* turned away: the writer writes it at its next round, at the
+	 * earliest instant turned away (two threads may race: the first
+	 * mark counts) */
+	uint64_t seen = atomic_load(&lack_missed[k]);
+	while (r == -2 && (!seen || t < seen) &&
+	       !atomic_compare_exchange_weak(&lack_missed[k], &seen, t))
+		;
+}
+
+/* Writer: the lack marks the queue turned away. */
+static void drain_lacks(void)
+{
+	uint32_t gen = atomic_load(&rec_s.gen) + 1;
+	for (int k = 0; k < REC_LACKS; k++) {
+		uint64_t t = atomic_exchange(&lack_missed[k], 0);
+		if (t && atomic_load(&lack_told[k]) != gen) {
+			rec_writer_mark(t, lack_label[k]);
+			atomic_store(&lack_told[k], gen);
+		}
+	}
+}
+
 void rec_ctl_drain_marks(void)
 {
+	drain_lacks();
 	for (unsigned i = 0; i < MARK_SLOTS; i++) {
 		if (atomic_load_explicit(&slots[i].state, memory_order_acquire) != SLOT_READY)
 			continue;
@@ -191,7 +246,7 @@ int rec_ctl_start(int can_wait)
 	uint64_t t = rec_now(); /* before: every allocation recorded comes after */
 	uint64_t old = change(REC_M_ALLOCS | F_EVER, REC_M_SETBUILD | F_SETREADY);
 	if (!(old & REC_M_ALLOCS))
-		return queue_mark(t, TF_MARK_RESERVED "start", 0, can_wait);
+		return queue_mark(t, TF_MARK_RESERVED "start", 0, can_wait ? WAITER : WRITER);
 	return 0;
 }
 
@@ -201,7 +256,7 @@ int rec_ctl_stop(int can_wait)
 		return -1;
 	uint64_t old = change(0, REC_M_ALLOCS);
 	if (old & REC_M_ALLOCS)
-		return queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, can_wait);
+		return queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, can_wait ? WAITER : WRITER);
 	return 0;
 }
 
@@ -239,17 +294,7 @@ int rec_ctl_set_ready(void)
 
 int rec_ctl_mark(const char *label, int can_wait)
 {
-	return label ? queue_mark(rec_now(), label, 0, can_wait) : -1;
-}
-
-void rec_ctl_mark_once(const char *label, _Atomic uint32_t *told, int can_wait)
-{
-	uint32_t gen = atomic_load(&rec_s.gen) + 1;
-	/* told only once queued: a mark the queue had no room for is tried
-	 * again at the next call (two threads may both queue it: the first
-	 * counts) */
-	if (atomic_load(told) != gen && rec_ctl_mark(label, can_wait) == 0)
-		atomic_store(told, gen);
+	return label ? queue_mark(rec_now(), label, 0, can_wait ? WAITER : WRITER) : -1;
 }
 
 /* The names table, mapped by the first caller; NULL without memory. */
@@ -283,7 +328,7 @@ uint32_t rec_ctl_pool_create(const char *name)
 	memcpy(e->name, name ? name : "", n);
 	e->name[n] = 0;
 	atomic_store_explicit(&e->ready, 1, memory_order_release);
-	return queue_mark(rec_now(), e->name, id + 1, 1) ? 0 : id + 1;
+	return queue_mark(rec_now(), e->name, id + 1, WAITER) ? 0 : id + 1;
 }
 
 void rec_ctl_pool_names(void)
@@ -319,7 +364,7 @@ int rec_ctl_set_period(uint64_t period, uint64_t *have)
 	} while (!atomic_compare_exchange_weak(&rec_ctl_word, &old, now));
 	char label[48], *e = label + sizeof label;
 	rec_utoa(rec_cat(label, e, TF_MARK_SAMPLE), e, period);
-	queue_mark(rec_now(), label, 0, 0);
+	queue_mark(rec_now(), label, 0, WRITER);
 	return 0;
 }
 
@@ -337,6 +382,7 @@ void rec_ctl_init(void)
 			period = 0;
 		}
 	}
+	test_queue_full = getenv("REC_TEST_MARK_QUEUE_FULL") != NULL;
 	const char *p = getenv("REC_PAUSED");
 	int paused = p && *p && strcmp(p, "0");
 	uint64_t w = period << REC_M_PERIOD_SHIFT | (paused ? 0 : REC_M_ALLOCS);
@@ -350,6 +396,8 @@ void rec_ctl_session_start(void)
 	 * sampled blocks and no queued marks yet. */
 	for (unsigned i = 0; i < MARK_SLOTS; i++)
 		atomic_store(&slots[i].state, SLOT_FREE);
+	for (int k = 0; k < REC_LACKS; k++)
+		atomic_store(&lack_missed[k], 0);
 	rec_sample_reset();
 	uint64_t old = atomic_load(&rec_ctl_word), now;
 	do {
@@ -364,7 +412,7 @@ void rec_ctl_session_start(void)
 void rec_ctl_session_started(void)
 {
 	if (!(atomic_load(&rec_ctl_word) & REC_M_ALLOCS))
-		queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, 0);
+		queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, WRITER);
 }
 
 /* ---- rec.h ------------------------------------------------------------ */

@@ -34,13 +34,10 @@
 
 enum take { TAKE_NONE, TAKE_FREE, TAKE_ALL };
 
-/* The session whose trace has the mark of a call not recorded. */
-static _Atomic uint32_t told_gen;
-
 /* A call the trace cannot hold (sampled, bounded): the trace says so once. */
 static void unrecorded(void)
 {
-	rec_ctl_mark_once(TF_MARK_CUSTOM_UNRECORDED, &told_gen, 1);
+	rec_ctl_lack(REC_LACK_CUSTOM, 1);
 }
 
 /* What may be recorded now; -1 without a trace. */

@@ -44,8 +44,6 @@ static size_t pages(size_t len)
 	return (len + page - 1) & ~(page - 1);
 }
 
-/* The session whose trace has the mark of a mapping not recorded. */
-static _Atomic uint32_t told_gen;
 /* The text of the object that serves malloc (rec_mmap_init). */
 static uintptr_t alloc_lo, alloc_hi;
 
@@ -72,8 +70,8 @@ void rec_mmap_init(void)
  * a region trimmed or split by munmap is no such block. The first
  * anonymous mapping that goes unrecorded so leaves a mark, from which
  * answers say they lack mappings. The mark never waits for the writer's
- * queue: the caller may hold its own locks (a full queue drops it until
- * the next mapping). */
+ * queue: the caller may hold its own locks (a full queue leaves it to
+ * the writer's next round, api.c). */
 static int program_call(uintptr_t caller, int anon_map)
 {
 	if (rec_guard || !rec_on() || (caller >= alloc_lo && caller < alloc_hi) ||
@@ -83,7 +81,7 @@ static int program_call(uintptr_t caller, int anon_map)
 	if (!(w >> REC_M_PERIOD_SHIFT) && !rec_s.max_size)
 		return 1;
 	if (anon_map && (w & REC_M_ALLOCS))
-		rec_ctl_mark_once(TF_MARK_MMAP_UNRECORDED, &told_gen, 0);
+		rec_ctl_lack(REC_LACK_MMAP, 0);
 	return 0;
 }
 

@@ -131,6 +131,18 @@ def case_sampled(d, trace, db):
     marks = [r for r in recs if r[-1] == "label=heapreel.mmap-unrecorded"]
     assert len(marks) == 1, marks
     print("sampled: no mapping recorded, one mark at the first: ok")
+    # the mapping thread may not wait for room in the mark queue: when it
+    # is full (forced by a test hook), the writer writes the mark, stamped
+    # when the first mapping was turned away (before maps-0)
+    full = os.path.join(d, "full.trc")
+    hrtest.record([hrtest.prog("maps")], full,
+                  env={"REC_SAMPLE": "4096", "REC_TEST_MARK_QUEUE_FULL": "1"})
+    marks = [r for r in hrtest.dump(full) if r[0] == "mark"]
+    said = [r for r in marks if r[-1] == "label=heapreel.mmap-unrecorded"]
+    first = [r for r in marks if r[-1] == "label=maps-0"]
+    t_of = lambda r: int(r[1].split("=")[1])
+    assert len(said) == 1 and len(first) == 1 and t_of(said[0]) < t_of(first[0]), marks
+    print("sampled, mark queue full: the writer writes the mark, at the first mapping: ok")
     # ... and every answer reaching the mark says so, unless it asks for
     # heap blocks only; an instant before it, or the unsampled recording's
     # answers, do not
