@@ -695,6 +695,22 @@ def sampling_spent(dump, trc, wall):
                 got["allocator_stats_us"] * 1e3, 100 * got["allocator_stats_us"] / wall))
 
 
+def bench_counters_only(tools, work, runs, quick):
+    """--only counters: on the sqlite3 workload, the counters' cost
+    (bench_counters) and the mmap hooks' share (bench_mmap_hooks, against
+    the median of `runs` base runs), without the other variants."""
+    name, argv, wenv = [w for w in prepare_workloads(work, quick) if "sqlite3" in w[0]][0]
+    print("heapreel bench: counters and mmap hooks on %s, %d run(s)" % (name, runs))
+    bench_counters(name, argv, tools, work, runs)
+    base = [r.wall for r in (run_variant("base", argv, tools, work, None, wenv=wenv)[0]
+                             for _ in range(runs)) if r.ok]
+    bench_mmap_hooks(name, argv, wenv, tools, work, runs,
+                     statistics.median(base) if base else None,
+                     bench_calls(tools, work, runs, "mmap_calls",
+                                 QUICK_MMAP_PAIRS if quick else MMAP_PAIRS,
+                                 "anonymous mmap + munmap"))
+
+
 def bench_sampling(name, argv, tools, work, runs, wenv):
     """Byte sampling: base alternated with a recording at each period of
     SAMPLE_PERIODS (base, sampled, base, sampled, ..., base; the periods'
@@ -1105,7 +1121,8 @@ def main():
                     help="1 run of smaller workloads, to check the harness")
     ap.add_argument("--only", metavar="WORD",
                     help="only the workloads whose name contains WORD (churn, sqlite3, python, "
-                    "g++, crowd, import_many, bounded, pool, mmap, report)")
+                    "g++, crowd, import_many, bounded, pool, mmap, report; counters: only "
+                    "the counters' and the mmap hooks' cost on sqlite3)")
     ap.add_argument("--build", default=os.path.join(REPO, "build"), help="build directory")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     ap.add_argument("--check-stacks", action="store_true",
@@ -1123,6 +1140,9 @@ def main():
     work = tempfile.mkdtemp(prefix="heapreel-bench-")
     try:
         # bounded_live and crowd are built by meson
+        if a.only == "counters":
+            bench_counters_only(tools, work, runs, a.quick)
+            return
         workloads = [] if a.only in ("bounded", "crowd", "import_many", "pool", "mmap",
                                      "report") else \
             prepare_workloads(work, a.quick)
