@@ -85,6 +85,8 @@ struct proc {
 	struct imp_proc_stats *ps;
 	uint32_t index;               /* in procs */
 	struct imp_livetab custom;    /* custom blocks, by custom_key */
+	struct pool_list *pools;      /* index: pool id (0, rec_alloc's, unused) */
+	size_t npools;
 	struct region *maps;          /* anonymous mappings, sorted, disjoint */
 	size_t nmaps, capmaps;
 	bool unmap_hit;               /* the last unmap ended a region */
@@ -456,6 +458,20 @@ static int region_event(struct replay *r, struct proc *p, const struct imp_ev *e
 
 /* ---- a custom allocator's blocks ------------------------------------------ */
 
+/* A pool's blocks in allocation order, so that destroying it costs its own
+ * blocks, not every live custom block of the process (a program that
+ * makes and destroys a pool per request beside a big long-lived one).
+ * Entries of blocks since ended stay until the list is compacted, which
+ * happens once they outnumber the live ones. */
+struct pool_entry {
+	uint64_t id, key;             /* the block's allocations.id, custom_key */
+};
+struct pool_list {
+	struct pool_entry *e;
+	size_t n, cap, live;
+};
+#define POOL_COMPACT_SLACK 64         /* ended entries always tolerated */
+
 /* Custom blocks pair by address within their pool: addresses are below
  * 2^48 (the recorder refuses others), pools above. */
 #define POOL_SHIFT 48
@@ -482,43 +498,84 @@ static void count_unmatched(struct replay *r, struct proc *p, uint64_t t)
 	}
 }
 
+/* The block entry e names, if it is still live. */
+static struct imp_live *entry_live(struct proc *p, const struct pool_entry *e)
+{
+	struct imp_live *l = imp_live_find(&p->custom, e->key);
+	return l && l->id == e->id ? l : NULL;
+}
+
+/* Drops the entries of ended blocks from list g. */
+static void compact(struct proc *p, struct pool_list *g)
+{
+	size_t n = 0;
+	for (size_t i = 0; i < g->n; i++)
+		if (entry_live(p, &g->e[i]))
+			g->e[n++] = g->e[i];
+	g->n = n;
+}
+
+/* Block l (live in p->custom) at the end of its pool's list; 0 or -1 (no
+ * memory). */
+static int pool_append(struct proc *p, const struct imp_live *l)
+{
+	size_t pool = (size_t)(l->addr >> POOL_SHIFT);
+	if (!pool)
+		return 0;           /* rec_alloc's blocks: no pool to destroy */
+	if (pool >= p->npools) {
+		struct pool_list *more = realloc(p->pools, (pool + 1) * sizeof *more);
+		if (!more)
+			return -1;
+		memset(more + p->npools, 0, (pool + 1 - p->npools) * sizeof *more);
+		p->pools = more;
+		p->npools = pool + 1;
+	}
+	struct pool_list *g = &p->pools[pool];
+	if (g->n == g->cap && g->n > 2 * g->live + POOL_COMPACT_SLACK)
+		compact(p, g);
+	if (imp_grow(&g->e, &g->cap, g->n, sizeof *g->e))
+		return -1;
+	g->e[g->n++] = (struct pool_entry){ .id = l->id, .key = l->addr };
+	g->live++;
+	return 0;
+}
+
+/* A custom block into p's live set and its pool's list. */
+static int insert_custom(struct proc *p, const struct imp_live *l)
+{
+	if (imp_live_insert(&p->custom, l))
+		return -1;
+	if (pool_append(p, l)) {
+		imp_live_erase(&p->custom, imp_live_find(&p->custom, l->addr));
+		return -1;
+	}
+	return 0;
+}
+
 static int end_custom(struct replay *r, struct proc *p, struct imp_live *l, uint64_t t)
 {
 	if (end_row(r, p, l->id, l->size, l->stack, t, false))
 		return -1;
+	size_t pool = (size_t)(l->addr >> POOL_SHIFT);
+	if (pool && pool < p->npools)
+		p->pools[pool].live--;
 	imp_live_erase(&p->custom, l);
 	return 0;
-}
-
-/* Pairs (id, key) by id. */
-static int by_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return (x > y) - (x < y);
 }
 
 /* Every live block of pool ends at t, in allocation order. */
 static int destroy_pool(struct replay *r, struct proc *p, uint32_t pool, uint64_t t)
 {
-	const struct imp_livetab *ct = &p->custom;
-	uint64_t *keys = malloc((ct->n ? ct->n : 1) * 2 * sizeof *keys);
-	size_t n = 0;
-
-	if (!keys) {
-		imp_errf(r->e, "out of memory (a pool of %zu blocks)", ct->n);
-		return -1;
-	}
-	for (size_t k = 0; k < ct->cap; k++)
-		if (ct->tab[k].id && ct->tab[k].addr >> POOL_SHIFT == pool) {
-			keys[2 * n] = ct->tab[k].id;
-			keys[2 * n++ + 1] = ct->tab[k].addr;
-		}
-	qsort(keys, n, 2 * sizeof *keys, by_u64);
+	if (!pool || pool >= p->npools)
+		return 0;
+	struct pool_list *g = &p->pools[pool];
 	int rc = 0;
-	for (size_t i = 0; i < n && !rc; i++)
-		rc = end_custom(r, p, imp_live_find(&p->custom, keys[2 * i + 1]), t);
-	free(keys);
+	for (size_t i = 0; i < g->n && !rc; i++) {
+		struct imp_live *l = entry_live(p, &g->e[i]);
+		if (l)
+			rc = end_custom(r, p, l, t);
+	}
+	g->n = 0;
 	return rc;
 }
 
@@ -551,7 +608,7 @@ static int custom_event(struct replay *r, struct proc *p, const struct imp_ev *e
 		.tid = ev->st->tid, .pid = p->pid, .from_realloc = ev->from_realloc,
 		.kind = IMP_KIND_CUSTOM, .pool = ev->pool,
 	};
-	if (imp_live_insert(&p->custom, &n)) {
+	if (insert_custom(p, &n)) {
 		imp_errf(r->e, "out of memory (%zu custom blocks)", p->custom.n);
 		return -1;
 	}
@@ -689,7 +746,7 @@ static int seed(struct replay *r, const struct fork *f)
 			row.addr = l.addr & ((UINT64_C(1) << POOL_SHIFT) - 1);
 			row.kind = IMP_KIND_CUSTOM;
 			row.pool = (uint32_t)(l.addr >> POOL_SHIFT);
-			if (imp_live_insert(&c->custom, &l))
+			if (insert_custom(c, &l))
 				goto nomem;
 			if (start_row(r, c, l.id, l.size, l.stack, &row))
 				goto out;
@@ -947,6 +1004,9 @@ static void teardown(struct replay *r, size_t ntr)
 	for (size_t t = 0; t < ntr; t++) {
 		imp_live_free(&r->procs[t].live);
 		imp_live_free(&r->procs[t].custom);
+		for (size_t g = 0; g < r->procs[t].npools; g++)
+			free(r->procs[t].pools[g].e);
+		free(r->procs[t].pools);
 		free(r->procs[t].ss);
 		free(r->procs[t].foreign);
 		free(r->procs[t].fss);

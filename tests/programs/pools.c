@@ -17,7 +17,12 @@
  * marks "child-0" (it inherited pools-1's blocks), frees alpha's second
  * small block, destroys beta, makes pool "gamma" with one gamma_obj block
  * of 32 B, marks "child-1" and exits; the parent waits for it and goes on
- * as without the argument.
+ * as without the argument. With "churn", after pools-3: pool "delta"
+ * gets DELTA_KEEP blocks of 48 B from delta_keep, then delta_churn takes
+ * and gives back a block of 48 B at one address DELTA_CHURN times,
+ * keeping the last (mark "churn-0"); the pool is destroyed (mark
+ * "churn-1": its blocks all ended at once, though most of the pool's
+ * reports were of blocks long gone).
  * Without the recorder (the weak symbols are NULL) it does the same and
  * prints "no recorder"; with it, any rec_ call that fails exits 1.
  * Expected per function at each mark, in bytes: see the test.
@@ -116,6 +121,36 @@ static void loose_free(void *b)
 		must(rec_free(b), "rec_free");
 }
 
+#define DELTA_KEEP 10
+#define DELTA_CHURN 1000
+#define DELTA_SIZE 48
+
+static void *delta_keep(struct pool *p) { return pool_get(p, DELTA_SIZE); }
+
+/* One address taken and given back again and again; the last one kept. */
+static void delta_churn(struct pool *p)
+{
+	for (int i = 0; i < DELTA_CHURN; i++) {
+		void *b = pool_get(p, DELTA_SIZE);
+		if (i == DELTA_CHURN - 1)
+			break;
+		pool_put(p, b);
+		p->used = (size_t)((char *)b - p->arena);
+	}
+}
+
+static void churn(void)
+{
+	struct pool delta;
+	make_pool(&delta, "delta");
+	for (int i = 0; i < DELTA_KEEP; i++)
+		delta_keep(&delta);
+	delta_churn(&delta);
+	mark("churn-0");
+	pool_drop(&delta);
+	mark("churn-1");
+}
+
 /* The child of "fork": what it inherited, then its own pool calls. */
 static void child(struct pool *alpha, struct pool *beta, void *small)
 {
@@ -174,6 +209,8 @@ int main(int argc, char **argv)
 	pool_drop(&alpha);
 	loose_free(l[0]);
 	mark("pools-3");
+	if (argc > 1 && !strcmp(argv[1], "churn"))
+		churn();
 	if (!recorded)
 		puts("no recorder");
 	return 0;

@@ -21,6 +21,10 @@ CASE:
   fork      a child forked after pools-1 holds the custom blocks it
             inherited, in their pools (its trace names them again), then
             its own frees, destroy and pool: --pool byte-exact at its marks
+  churn     a pool whose one address was taken and given back 1000 times
+            beside 10 kept blocks: --pool byte-exact before its destroy,
+            empty after, every block of it ended once, the 11 live ones
+            at the destroy's instant, in allocation order
 """
 import os
 import re
@@ -29,7 +33,7 @@ import hrtest
 
 ARENA = 65536
 FUNCS = ["alpha_small", "alpha_big", "beta_obj", "gamma_obj", "loose_alloc", "loose_grow",
-         "make_pool"]
+         "make_pool", "delta_keep", "delta_churn"]
 # live bytes per function at each mark (tests/programs/pools.c)
 ALPHA = [{"alpha_small": 300, "alpha_big": 4000}, {"alpha_small": 200, "alpha_big": 4000},
          {"alpha_small": 200, "alpha_big": 4000}, {}]
@@ -179,6 +183,26 @@ def case_fork(d, trace, db):
             assert got == w, "parent pools-%d %s: %s != %s" % (m, name, got, w)
     assert hrtest.meta(c, "unmatched_frees") == 1 and hrtest.meta(c, "inherited_frees") == 0
     print("fork: the child's inherited custom blocks per pool, then its own calls: exact")
+
+
+def case_churn(d, trace, db):
+    churned, cdb = os.path.join(d, "churn.trc"), os.path.join(d, "churn.db")
+    hrtest.record([hrtest.prog("pools"), "churn"], churned)
+    hrtest.trace_import([churned, cdb])
+    want = [{"delta_keep": 10 * 48, "delta_churn": 48}, {}]
+    for m in range(2):
+        got = per_function(cdb, ["--at", "mark:churn-%d" % m, "--pool", "delta"])
+        assert got == want[m], "churn-%d: %s != %s" % (m, got, want[m])
+    c = hrtest.connect(cdb)
+    rows = c.execute("SELECT a.id, a.t_free FROM allocations a JOIN pools p ON p.pid = a.pid "
+                     "AND p.id = a.pool_id WHERE p.name = 'delta' ORDER BY a.id").fetchall()
+    assert len(rows) == 10 + 1000 and all(t is not None for _, t in rows), len(rows)
+    destroyed = hrtest.one(c, "SELECT t FROM marks WHERE label = 'churn-1'")
+    kept = rows[:10] + rows[-1:]
+    assert len({t for _, t in kept}) == 1 and kept[0][1] < destroyed, kept
+    assert all(t < kept[0][1] for _, t in rows[10:-1]), "a churned block ended at the destroy"
+    assert hrtest.meta(c, "unmatched_frees") == 1 and hrtest.meta(c, "missed_frees") == 0
+    print("a churned pool's destroy ends its 11 live blocks, once each: ok")
 
 
 if __name__ == "__main__":
