@@ -8,28 +8,18 @@
  *   ns_per_pair N.N
  * Must never: print anything else on stdout.
  */
-#include <stdio.h>
-#include <stdlib.h>
+#include "calls.h"
+
 #include <sys/mman.h>
-#include <time.h>
 
-#define MAP_BYTES (64 << 10)  /* below glibc's mmap threshold, like a pool's arena */
-
-static double now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
+#define MAP_BYTES (64 << 10)  /* a pool allocator's arena, say */
 
 int main(int argc, char **argv)
 {
-	long pairs = argc > 1 ? atol(argv[1]) : 0;
-	if (pairs <= 0) {
-		fprintf(stderr, "usage: mmap_calls PAIRS\n");
+	long pairs = calls_pairs(argc, argv, "mmap_calls");
+	if (!pairs)
 		return 2;
-	}
-	double t0 = now_ns();
+	double t0 = calls_now_ns();
 	for (long i = 0; i < pairs; i++) {
 		char *p = mmap(NULL, MAP_BYTES, PROT_READ | PROT_WRITE,
 			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -40,7 +30,6 @@ int main(int argc, char **argv)
 		p[0] = (char)i;     /* the program's own work: fault the page in */
 		munmap(p, MAP_BYTES);
 	}
-	double t1 = now_ns();
-	printf("ns_per_pair %.1f\n", (t1 - t0) / (double)pairs);
+	calls_report(t0, calls_now_ns(), pairs);
 	return 0;
 }

@@ -11,32 +11,20 @@
  */
 #define REC_WEAK
 #include "rec.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
+#include "calls.h"
 
 #define SLOTS 1024          /* blocks live at once: the ring of slots */
 #define BLOCK 64            /* each slot's bytes */
 #define ASKED 48            /* bytes reported per block */
 
-static double now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
 int main(int argc, char **argv)
 {
-	long pairs = argc > 1 ? atol(argv[1]) : 0;
-	char *arena = malloc((size_t)SLOTS * BLOCK);
-	if (pairs <= 0 || !arena) {
-		fprintf(stderr, "usage: pool_calls PAIRS\n");
+	long pairs = calls_pairs(argc, argv, "pool_calls");
+	char *arena = pairs ? malloc((size_t)SLOTS * BLOCK) : NULL;
+	if (!arena)
 		return 2;
-	}
 	rec_pool_t pool = rec_pool_create ? rec_pool_create("bench") : REC_POOL_NONE;
-	double t0 = now_ns();
+	double t0 = calls_now_ns();
 	for (long i = 0; i < pairs; i++) {
 		char *b = arena + (size_t)(i % SLOTS) * BLOCK;
 		if (rec_pool_alloc)
@@ -45,8 +33,7 @@ int main(int argc, char **argv)
 		if (rec_pool_free)
 			rec_pool_free(pool, b);
 	}
-	double t1 = now_ns();
-	printf("ns_per_pair %.1f\n", (t1 - t0) / (double)pairs);
+	calls_report(t0, calls_now_ns(), pairs);
 	free(arena);
 	return 0;
 }

@@ -121,15 +121,21 @@ def case_tcmalloc(d, trace, db):
     with_allocator(d, "libtcmalloc_minimal.so.4")
 
 
-def case_sampled(d, trace, db):
-    sampled = os.path.join(d, "sampled.trc")
-    hrtest.record([hrtest.prog("maps")], sampled, env={"REC_SAMPLE": "4096"})
-    recs = hrtest.dump(sampled)
+def unrecorded(trace, env):
+    """maps recorded to trace under env (sampled, bounded): no mapping in
+    it, the 64 MiB malloc still, and one mark at the first mapping."""
+    hrtest.record([hrtest.prog("maps")], trace, env=env)
+    recs = hrtest.dump(trace)
     maps = [r for r in recs if any(w in r for w in ("fn=mmap", "fn=mremap", "fn=munmap"))]
     assert not maps, maps
-    assert [r for r in recs if "size=%d" % BIG in r and "fn=malloc" in r], "64 MiB not sampled"
+    assert [r for r in recs if "size=%d" % BIG in r and "fn=malloc" in r], "no 64 MiB malloc"
     marks = [r for r in recs if r[-1] == "label=heapreel.mmap-unrecorded"]
     assert len(marks) == 1, marks
+
+
+def case_sampled(d, trace, db):
+    sampled = os.path.join(d, "sampled.trc")
+    unrecorded(sampled, {"REC_SAMPLE": "4096"})
     print("sampled: no mapping recorded, one mark at the first: ok")
     # the mapping thread may not wait for room in the mark queue: when it
     # is full (forced by a test hook), the writer writes the mark, stamped
@@ -163,13 +169,7 @@ def case_sampled(d, trace, db):
 
 
 def case_bounded(d, trace, db):
-    small = os.path.join(d, "bounded.trc")
-    hrtest.record([hrtest.prog("maps")], small, env={"REC_MAX_SIZE": "4M"})
-    recs = hrtest.dump(small)
-    maps = [r for r in recs if any(w in r for w in ("fn=mmap", "fn=mremap", "fn=munmap"))]
-    assert not maps, maps
-    assert [r for r in recs if "size=%d" % BIG in r and "fn=malloc" in r], "64 MiB not recorded"
-    assert len([r for r in recs if r[-1] == "label=heapreel.mmap-unrecorded"]) == 1, recs
+    unrecorded(os.path.join(d, "bounded.trc"), {"REC_MAX_SIZE": "4M"})
     print("bounded: no mapping recorded, one mark at the first: ok")
     # a trace that wraps (maps.c "churn") past the mark: a keyframe's copy
     # of it remains, and the answers after the wrap still say so
