@@ -230,6 +230,13 @@ function frameOf(f) {
   return { fn: D.frames[3 * f], file: D.files[D.frames[3 * f + 1]], line: D.frames[3 * f + 2] };
 }
 
+/* Stack s's functions, each once: worked out at its first use and kept,
+ * since the table and the search walk them at every selection. */
+const stackFnSets = [];
+function fnsOf(s) {
+  return stackFnSets[s] || (stackFnSets[s] = [...new Set(D.stacks[s].map((f) => D.frames[3 * f]))]);
+}
+
 /* The flame graph's tree: callers first (root to leaf) or allocators first
  * (leaf to root), nodes merged by function, values of the chosen pair. */
 function tree(rows, view, colB, colN) {
@@ -237,18 +244,18 @@ function tree(rows, view, colB, colN) {
   for (let i = 0; i < rows.length; i += ROW) {
     const b = rows[i + colB], n = rows[i + colN];
     if (b <= 0) continue;      // a flame graph has no negative widths: the table shows them
-    const st = D.stacks[rows[i]];
-    const path = view === 'callers' ? st.slice().reverse() : st;
+    const st = D.stacks[rows[i]], last = st.length - 1;
     let node = root;
     node.value += b;
     node.objects += n;
-    for (const f of path) {
-      const fr = frameOf(f);
-      let kid = node.kids.get(fr.fn);
+    for (let k = 0; k <= last; k++) {
+      const f = st[view === 'callers' ? last - k : k], fn = D.frames[3 * f];
+      let kid = node.kids.get(fn);
       if (!kid) {
-        kid = { name: D.fns[fr.fn], value: 0, objects: 0, children: [], kids: new Map(),
+        const fr = frameOf(f);
+        kid = { name: D.fns[fn], value: 0, objects: 0, children: [], kids: new Map(),
                 where: fr.file ? fr.file + (fr.line ? ':' + fr.line : '') : '' };
-        node.kids.set(fr.fn, kid);
+        node.kids.set(fn, kid);
         node.children.push(kid);
       }
       kid.value += b;
@@ -294,7 +301,7 @@ function search() {
   for (let i = 0; i < shown.rows.length; i += ROW) {
     const b = shown.rows[i + col];
     all += b;
-    if (D.stacks[shown.rows[i]].some((f) => D.fns[frameOf(f).fn].includes(term))) hit += b;
+    if (fnsOf(shown.rows[i]).some((fn) => D.fns[fn].includes(term))) hit += b;
   }
   $('search-share').textContent = 'matching: ' + bytes(hit) +
     (all ? ', ' + (100 * hit / all).toFixed(2) + ' %' : '');
@@ -312,10 +319,10 @@ function functionTable(rows, colB, colN) {
   for (let i = 0; i < rows.length; i += ROW) {
     const b = rows[i + colB], n = rows[i + colN], st = D.stacks[rows[i]];
     if (!st.length) continue;
-    const leaf = get(frameOf(st[0]).fn);
+    const leaf = get(D.frames[3 * st[0]]);
     leaf.self_b += b;
     leaf.self_n += n;
-    for (const fn of new Set(st.map((f) => frameOf(f).fn))) {
+    for (const fn of fnsOf(rows[i])) {
       const r = get(fn);
       r.total_b += b;
       r.total_n += n;
@@ -605,7 +612,8 @@ function diffText(x) {
 function drawDiffFlame(d) {
   const root = diffTree(d.tree);
   let most = 0;
-  for (const [, , baseB, , newB] of d.tree) if (newB > 0) most = Math.max(most, Math.abs(newB - baseB));
+  for (const [, , baseB, , newB] of d.tree)
+    if (newB > 0) most = Math.max(most, Math.abs(newB - baseB));
   const el = $('diff-flame');
   const chart = flamegraph()
     .width(Math.max(el.clientWidth, 600))
