@@ -142,9 +142,11 @@ void q_profile_free(struct q_profile *p);
  * out[k], for the k-th pair i < j in the order (0,1), (0,2) ... (1,2) ...,
  * as q_steady(t[i], t[j]) fills it, from one read of the process's
  * allocations in (t[0], t[n-1]] (steady_grid.c). out holds n(n-1)/2
- * profiles, zeroed before first use. */
+ * profiles, zeroed before first use. temporary, unless NULL: the process's
+ * temporary allocations, as q_temporary fills it, from the same read (which
+ * then reads every row of the process). */
 int q_steady_grid(struct q_db *db, int64_t pid, const int64_t *t, size_t n,
-                  struct q_profile *out);
+                  struct q_profile *out, struct q_profile *temporary);
 
 /* Sums of each value over the rows (raw). */
 void q_totals(const struct q_profile *p, int64_t tot[Q_NVAL]);
