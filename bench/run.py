@@ -1051,7 +1051,7 @@ def bench_report(tools, work, quick):
     if not report or not tools["import"]:
         print("report: skipped: trace-report or trace-import is not built (./heapreel setup)")
         return
-    name, argv = [w for w in prepare_workloads(work, quick) if w[0].startswith("churn")][-1]
+    name, argv, _ = [w for w in prepare_workloads(work, quick) if w[0].startswith("churn")][-1]
     d = os.path.join(work, "report")
     os.mkdir(d)
     env = clean_env()

@@ -191,7 +191,7 @@ static void put_total(int64_t b, int64_t n, int key, FILE *f)
 	fputs(" in the new run\n", f);
 }
 
-static int64_t unbiased_total(const struct q_profile *p, int key)
+int64_t q_total_unbiased(const struct q_profile *p, int key)
 {
 	int64_t sum = 0;
 	for (size_t i = 0; i < p->n; i++) {
@@ -208,7 +208,7 @@ static int diff_text(struct q_db *base, const struct q_profile *pb, struct q_db 
 	struct q_diff_table t = { 0 };
 	int rc = q_diff_functions(base, pb, db, p, key, &t);
 	if (!rc) {
-		put_total(unbiased_total(pb, key), unbiased_total(p, key), key, f);
+		put_total(q_total_unbiased(pb, key), q_total_unbiased(p, key), key, f);
 		rc = put_runs(base, pb, db, p, key, f);
 	}
 	if (!rc)
@@ -256,10 +256,7 @@ static int diff_folded(struct q_db *base, const struct q_profile *pb, struct q_d
 
 /* ---- the differential flame graph ------------------------------------- */
 
-/* What a graph of the new run's widths does not show of the base: the
- * paths with a value in the base and none in the new run, counted where
- * they leave the drawn tree. */
-static void base_only(const struct q_flame *fl, int key, int64_t *paths, int64_t *sum)
+void q_flame_base_only(const struct q_flame *fl, int key, int64_t *paths, int64_t *sum)
 {
 	*paths = *sum = 0;
 	for (size_t i = 1; i < fl->n; i++) {
@@ -288,7 +285,7 @@ static int svg_head(struct q_db *db, const void *ctx, FILE *f)
 	      f);
 	put_total(t->fl->nodes[0].total[Q_SIDE_BASE][t->key],
 	          t->fl->nodes[0].total[Q_SIDE_NEW][t->key], t->key, f);
-	base_only(t->fl, t->key, &paths, &sum);
+	q_flame_base_only(t->fl, t->key, &paths, &sum);
 	if (paths) {
 		fprintf(f, "Left out: %" PRId64 " call path%s of the base with nothing in the new run "
 		        "(", paths, paths == 1 ? "" : "s");

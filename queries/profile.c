@@ -359,29 +359,41 @@ int q_steady(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_prof
 	return 0;
 }
 
-int q_temporary(struct q_db *db, int64_t pid, struct q_profile *p)
+void q_temporary_begin(struct q_db *db, int64_t pid, struct q_profile *p)
 {
 	long i = q_proc_index(db, pid);
-	sqlite3_stmt *s;
-	if (i < 0 || !(s = q_stmt(db, Q_ST_TEMPORARY)))
-		return -1;
 	start(db, p, Q_TEMPORARY, pid, db->procs[i].t_start, db->procs[i].t_end);
+}
+
+int q_temporary_add(struct q_db *db, struct q_profile *p, int64_t stack, int64_t size)
+{
+	struct q_row *r = q_prow(db, p, stack);
+	if (!r)
+		return -1;
+	r->v[Q_ALLOC_OBJECTS]++;
+	r->v[Q_ALLOC_BYTES] += size;
+	r->v[Q_INUSE_OBJECTS]++;
+	r->v[Q_INUSE_BYTES] += size;
+	return 0;
+}
+
+int q_temporary(struct q_db *db, int64_t pid, struct q_profile *p)
+{
+	sqlite3_stmt *s;
+	if (q_proc_index(db, pid) < 0 || !(s = q_stmt(db, Q_ST_TEMPORARY)))
+		return -1;
+	q_temporary_begin(db, pid, p);
 	int on = q_tf_on(db, pid);
 	if (on)
 		return on < 0 ? -1 : q_tf_temporary(db, p);
 	sqlite3_bind_int64(s, param(s, ":pid"), pid);
 	int rc;
-	while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-		struct q_row *r = q_prow(db, p, sqlite3_column_int64(s, 0));
-		if (!r)
-			return -1;
-		int64_t size = sqlite3_column_int64(s, 1);
-		r->v[Q_ALLOC_OBJECTS]++;
-		r->v[Q_ALLOC_BYTES] += size;
-		r->v[Q_INUSE_OBJECTS]++;
-		r->v[Q_INUSE_BYTES] += size;
-	}
+	while ((rc = sqlite3_step(s)) == SQLITE_ROW)
+		if (q_temporary_add(db, p, sqlite3_column_int64(s, 0), sqlite3_column_int64(s, 1)))
+			break;
 	sqlite3_reset(s);
+	if (rc == SQLITE_ROW)
+		return -1;
 	return rc == SQLITE_DONE ? 0 : q_sqlfail(db, "computing temporary allocations");
 }
 

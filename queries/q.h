@@ -142,9 +142,11 @@ void q_profile_free(struct q_profile *p);
  * out[k], for the k-th pair i < j in the order (0,1), (0,2) ... (1,2) ...,
  * as q_steady(t[i], t[j]) fills it, from one read of the process's
  * allocations in (t[0], t[n-1]] (steady_grid.c). out holds n(n-1)/2
- * profiles, zeroed before first use. */
+ * profiles, zeroed before first use. temporary, unless NULL: the process's
+ * temporary allocations, as q_temporary fills it, from the same read (which
+ * then reads every row of the process). */
 int q_steady_grid(struct q_db *db, int64_t pid, const int64_t *t, size_t n,
-                  struct q_profile *out);
+                  struct q_profile *out, struct q_profile *temporary);
 
 /* Sums of each value over the rows (raw). */
 void q_totals(const struct q_profile *p, int64_t tot[Q_NVAL]);
@@ -238,6 +240,10 @@ struct q_flame {
 int q_flame_add(struct q_db *db, const struct q_profile *p, int side, int positive,
                 struct q_flame *fl);
 void q_flame_free(struct q_flame *fl);
+/* What a graph of two runs drawn with the new run's widths does not show
+ * of the base (diff.c): the paths with a value of key in the base and none
+ * in the new run, counted where they leave the drawn tree, and their sum. */
+void q_flame_base_only(const struct q_flame *fl, int key, int64_t *paths, int64_t *sum);
 
 /* ---- threads ---------------------------------------------------------------- */
 
@@ -473,6 +479,8 @@ struct q_diff_table {
 int q_diff_functions(struct q_db *base, const struct q_profile *pb, struct q_db *db,
                      const struct q_profile *p, int key, struct q_diff_table *t);
 void q_diff_table_free(struct q_diff_table *t);
+/* The sum of key over p's rows, unbiased if sampled: a side's Total. */
+int64_t q_total_unbiased(const struct q_profile *p, int key);
 /* The comparison as text (a Total line with the change and both totals,
  * Base: and New: lines, Warning: lines of what each lacks, then per
  * function base, new, change and cum-change), folded stacks whose values

@@ -203,6 +203,11 @@ struct q_row *q_prow(struct q_db *db, struct q_profile *p, int64_t stack);
 int q_alloc_id_at(struct q_db *db, long proc, int64_t t, int64_t *id);
 /* Drops rows whose values are all zero (the row map is stale afterwards). */
 void q_pcompact(struct q_profile *p);
+/* q_temporary's parts (profile.c), for the report's one read of the
+ * allocations (steady_grid.c): p made an empty temporary profile of
+ * process pid (which exists), then one temporary allocation added. */
+void q_temporary_begin(struct q_db *db, int64_t pid, struct q_profile *p);
+int q_temporary_add(struct q_db *db, struct q_profile *p, int64_t stack, int64_t size);
 /* db->kinds: stack id -> kind, for the stacks that are not heap's (kind.c;
  * once per handle). Then q_kind_of tells a stack's kind (Q_KIND_*). */
 int q_load_kinds(struct q_db *db);

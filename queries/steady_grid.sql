@@ -1,8 +1,9 @@
--- steady_grid: allocations of process :pid made in (:t1, :t2], each as
--- (stack_id, size, t_alloc, t_free): the one read from which q_steady_grid
--- answers the steady windows between every two instants of a grid.
--- :alo/:ahi bound the rows as in steady.sql.
-SELECT stack_id, size, t_alloc, t_free
+-- steady_grid: allocations of process :pid with ids in (:alo, :ahi], each as
+-- (stack_id, size, t_alloc, t_free, temporary): the one read from which
+-- q_steady_grid answers the steady windows between every two instants of a
+-- grid (the rows made in (t[0], t[n-1]], bounded by ids as in steady.sql)
+-- and, when asked, the temporary allocations (every row of the process:
+-- temporary.sql's rows, unbounded), instead of a read for each.
+SELECT stack_id, size, t_alloc, t_free, temporary
   FROM allocations
- WHERE id > :alo AND id <= :ahi AND t_alloc > :t1 AND t_alloc <= :t2
-   AND pid = :pid;
+ WHERE id > :alo AND id <= :ahi AND pid = :pid;

@@ -105,6 +105,7 @@ static int snapshots(struct q_db *db, struct rep_proc *rp)
 	return 0;
 }
 
+/* The steady windows, and the temporary allocations from the same read. */
 static int steady_windows(struct q_db *db, struct rep_proc *rp)
 {
 	size_t n = rp->ngrid * (rp->ngrid - 1) / 2;
@@ -115,7 +116,7 @@ static int steady_windows(struct q_db *db, struct rep_proc *rp)
 	for (size_t i = 0; !rc && i < rp->ngrid; i++)
 		t[i] = rp->points[rp->grid[i]];
 	if (!rc)
-		rc = q_steady_grid(db, rp->proc->pid, t, rp->ngrid, p);
+		rc = q_steady_grid(db, rp->proc->pid, t, rp->ngrid, p, &rp->temporary);
 	for (size_t i = 0, k = 0; rp->steady && p && i < rp->ngrid; i++)
 		for (size_t j = i + 1; j < rp->ngrid; j++, k++)
 			rp->steady[rp->nsteady++] = (struct rep_steady){ i, j, p[k] };
@@ -134,8 +135,7 @@ static int collect_proc(struct q_db *db, struct rep_proc *rp)
 	rss_peak(rp);
 	if (choose_points(rp) || choose_grid(rp) || snapshots(db, rp) || steady_windows(db, rp))
 		return -1;
-	return q_peak(db, pid, &rp->peak) || q_leaks(db, pid, &rp->leaks) ||
-	       q_temporary(db, pid, &rp->temporary) ? -1 : 0;
+	return q_peak(db, pid, &rp->peak) || q_leaks(db, pid, &rp->leaks) ? -1 : 0;
 }
 
 int rep_collect(struct q_db *db, struct rep_report *r)

@@ -5,7 +5,9 @@
  * Profiles are flat arrays of five numbers per stack (dictionary index,
  * live objects, live bytes, allocated objects, allocated bytes), unbiased
  * as trace-snap's text is (q_unbias), with the sentences of what the answer
- * lacks (q_lacks) beside them.
+ * lacks (q_lacks) beside them. A comparison of two runs (--base) is its own
+ * object: both runs' facts and answers' descriptions, the differential call
+ * tree and the table of functions by change.
  * Never: write a raw '<' (the JSON sits in a <script> element: "</script>"
  * in a mark's label or a path must not end it) or a control character.
  */
@@ -233,5 +235,84 @@ int rep_write_json(struct q_db *db, const struct rep_report *r, FILE *f)
 	if (!rc)
 		rc = put_dict(db, f, &r->dict);
 	fputs("}", f);
+	return rc;
+}
+
+/* ---- the comparison of two runs (--base) ------------------------------------ */
+
+/* The question of a comparison, as the page names it (enum q_kind). */
+static const char *const question_names[] = {
+	[Q_SNAPSHOT] = "at", [Q_PEAK] = "peak", [Q_GROWTH] = "growth", [Q_STEADY] = "steady",
+	[Q_LEAKS] = "leaks", [Q_TEMPORARY] = "temporary", [Q_TOP] = "top",
+};
+
+/* One run's side: its facts, the question and its instants, the stacks
+ * that shrank (a growth: not in the tree's widths) and their sum, what its
+ * answer lacks. */
+static int put_run(FILE *f, const struct rep_run *r)
+{
+	int64_t stacks, sum;
+	q_folded_dropped(&r->p, REP_DIFF_KEY, &stacks, &sum);
+	fputc('{', f);
+	put_facts(f, &r->facts);
+	put_key(f, "db");
+	put_str(f, r->db_path);
+	put_key(f, "question");
+	put_str(f, question_names[r->p.kind]);
+	put_i64(f, "t1", r->p.t1);
+	put_i64(f, "t2", r->p.t2);
+	fprintf(f, ",\"shrank\":[%" PRId64 ",%" PRId64 "]", stacks, sum);
+	int rc = put_lacks(r->db, f, r->p.pid, r->p.kind, r->p.t1, r->p.t2);
+	fputc('}', f);
+	return rc;
+}
+
+/* The call tree by name, a node after its parent: per node its parent's
+ * index (-1: the root), its name, then live bytes and objects in the base
+ * and in the new run (unbiased). */
+static void put_tree(FILE *f, const struct q_flame *t)
+{
+	fputs(",\"tree\":[", f);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct q_fnode *x = &t->nodes[i];
+		fprintf(f, "%s[%d,", i ? "," : "", x->parent);
+		put_str(f, x->name);
+		fprintf(f, ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "]",
+		        x->total[Q_SIDE_BASE][Q_INUSE_BYTES], x->total[Q_SIDE_BASE][Q_INUSE_OBJECTS],
+		        x->total[Q_SIDE_NEW][Q_INUSE_BYTES], x->total[Q_SIDE_NEW][Q_INUSE_OBJECTS]);
+	}
+	fputc(']', f);
+}
+
+/* Per function, by the size of its change: name, flat in the base, flat
+ * in the new run, cum in the base, cum in the new run (live bytes). */
+static void put_functions(FILE *f, const struct q_diff_table *t)
+{
+	fputs(",\"functions\":[", f);
+	for (size_t i = 0; i < t->n; i++) {
+		const struct q_diff_fn *r = &t->rows[i];
+		fputs(i ? ",[" : "[", f);
+		put_str(f, r->name);
+		fprintf(f, ",%" PRId64 ",%" PRId64 ",%" PRId64 ",%" PRId64 "]", r->flat[Q_SIDE_BASE],
+		        r->flat[Q_SIDE_NEW], r->cum[Q_SIDE_BASE], r->cum[Q_SIDE_NEW]);
+	}
+	fputc(']', f);
+}
+
+int rep_write_diff_json(const struct rep_diff *d, FILE *f)
+{
+	const struct rep_run *n = &d->run[Q_SIDE_NEW];
+	fputs("{\"db\":", f);
+	put_str(f, n->db_path);
+	fputs(",\"procs\":[],\"diff\":{\"runs\":[", f);
+	int rc = put_run(f, &d->run[Q_SIDE_BASE]);
+	fputc(',', f);
+	rc = rc ? rc : put_run(f, n);
+	fprintf(f, "],\"total\":[%" PRId64 ",%" PRId64 "],\"base_only\":[%" PRId64 ",%" PRId64 "]",
+	        d->total[Q_SIDE_BASE], d->total[Q_SIDE_NEW], d->base_only_paths,
+	        d->base_only_bytes);
+	put_tree(f, &d->tree);
+	put_functions(f, &d->fns);
+	fputs("}}", f);
 	return rc;
 }

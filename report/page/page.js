@@ -21,6 +21,18 @@
  * bytes (unbiased, as trace-snap's text). Times are nanoseconds on the
  * database's axis.
  *
+ * A comparison of two runs (trace-report NEW --base OLD) has no procs but
+ * `diff`: {runs: [base, new] (each the facts above, its db, the question
+ * asked of it: at, peak, growth, steady, leaks or temporary, with t1, t2,
+ * shrank: [stacks, bytes] that shrank in a growth, not in the widths, and
+ * its lacks), total: [base, new] live bytes, base_only: [paths, bytes]
+ * of the base that the new run's widths do not draw, tree: the call tree by
+ * function and file of both, a node after its parent, each [parent index
+ * (-1: the root), name, base bytes, base objects, new bytes, new objects],
+ * functions: [name, flat base, flat new, cum base, cum new] by the size of
+ * the change}. The page shows it as it is: the comparison is computed by
+ * trace-report (queries/diff.c), never here.
+ *
  * Never: fetch anything (the page works offline); show a number that is
  * not exact without saying what it is instead.
  */
@@ -218,6 +230,13 @@ function frameOf(f) {
   return { fn: D.frames[3 * f], file: D.files[D.frames[3 * f + 1]], line: D.frames[3 * f + 2] };
 }
 
+/* Stack s's functions, each once: worked out at its first use and kept,
+ * since the table and the search walk them at every selection. */
+const stackFnSets = [];
+function fnsOf(s) {
+  return stackFnSets[s] || (stackFnSets[s] = [...new Set(D.stacks[s].map((f) => D.frames[3 * f]))]);
+}
+
 /* The flame graph's tree: callers first (root to leaf) or allocators first
  * (leaf to root), nodes merged by function, values of the chosen pair. */
 function tree(rows, view, colB, colN) {
@@ -225,18 +244,18 @@ function tree(rows, view, colB, colN) {
   for (let i = 0; i < rows.length; i += ROW) {
     const b = rows[i + colB], n = rows[i + colN];
     if (b <= 0) continue;      // a flame graph has no negative widths: the table shows them
-    const st = D.stacks[rows[i]];
-    const path = view === 'callers' ? st.slice().reverse() : st;
+    const st = D.stacks[rows[i]], last = st.length - 1;
     let node = root;
     node.value += b;
     node.objects += n;
-    for (const f of path) {
-      const fr = frameOf(f);
-      let kid = node.kids.get(fr.fn);
+    for (let k = 0; k <= last; k++) {
+      const f = st[view === 'callers' ? last - k : k], fn = D.frames[3 * f];
+      let kid = node.kids.get(fn);
       if (!kid) {
-        kid = { name: D.fns[fr.fn], value: 0, objects: 0, children: [], kids: new Map(),
+        const fr = frameOf(f);
+        kid = { name: D.fns[fn], value: 0, objects: 0, children: [], kids: new Map(),
                 where: fr.file ? fr.file + (fr.line ? ':' + fr.line : '') : '' };
-        node.kids.set(fr.fn, kid);
+        node.kids.set(fn, kid);
         node.children.push(kid);
       }
       kid.value += b;
@@ -282,7 +301,7 @@ function search() {
   for (let i = 0; i < shown.rows.length; i += ROW) {
     const b = shown.rows[i + col];
     all += b;
-    if (D.stacks[shown.rows[i]].some((f) => D.fns[frameOf(f).fn].includes(term))) hit += b;
+    if (fnsOf(shown.rows[i]).some((fn) => D.fns[fn].includes(term))) hit += b;
   }
   $('search-share').textContent = 'matching: ' + bytes(hit) +
     (all ? ', ' + (100 * hit / all).toFixed(2) + ' %' : '');
@@ -300,10 +319,10 @@ function functionTable(rows, colB, colN) {
   for (let i = 0; i < rows.length; i += ROW) {
     const b = rows[i + colB], n = rows[i + colN], st = D.stacks[rows[i]];
     if (!st.length) continue;
-    const leaf = get(frameOf(st[0]).fn);
+    const leaf = get(D.frames[3 * st[0]]);
     leaf.self_b += b;
     leaf.self_n += n;
-    for (const fn of new Set(st.map((f) => frameOf(f).fn))) {
+    for (const fn of fnsOf(rows[i])) {
       const r = get(fn);
       r.total_b += b;
       r.total_n += n;
@@ -557,5 +576,144 @@ function init() {
   document.body.dataset.ready = '1';
 }
 
-if (D.procs.length) init();
+/* ---- comparing two runs (--base) -------------------------------------------- */
+
+const DIFF_RGB = { grew: [200, 50, 30], shrank: [40, 86, 200] };
+const DIFF_SAME = '#d8d8d8';   // a frame whose total did not change
+const DIFF_MIN_SHADE = 0.25;   // the faintest change still shows its colour
+
+function signed(b) { return (b > 0 ? '+' : '') + bytes(b); }
+
+/* The tree d3-flame-graph draws: the new run's widths; a node with nothing
+ * in the new run is left out (the base_only note counts them). */
+function diffTree(t) {
+  const nodes = t.map(([, name, baseB, baseN, newB, newN]) =>
+    ({ name, value: newB, objects: newN, base: baseB, baseObjects: baseN, children: [] }));
+  for (let i = 1; i < t.length; i++)
+    if (nodes[i].value > 0) nodes[t[i][0]].children.push(nodes[i]);
+  return nodes[0];
+}
+
+/* Red for growth, blue for shrinkage, as strong as the change is large. */
+function diffColor(x, most) {
+  const change = x.value - x.base;
+  if (!change || !most) return DIFF_SAME;
+  const [r, g, b] = DIFF_RGB[change > 0 ? 'grew' : 'shrank'];
+  const a = DIFF_MIN_SHADE + (1 - DIFF_MIN_SHADE) * Math.abs(change) / most;
+  const mix = (c) => Math.round(255 - a * (255 - c));
+  return 'rgb(' + mix(r) + ',' + mix(g) + ',' + mix(b) + ')';
+}
+
+function diffText(x) {
+  return x.name + '  base: ' + bytes(x.base) + ', ' + x.baseObjects + ' objects  new: ' +
+    bytes(x.value) + ', ' + x.objects + ' objects  change: ' + signed(x.value - x.base);
+}
+
+function drawDiffFlame(d) {
+  const root = diffTree(d.tree);
+  let most = 0;
+  for (const [, , baseB, , newB] of d.tree)
+    if (newB > 0) most = Math.max(most, Math.abs(newB - baseB));
+  const el = $('diff-flame');
+  const chart = flamegraph()
+    .width(Math.max(el.clientWidth, 600))
+    .cellHeight(18)
+    .transitionDuration(0)
+    .minFrameSize(MIN_FRAME_PX)
+    .sort(true)
+    .setColorMapper((n) => n.highlight ? '#E600E6' : diffColor(n.data, most))
+    .label((n) => diffText(n.data))
+    .onHover((n) => { $('diff-details').textContent = diffText(n.data); });
+  d3.select(el).datum(root).call(chart);
+}
+
+/* Per function: base, new, change (flat) and cum-change, as trace-snap
+ * --base --format text; rows with nothing to show are left out as there. */
+function drawDiffTable(d) {
+  const rows = d.functions.filter(([, fb, fn, cb, cn]) => fb || fn || cb !== cn);
+  const body = document.querySelector('#diff-functions tbody');
+  for (const [name, fb, fn, cb, cn] of rows.slice(0, TABLE_ROWS)) {
+    const tr = body.insertRow();
+    const td = tr.insertCell();
+    td.className = 'fn';
+    td.textContent = name;
+    for (const [v, sign] of [[fb, false], [fn, false], [fn - fb, true], [cn - cb, true]]) {
+      const c = tr.insertCell();
+      c.className = 'num';
+      c.textContent = sign && v > 0 ? '+' + v : String(v);
+    }
+  }
+  $('diff-table-note').textContent = rows.length > TABLE_ROWS
+    ? 'the first ' + TABLE_ROWS + ' of ' + rows.length + ' functions, largest change first'
+    : rows.length + ' functions, largest change first';
+}
+
+/* What was asked of one run, in its own instants. */
+function question(r) {
+  switch (r.question) {
+  case 'at': return 'the live set at ' + fmtT(r.t2);
+  case 'peak': return 'the live set at the peak, ' + fmtT(r.t2);
+  case 'growth': return 'the growth from ' + fmtT(r.t1) + ' to ' + fmtT(r.t2);
+  case 'steady': return 'the steady window (' + fmtT(r.t1) + ', ' + fmtT(r.t2) + ']';
+  case 'leaks': return 'the leaks, live at the end (' + fmtT(r.t2) + ')';
+  default: return 'the temporary allocations of the whole trace';
+  }
+}
+
+function drawDiffRuns(d) {
+  const body = document.querySelector('#diff-runs tbody');
+  const row = (k, f) => {
+    const tr = body.insertRow();
+    tr.insertCell().textContent = k;
+    for (const r of d.runs) tr.insertCell().textContent = f(r);
+  };
+  row('database', (r) => r.db);
+  row('process', (r) => r.pid + (r.ppid ? ' (parent ' + r.ppid + ')' : ''));
+  row('command line', (r) => r.cmdline || r.exe || '(unknown)');
+  row('question', question);
+  row('duration', (r) => fmtT(r.t_end - r.t_start));
+  row('events', (r) => (r.allocs + r.frees) + ' (' + r.allocs + ' allocations, ' + r.frees +
+      ' frees)');
+  row('lost events', (r) => String(r.lost_events));
+  row('sample period', (r) => r.sample_period ? 'one allocation every ' + r.sample_period +
+      ' bytes on average (numbers are estimates)' : 'every allocation recorded');
+  row('peak of the heap', (r) => bytes(r.peak_bytes) + ' at ' + fmtT(r.peak_t));
+  const ul = $('diff-lacks');
+  d.runs.forEach((r, i) => {
+    const who = i ? 'new: ' : 'base: ', [stacks, sum] = r.shrank;
+    if (stacks)
+      ul.appendChild(document.createElement('li')).textContent = who + stacks + ' stack' +
+        (stacks === 1 ? '' : 's') + ' that shrank by ' + bytes(sum) + ' in all not drawn (a ' +
+        'width cannot be negative; the table counts them)';
+    for (const l of r.lacks) ul.appendChild(document.createElement('li')).textContent = who + l;
+  });
+}
+
+function initDiff() {
+  const d = D.diff, [base, now] = d.total;
+  for (const id of ['facts', 'timeline-box', 'selection', 'flame-box', 'table-box'])
+    $(id).hidden = true;
+  $('diff').hidden = false;
+  $('db').textContent = d.runs[1].db + ' compared with ' + d.runs[0].db;
+  $('diff-title').textContent = 'Comparing two runs: ' + question(d.runs[1]) + ' (new) and ' +
+    question(d.runs[0]) + ' (base)';
+  const el = $('diff-total');
+  el.dataset.bytes = now - base;
+  el.dataset.base = base;
+  el.dataset.new = now;
+  el.textContent = 'Change: ' + signed(now - base) + ', from ' + bytes(base) + ' in the base to ' +
+    bytes(now) + ' in the new run';
+  const [paths, lost] = d.base_only;
+  $('diff-note').textContent = 'Exact; functions matched by function and file name, as ' +
+    'trace-snap --base. ' + (paths ? paths + ' call path' + (paths === 1 ? '' : 's') +
+    ' of the base with nothing in the new run (' + bytes(lost) + ' in the base) not drawn ' +
+    '(the table shows them).' : '');
+  drawDiffRuns(d);
+  drawDiffFlame(d);
+  drawDiffTable(d);
+  document.body.dataset.ready = '1';
+}
+
+if (D.diff) initDiff();
+else if (D.procs.length) init();
 else $('facts').textContent = 'The database holds no process.';

@@ -9,9 +9,14 @@
  * then "main" typed in the search box), click: reading, drag: reading}; a
  * reading is the process shown, the #selection-total element's data
  * (bytes, kind, t1, t2), the fragment, and the table's first row.
- * Never: judge anything (test_browser.py does), or wait on a clock for
- * the page (it waits for the page's own ready flag).
- * Usage: node browser.js CHROMIUM PUPPETEER_DIR PAGE.html OUTDIR FRAGMENT...
+ * With --diff instead of fragments, the page compares two runs
+ * (trace-report --base; test_diff.py): it prints {console, diff: the
+ * #diff-total element's data (bytes, base, new) and text, the table's
+ * first row, hover: #diff-details after a frame of the differential flame
+ * graph is hovered, frames: how many are drawn}, with one screenshot.
+ * Never: judge anything (test_browser.py and test_diff.py do), or wait on
+ * a clock for the page (it waits for the page's own ready flag).
+ * Usage: node browser.js CHROMIUM PUPPETEER_DIR PAGE.html OUTDIR (FRAGMENT... | --diff)
  */
 'use strict';
 const path = require('path');
@@ -45,36 +50,60 @@ async function open(browser, url, errors) {
   return p;
 }
 
+/* The comparison page: its totals, table and a hovered frame. */
+async function diff(browser, url, out) {
+  const p = await open(browser, url, out.console);
+  await p.hover('#diff-flame svg g.frame');
+  Object.assign(out, await p.evaluate(() => {
+    const el = document.getElementById('diff-total');
+    const row = document.querySelector('#diff-functions tbody tr');
+    return { diff: { bytes: Number(el.dataset.bytes), base: Number(el.dataset.base),
+                     new: Number(el.dataset.new), text: el.textContent },
+             first_row: row ? [...row.cells].map((c) => c.textContent) : null,
+             hover: document.getElementById('diff-details').textContent,
+             frames: document.querySelectorAll('#diff-flame svg g.frame').length };
+  }));
+  await p.screenshot({ path: path.join(outdir, 'diff.png'), fullPage: true });
+}
+
+/* The report page: each fragment, then a hover, a search, a click and a drag. */
+async function selections(browser, base, out) {
+  for (const [i, f] of fragments.entries()) {
+    const p = await open(browser, base + f, out.console);
+    out.at[f] = await reading(p);
+    await p.screenshot({ path: path.join(outdir, 'fragment-' + i + '.png'), fullPage: true });
+    await p.close();
+  }
+  const p = await open(browser, base, out.console);
+  out.opened = await reading(p);
+  await p.hover('#flame svg g.frame');
+  await p.type('#search', 'main');
+  out.hover_search = await p.evaluate(() => ({
+    details: document.getElementById('details').textContent,
+    share: document.getElementById('search-share').textContent }));
+  const box = await (await p.$('#timeline .u-over')).boundingBox();
+  const y = box.y + box.height / 2;
+  await p.mouse.click(box.x + box.width * CLICK_AT, y);
+  out.click = await reading(p);
+  await p.screenshot({ path: path.join(outdir, 'click.png'), fullPage: true });
+  await p.mouse.move(box.x + box.width * DRAG[0], y);
+  await p.mouse.down();
+  await p.mouse.move(box.x + box.width * DRAG[1], y, { steps: 10 });
+  await p.mouse.up();
+  out.drag = await reading(p);
+  await p.screenshot({ path: path.join(outdir, 'drag.png'), fullPage: true });
+}
+
 async function main() {
   const browser = await puppeteer.launch({ executablePath: chromium, headless: true, timeout: 0,
     args: ['--no-sandbox', '--disable-gpu', '--allow-file-access-from-files'] });
   const out = { console: [], at: {} };
   const base = 'file://' + path.resolve(page);
   try {
-    for (const [i, f] of fragments.entries()) {
-      const p = await open(browser, base + f, out.console);
-      out.at[f] = await reading(p);
-      await p.screenshot({ path: path.join(outdir, 'fragment-' + i + '.png'), fullPage: true });
-      await p.close();
-    }
-    const p = await open(browser, base, out.console);
-    out.opened = await reading(p);
-    await p.hover('#flame svg g.frame');
-    await p.type('#search', 'main');
-    out.hover_search = await p.evaluate(() => ({
-      details: document.getElementById('details').textContent,
-      share: document.getElementById('search-share').textContent }));
-    const box = await (await p.$('#timeline .u-over')).boundingBox();
-    const y = box.y + box.height / 2;
-    await p.mouse.click(box.x + box.width * CLICK_AT, y);
-    out.click = await reading(p);
-    await p.screenshot({ path: path.join(outdir, 'click.png'), fullPage: true });
-    await p.mouse.move(box.x + box.width * DRAG[0], y);
-    await p.mouse.down();
-    await p.mouse.move(box.x + box.width * DRAG[1], y, { steps: 10 });
-    await p.mouse.up();
-    out.drag = await reading(p);
-    await p.screenshot({ path: path.join(outdir, 'drag.png'), fullPage: true });
+    if (fragments[0] === '--diff')
+      await diff(browser, base, out);
+    else
+      await selections(browser, base, out);
   } finally {
     await browser.close();
   }
