@@ -345,6 +345,7 @@ def case_ctl(d):
         s.close()
         assert answer.startswith("error"), "root's raw 'stop' was answered %r" % answer
         again = ctl(p.pid, NOBODY)
+        assert again.returncode == 0, "trace-ctl as the owner, again: %r" % again.stderr
         assert "state=active" in again.stdout, "the raw request took effect: %r" % again.stdout
         print("trace-ctl: the owner gets %r; uid %d, uid %d through the owner's directory and "
               "root (trace-ctl and a raw socket) are refused: ok" % (own.stdout.strip(), other,
