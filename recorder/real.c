@@ -7,6 +7,15 @@
  * arena. Bootstrap blocks are never passed to the real free: free(),
  * realloc() and malloc_usable_size() recognise them by address.
  *
+ * Preloaded, the real functions are the next definitions after ours
+ * (RTLD_NEXT). Attached (dlopen'ed into a running process, attach.c), ours
+ * are not in the global scope, and RTLD_NEXT would search only our own
+ * dependencies (libc's malloc where the program uses a jemalloc linked
+ * into it), and RTLD_DEFAULT would search them after the global scope
+ * (finding our own operator new in a C program): the real functions are
+ * the ones the program's lookups find, those of the global scope alone
+ * (the handle of dlopen(NULL)).
+ *
  * Must never: allocate from the real allocator before it is resolved, or
  * reuse bootstrap memory (blocks are few and stay allocated forever).
  */
@@ -50,9 +59,10 @@ size_t rec_boot_size(const void *p)
 }
 
 #define RESOLVE(field, name) \
-	(*(void **)&rec_real.field = dlsym(RTLD_NEXT, name))
+	(*(void **)&rec_real.field = dlsym(scope, name))
 
-void rec_real_resolve(void)
+/* Every pointer from dlsym(scope, ...), free last. */
+static void resolve_in(void *scope)
 {
 	if (rec_real.free)
 		return;
@@ -79,9 +89,27 @@ void rec_real_resolve(void)
 #define RESOLVE_CXX(name, fn, shape) RESOLVE(name, #name);
 	REC_CXX_ENTRY_POINTS(RESOLVE_CXX)
 	/* free last: its being set tells everyone the table is complete */
-	void *f = dlsym(RTLD_NEXT, "free");
+	void *f = dlsym(scope, "free");
 	atomic_store_explicit((_Atomic(void *) *)(void *)&rec_real.free, f,
 			      memory_order_release);
 	rec_guard = g;
 	atomic_store(&resolving, 0);
+}
+
+void rec_real_resolve(void)
+{
+	resolve_in(RTLD_NEXT);
+}
+
+void *rec_program_scope(void)
+{
+	static void *scope;
+	if (!scope)
+		scope = dlopen(NULL, RTLD_LAZY);
+	return scope;
+}
+
+void rec_real_resolve_attached(void)
+{
+	resolve_in(rec_program_scope());
 }

@@ -132,6 +132,31 @@ static uint64_t key_gap;
 static int hold_first;
 #define HOLD_WAITS 10000               /* steps of KEY_GAP_STEP_NS: 10 s at most */
 
+/* Detaching (rec_writer_detach): the control connection to answer once
+ * the trace is closed (-1: not detaching), and the rounds still to run
+ * before the final one, so that a thread inside a hook it entered before
+ * the GOT was put back publishes its event in time (a few ms; one
+ * descheduled longer than that loses its call, as at an exit). */
+static int detach_fd = -1;
+static unsigned detach_rounds;
+#define DETACH_GRACE_ROUNDS 4
+
+void rec_writer_detach(int fd)
+{
+	detach_fd = fd;
+	detach_rounds = DETACH_GRACE_ROUNDS;
+}
+
+/* The writer's last steps after a detach: it ends itself (nobody joins
+ * it), after the files are closed and the request answered. */
+static void detached(void)
+{
+	rec_session_detach_end();
+	rec_ctl_detached(detach_fd);
+	detach_fd = -1;
+	pthread_detach(pthread_self());
+}
+
 void rec_writer_kick(void)
 {
 	atomic_fetch_add_explicit(&kick, 1, memory_order_release);
@@ -683,7 +708,7 @@ static void *writer_main(void *arg)
 	long period = ROUND_MIN_NS;
 	for (round_no = 1;; round_no++) {
 		uint32_t k = atomic_load_explicit(&kick, memory_order_acquire);
-		if (atomic_load(&stopping))
+		if (atomic_load(&stopping) || (detach_fd >= 0 && !detach_rounds--))
 			break;
 		/* before this round reads `waiters` (ring.c's wait_room reads
 		 * `round` before it adds itself) */
@@ -701,6 +726,8 @@ static void *writer_main(void *arg)
 		struct timespec ts = { 0, sample_in < (uint64_t)period ? (long)sample_in : period };
 		rec_futex_wait(&kick, k, &ts);
 	}
+	if (detach_fd >= 0)   /* hooks still running record nothing more */
+		atomic_store(&rec_s.state, REC_CLOSED);
 	check_fd();
 	round_all(FINAL);
 	rec_counters_tick(1);
@@ -720,6 +747,8 @@ static void *writer_main(void *arg)
 		tf_writer_abandon(w);
 	w = NULL;
 	rec_ring_progress();  /* the trace is closed: nobody waits for this thread */
+	if (detach_fd >= 0)
+		detached();
 	return NULL;
 }
 
