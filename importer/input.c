@@ -24,6 +24,7 @@ int imp_trace_open(struct imp_trace *tr, const char *path, struct imp_err *e)
 	memset(tr, 0, sizeof *tr);
 	tr->t_end = IMP_NO_TIME;
 	tr->t_loss = IMP_NO_TIME;
+	tr->attach_t = IMP_NO_TIME;
 	tr->path = imp_strdup(path);
 	if (!tr->path) {
 		imp_errf(e, "%s: out of memory", path);
@@ -217,6 +218,8 @@ static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 		if (!k->label)
 			return -1;
 		tr->nmarks++;
+		if (!strcmp(k->label, TF_MARK_ATTACH) && tr->attach_t == IMP_NO_TIME)
+			tr->attach_t = r->t;
 		if (r->t > tr->t_max)
 			tr->t_max = r->t;
 		return 0;
