@@ -756,6 +756,10 @@ void rec_enc_wait(void);              /* until the submitted job is done */
 uint64_t rec_enc_jobs(void);          /* jobs the thread did this session */
 void rec_enc_stop(void);              /* joins it; no job may be pending */
 void rec_enc_abandon(void);           /* forked child: it is not there */
+/* After a detach, the thread stopped: its encoder and buffer are unmapped
+ * (the next attach makes new ones), so a detached process keeps little of
+ * the recorder in its RSS. */
+void rec_enc_release(void);
 
 /* ---- writer.c: the writer thread ------------------------------------------ */
 int rec_writer_start(struct tf_writer *w);

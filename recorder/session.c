@@ -734,7 +734,10 @@ int rec_session_attach(const char *trace_path)
 	}
 	int rc = REC_ATTACH_FAILED;
 	if (set_up) {
-		start(0);
+		/* start(1): the previous attach's tables are unused (its hooks
+		 * ended in the detach's grace rounds), so they are unmapped, or
+		 * every cycle would keep them */
+		start(1);
 		rc = rec_on() ? 0 : REC_ATTACH_FAILED;
 	}
 	out_path = NULL;

@@ -96,6 +96,7 @@
 #define DRAIN_MIN (TF_SEGMENT_EVENTS / 2)
 #define DRAIN_AGE_ROUNDS 200
 #define DRAIN_CHUNK TF_SEGMENT_EVENTS
+#define SCRATCH_BYTES ((DRAIN_CHUNK + 1) * sizeof(struct tf_event))
 
 static struct tf_writer *w;
 static pthread_t thread;
@@ -151,6 +152,9 @@ void rec_writer_detach(int fd)
  * it), after the files are closed and the request answered. */
 static void detached(void)
 {
+	/* the drain buffer's pages back to the system, as the encoder's */
+	madvise(scratch, SCRATCH_BYTES, MADV_DONTNEED);
+	rec_enc_release();
 	rec_session_detach_end();
 	rec_ctl_detached(detach_fd);
 	detach_fd = -1;
@@ -755,13 +759,12 @@ static void *writer_main(void *arg)
 int rec_writer_start(struct tf_writer *tw)
 {
 	struct tf_ring_file *rf = rec_s.rf;
-	size_t sbytes = (DRAIN_CHUNK + 1) * sizeof(struct tf_event);
 	size_t abytes = (size_t)rf->max_rings * sizeof *announced;
 	if (scratch)
-		munmap(scratch, sbytes);
+		munmap(scratch, SCRATCH_BYTES);
 	if (announced)
 		munmap(announced, abytes);
-	scratch = rec_map_private(sbytes, 0);   /* events are copied in before read */
+	scratch = rec_map_private(SCRATCH_BYTES, 0);   /* events are copied in before read */
 	announced = rec_map_private(abytes, 1);
 	if (!scratch || !announced)
 		return -1;  /* the next start unmaps whichever was mapped */
