@@ -57,7 +57,7 @@ static unsigned find_routes(void)
 		  dlopen(self.dli_fname, RTLD_LAZY | RTLD_NOLOAD) : NULL;
 	unsigned n = 0;
 	for (size_t i = 0; h && i < sizeof names / sizeof names[0]; i++) {
-		void *hook = dlsym(h, names[i]), *real = dlsym(rec_program_scope(), names[i]);
+		void *hook = dlsym(h, names[i]), *real = rec_program_definition(names[i]);
 		if (hook && real && hook != real)
 			routes[n++] = (struct rec_got_fn){ names[i], hook, real };
 	}

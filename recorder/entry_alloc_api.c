@@ -221,7 +221,7 @@ static char test_label[TEST_LABEL_MAX];
 /* name's definition if the object that serves malloc has it, else NULL. */
 static void *in_malloc_object(const char *name, const Dl_info *m)
 {
-	void *p = dlsym(rec_session_attached() ? rec_program_scope() : RTLD_NEXT, name);
+	void *p = rec_session_attached() ? rec_program_definition(name) : dlsym(RTLD_NEXT, name);
 	Dl_info d;
 	return p && dladdr(p, &d) && d.dli_fbase == m->dli_fbase ? p : NULL;
 }

@@ -125,12 +125,14 @@ extern REC_TLS int rec_guard;
  * once and before the constructor; dlsym's own allocations are served from
  * the bootstrap arena. */
 void rec_real_resolve(void);
-/* The same for an attached copy (session.c): the definitions the
- * program's own lookups find, in rec_program_scope(). */
+/* The same for an attached copy (session.c): rec_program_definition's. */
 void rec_real_resolve_attached(void);
 /* The global scope alone (dlopen(NULL)'s handle): what the program's
  * lookups search, without our own objects when we were dlopen'ed. */
 void *rec_program_scope(void);
+/* name's definition there (never an executable's PLT entry); NULL if none.
+ * Takes the loader's lock: never from a hook. */
+void *rec_program_definition(const char *name);
 /* Bootstrap arena: serves allocations while the real functions are unknown.
  * 64 KiB: dlsym needs a few hundred bytes once; the rest is room for a
  * program or another preloaded library that allocates before our constructor. */

@@ -258,6 +258,7 @@ static int inject(long pid, const char *lib, const char *trace)
 		"-iex", "set unwindonsignal on", "-p", pidstr,
 		"-ex", "handle all nostop noprint pass",
 		"-ex", "handle SIGSEGV SIGBUS SIGILL SIGFPE SIGABRT stop print nopass",
+		"-ex", "call ((char *(*)(void))dlerror)()",   /* no stale error */
 		"-ex", load, "-ex", call, NULL,
 	};
 	static char out[OUTPUT_MAX];
