@@ -15,7 +15,8 @@
  * hundredth suffix, can hold one of its names). Any other error prints one
  * line on stderr and the program runs unrecorded.
  *
- * Forks: a prepare handler stamps the instant in the forking thread (before
+ * Forks (of a preloaded process; an attached one's children are not
+ * recorded): a prepare handler stamps the instant in the forking thread (before
  * glibc's fork takes malloc's locks; the child inherits the thread's copy)
  * and the child's trace starts with a FORK record naming its parent's trace
  * and that instant, from which the importer gives the child the live set it
@@ -638,7 +639,15 @@ static void fork_child(void)
 	rec_cfi_fork_child();
 	rec_got_fork_child();
 	rec_sample_fork_child();
-	start(1);
+	if (attached) {
+		/* an attach records the process attached to, not the children it
+		 * forks (nobody would detach them): their calls go back to the
+		 * real functions, and a later attach to one starts its own trace */
+		rec_got_restore();
+		atomic_store(&rec_s.state, REC_CLOSED);
+	} else {
+		start(1);
+	}
 	rec_guard = g;
 }
 

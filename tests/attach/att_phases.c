@@ -8,14 +8,18 @@
  * nothing) until GO_FILE exists. Phase 2: frees EARLY_BLOCKS - 1 of them,
  * reallocs the last one to RE_SIZE in regrow() (a realloc of a block the
  * trace never saw), alpha() mallocs ALPHA_BLOCKS x ALPHA_SIZE and frees
- * one, beta() callocs BETA_BLOCKS x BETA_SIZE; prints "phase2 done" and
- * waits for END_FILE, then prints "bye" and exits 0 without freeing.
+ * one, beta() callocs BETA_BLOCKS x BETA_SIZE, and a forked child calls
+ * gamma() (GAMMA_SIZE bytes) and _exits; prints "phase2 done" once the
+ * child is gone and waits for END_FILE, then prints "bye" and exits 0
+ * without freeing.
  * So an attach between the phases records exactly: alpha 2 x 1000, beta
  * 2 x 5000, regrow 1 x 200 live at the end, and EARLY_BLOCKS frees of
- * blocks allocated before it (the realloc's included).
+ * blocks allocated before it (the realloc's included); nothing of the child
+ * (an attach records the process attached to, not its children).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +30,7 @@
 #define ALPHA_SIZE 1000
 #define BETA_BLOCKS 2
 #define BETA_SIZE 5000
+#define GAMMA_SIZE 777
 #define POLL_NS 1000000L
 
 static void *blocks[EARLY_BLOCKS];
@@ -57,6 +62,13 @@ __attribute__((noinline)) static void beta(void)
 		betas[i] = calloc(1, BETA_SIZE);
 }
 
+__attribute__((noinline)) static void gamma_child(void)
+{
+	void *volatile p = malloc(GAMMA_SIZE);
+	(void)p;
+	_exit(0);
+}
+
 static void wait_for(const char *path)
 {
 	struct timespec step = { 0, POLL_NS };
@@ -79,6 +91,11 @@ int main(int argc, char **argv)
 	regrow();
 	alpha();
 	beta();
+	pid_t child = fork();
+	if (child == 0)
+		gamma_child();
+	if (child < 0 || waitpid(child, NULL, 0) != child)
+		return 1;
 	printf("phase2 done\n");
 	fflush(stdout);
 	wait_for(argv[2]);

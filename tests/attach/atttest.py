@@ -26,13 +26,13 @@ def program(name):
     return path
 
 
-def start(argv):
-    """argv started unrecorded (stdout piped); (process, pid) once it
-    printed "ready PID"."""
+def start(argv, cwd=None):
+    """argv started unrecorded (stdout piped), in cwd; (process, pid) once
+    it printed "ready PID"."""
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env=env)
+                         env=env, cwd=cwd)
     line = p.stdout.readline()
     assert line.startswith("ready "), "%s printed %r" % (argv, line)
     return p, int(line.split()[1])

@@ -16,7 +16,7 @@ from hrtest import TRACE_IMPORT, TRACE_SNAP, connect, folded_per_function, meta,
 at.need_attach()
 d = tmpdir("attach")
 go, end = os.path.join(d, "go"), os.path.join(d, "end")
-p, pid = at.start([at.program("att_phases"), go, end])
+p, pid = at.start([at.program("att_phases"), go, end], cwd=d)
 trace, db = os.path.join(d, "run.trc"), os.path.join(d, "run.db")
 t_launch = time.time()
 r = at.attach(pid, trace)
@@ -39,13 +39,15 @@ for key in ("unmatched_frees", "missed_frees", "lost_events", "damaged"):
 assert meta(c, "attach_t") is not None
 assert one(c, "SELECT count(*) FROM marks WHERE label = 'heapreel.attach'") == 1
 
-names = ["alpha", "beta", "regrow", "early"]
+names = ["alpha", "beta", "regrow", "early", "gamma_child"]
 got = folded_per_function(db, ["--at", "end"], names, "inuse_space")
-assert got == {"alpha": 2000, "beta": 10000, "regrow": 200, "early": 0}, got
+assert got == {"alpha": 2000, "beta": 10000, "regrow": 200, "early": 0, "gamma_child": 0}, got
 got = folded_per_function(db, ["--at", "end"], names, "inuse_objects")
-assert got == {"alpha": 2, "beta": 2, "regrow": 1, "early": 0}, got
+assert got == {"alpha": 2, "beta": 2, "regrow": 1, "early": 0, "gamma_child": 0}, got
 got = folded_per_function(db, ["--top"], names, "alloc_space")
-assert got == {"alpha": 3000, "beta": 10000, "regrow": 200, "early": 0}, got
+assert got == {"alpha": 3000, "beta": 10000, "regrow": 200, "early": 0, "gamma_child": 0}, got
+# the forked child was not recorded: no trace of its own anywhere
+assert sorted(os.listdir(d)) == ["end", "go", "run.db", "run.trc"], os.listdir(d)
 
 snap = run([TRACE_SNAP, db, "--at", "end", "--format", "text"])
 assert "Warning: process %d was recorded by attaching to it" % pid in snap.stdout, snap.stdout
