@@ -5,7 +5,7 @@ import shutil
 import subprocess
 import time
 
-from hrtest import REC_BUILD, TRACE_RECORD, skip, need
+from hrtest import REC_BUILD, TRACE_IMPORT, TRACE_RECORD, connect, meta, need, run, skip
 
 LIBATTACH = os.path.join(REC_BUILD, "recorder", "libheapreel-attach.so")
 ATTACHED_LINE = "trace-record: attached to process"
@@ -80,3 +80,16 @@ def rss_kib(pid):
 def settle():
     """A moment for the program to run on (not a timed assertion)."""
     time.sleep(0.2)
+
+
+def imported(trace):
+    """trace imported beside it (.db): asserts it has allocations and
+    nothing unmatched, missed, lost or damaged; (allocations,
+    frees_before_attach)."""
+    db = trace[:-4] + ".db"
+    imp = run([TRACE_IMPORT, trace, db])
+    c = connect(db)
+    assert meta(c, "allocations") > 0, imp.stderr
+    for key in ("unmatched_frees", "missed_frees", "lost_events", "damaged"):
+        assert meta(c, key) == 0, (trace, key, meta(c, key), imp.stderr)
+    return meta(c, "allocations"), meta(c, "frees_before_attach")

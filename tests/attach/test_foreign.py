@@ -11,7 +11,7 @@ import threading
 
 sys.path.insert(0, os.path.dirname(__file__))
 import atttest as at
-from hrtest import TRACE_IMPORT, connect, meta, run, skip, tmpdir
+from hrtest import skip, tmpdir
 
 SYSTEM_PYTHON = "/usr/bin/python3"
 PY_MIN_ALLOCS = 100          # python3: allocations recorded while attached, at least
@@ -31,16 +31,6 @@ at.need_attach()
 d = tmpdir("foreign")
 
 
-def check_db(trace):
-    db = trace[:-4] + ".db"
-    imp = run([TRACE_IMPORT, trace, db])
-    c = connect(db)
-    assert meta(c, "allocations") > 0, imp.stderr
-    for key in ("unmatched_frees", "missed_frees", "lost_events", "damaged"):
-        assert meta(c, key) == 0, (trace, key, meta(c, key), imp.stderr)
-    return meta(c, "allocations"), meta(c, "frees_before_attach")
-
-
 def attach_for_a_while(pid, trace):
     r = at.attach(pid, trace)
     at.settle()
@@ -58,7 +48,7 @@ if os.path.exists(SYSTEM_PYTHON):
     at.touch(stop)
     out, err = p.communicate(timeout=at.WAIT_S)
     assert p.returncode == 0 and out == "python bad=0\n" and err == "", (p.returncode, out, err)
-    allocs, before = check_db(trace)
+    allocs, before = at.imported(trace)
     # its own calls reach the hooks (python3 is not PIE: its PLT entries for
     # malloc are what dlsym finds): a dict table a round, hundreds of rounds
     assert allocs >= PY_MIN_ALLOCS, allocs
@@ -101,4 +91,4 @@ out, err = q.stdout.read(), q.stderr.read()   # its stdin is closed: it ends
 q.wait(timeout=at.WAIT_S)
 want = "%d|%d|%d\n" % (ROWS, ROWS * (ROWS - 1) // 2, sum(max(i % 300, 1) for i in range(ROWS)))  # 0 pads to "0"
 assert q.returncode == 0 and out == want and err == "", (q.returncode, out, want, err)
-print("sqlite3: %d allocations, %d frees before the attach" % check_db(trace))
+print("sqlite3: %d allocations, %d frees before the attach" % at.imported(trace))
