@@ -1,5 +1,6 @@
 """atttest - what the attach tests share: gdb's presence, a program of ours
 started unrecorded, and trace-record -p run against it."""
+import atexit
 import os
 import shutil
 import subprocess
@@ -26,6 +27,12 @@ def program(name):
     return path
 
 
+def _end(p):
+    if p.poll() is None:
+        p.kill()
+        p.wait()
+
+
 def start(argv, cwd=None):
     """argv started unrecorded (stdout piped), in cwd; (process, pid) once
     it printed "ready PID"."""
@@ -33,6 +40,7 @@ def start(argv, cwd=None):
     env.pop("LD_PRELOAD", None)
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=env, cwd=cwd)
+    atexit.register(_end, p)          # a failed test leaves no program running
     line = p.stdout.readline()
     assert line.startswith("ready "), "%s printed %r" % (argv, line)
     return p, int(line.split()[1])
