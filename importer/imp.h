@@ -111,6 +111,8 @@ struct imp_trace {
 	uint64_t recovered;           /* events taken from the .ring */
 	uint64_t t_max;               /* latest time seen in pass 1 (trace axis) */
 	uint64_t t_end;               /* END record's time, or IMP_NO_TIME */
+	uint64_t attach_t;            /* its heapreel.attach mark (trace-record -p),
+	                                 or IMP_NO_TIME: not an attached trace */
 	bool damaged;
 	char damage[IMP_ERR_MAX];     /* first damage found, printable */
 	bool wrapped;                 /* bounded trace whose oldest part is gone */
@@ -405,11 +407,13 @@ struct imp_proc_stats {              /* per trace, filled by replay */
 	uint64_t unknown_frees;       /* of blocks allocated while not recording */
 	uint64_t inherited;           /* blocks seeded from the parent (in allocs) */
 	uint64_t inherited_frees;     /* frees of inherited blocks not known */
+	uint64_t frees_before_attach; /* an attached trace's frees of unknown blocks */
 };
 
 struct imp_totals {
 	uint64_t events, allocations, frees, unmatched_frees, missed_frees;
 	uint64_t inherited, inherited_frees; /* as in struct imp_proc_stats */
+	uint64_t frees_before_attach;
 	uint64_t checkpoints, checkpoint_rows, clamped;
 };
 

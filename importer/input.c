@@ -24,6 +24,7 @@ int imp_trace_open(struct imp_trace *tr, const char *path, struct imp_err *e)
 	memset(tr, 0, sizeof *tr);
 	tr->t_end = IMP_NO_TIME;
 	tr->t_loss = IMP_NO_TIME;
+	tr->attach_t = IMP_NO_TIME;
 	tr->path = imp_strdup(path);
 	if (!tr->path) {
 		imp_errf(e, "%s: out of memory", path);
@@ -171,7 +172,7 @@ static int add_key(struct imp_trace *tr, const struct tf_record *r)
 static bool keyframe_copy(const struct imp_trace *tr, const struct tf_record *r)
 {
 	if (!r->str || (strcmp(r->str, TF_MARK_CUSTOM_UNRECORDED) &&
-			strcmp(r->str, TF_MARK_MMAP_UNRECORDED)))
+			strcmp(r->str, TF_MARK_MMAP_UNRECORDED) && strcmp(r->str, TF_MARK_ATTACH)))
 		return false;
 	for (size_t i = 0; i < tr->nmarks; i++)
 		if (tr->marks[i].t == r->t && !strcmp(tr->marks[i].label, r->str))
@@ -232,6 +233,8 @@ static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 		if (!k->label)
 			return -1;
 		tr->nmarks++;
+		if (!strcmp(k->label, TF_MARK_ATTACH) && tr->attach_t == IMP_NO_TIME)
+			tr->attach_t = r->t;
 		if (r->t > tr->t_max)
 			tr->t_max = r->t;
 		return 0;

@@ -334,6 +334,13 @@ int main(int argc, char **argv)
 					"(keyframe %" PRIu32 ")\n", r.tr[i].path,
 					(double)(r.tr[i].window + r.tr[i].shift) / 1e9,
 					r.tr[i].key_id);
+		if (r.tr[r.main].attach_t != IMP_NO_TIME)
+			fprintf(stderr, "trace-import: recorded by attaching to the running "
+				"process (trace-record -p) at %.6f s: it holds the heap allocated "
+				"since; %" PRIu64 " frees of blocks allocated before "
+				"(meta.frees_before_attach), not unmatched\n",
+				(double)(r.tr[r.main].attach_t + r.tr[r.main].shift) / 1e9,
+				r.tot.frees_before_attach);
 		uint64_t unknown = 0;
 		for (size_t i = 0; i < r.ntr; i++)
 			unknown += r.ps[i].unknown_frees;

@@ -67,6 +67,7 @@ struct proc {
 	struct stack_state *fss;      /* their counters, same index */
 	size_t nforeign;
 	bool inherit_unknown;         /* frees of unknown blocks: inherited ones */
+	bool attached;                /* frees of unknown blocks: allocated before the attach */
 	uint64_t with_state;          /* stacks with alloc_objects > 0 */
 	bool changed;                 /* events since its last checkpoint */
 	int64_t live_bytes, live_objects;
@@ -490,6 +491,9 @@ static void count_unmatched(struct replay *r, struct proc *p, uint64_t t)
 	if (p->inherit_unknown) {
 		p->ps->inherited_frees++;
 		r->tot->inherited_frees++;
+	} else if (p->attached) {
+		p->ps->frees_before_attach++;
+		r->tot->frees_before_attach++;
 	} else if (t >= p->t_unseen) {
 		p->ps->unknown_frees++;
 	} else {
@@ -960,6 +964,7 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 			if (!strcmp(tr[t].marks[k].label, TF_MARK_RESERVED "stop") &&
 			    tr[t].marks[k].t + tr[t].shift < p->t_unseen)
 				p->t_unseen = tr[t].marks[k].t + tr[t].shift;
+		p->attached = tr[t].attach_t != IMP_NO_TIME;
 		p->index = (uint32_t)t;
 		p->pid = tr[t].pid;
 		p->ps = &ps[t];

@@ -311,6 +311,7 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 		{ "missed_frees", tot->missed_frees },
 		{ "inherited_blocks", tot->inherited },
 		{ "inherited_frees", tot->inherited_frees },
+		{ "frees_before_attach", tot->frees_before_attach },
 		{ "lost_events", lost },
 		{ "recovered_events", recovered },
 		{ "clamped_times", tot->clamped },
@@ -323,6 +324,10 @@ static int write_meta(struct imp_db *db, const struct imp_run *r)
 	for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++)
 		if (imp_db_meta(db, kv[i].key, (int64_t)kv[i].value))
 			return -1;
+	/* an attached run's program: the attach, on the common axis */
+	if (tr[run].attach_t != IMP_NO_TIME &&
+	    imp_db_meta(db, "attach_t", (int64_t)(tr[run].attach_t + tr[run].shift)))
+		return -1;
 	if (imp_db_insert(db, "INSERT OR REPLACE INTO meta VALUES(?,?)", "tt",
 			  "format", "heapreel") ||
 	    imp_db_insert(db, "INSERT OR REPLACE INTO meta VALUES(?,?)", "tt",

@@ -235,7 +235,11 @@ CREATE TABLE checkpoints(
 -- the global order), timeline_bucket_ns, inherited_blocks (allocations rows
 -- forked children got from their parents, in allocations), inherited_frees
 -- (frees, by children of inherited 2, of blocks they did not allocate: not
--- in unmatched_frees).
+-- in unmatched_frees), frees_before_attach (frees, in a trace started by
+-- trace-record -p, of blocks allocated before the attach: not in
+-- unmatched_frees), attach_t (only for such a trace of the run's program:
+-- the attach's instant, its heapreel.attach mark; its snapshots hold the
+-- heap allocated since).
 -- format and importer_version are text; every other value is an integer.
 --
 -- processes: one row per trace. pid is the process id; a later trace of the

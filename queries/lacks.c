@@ -1,7 +1,8 @@
 /* lacks.c - what an answer lacks: the loss, the damage, the stopped spans,
- * the unknown inheritance and the custom blocks a sampled or bounded trace
- * does not hold of a process (importer/schema.sql, schema version 4, and
- * the heapreel.stop / heapreel.start / heapreel.custom-unrecorded marks), told as
+ * the unknown inheritance, the custom blocks a sampled or bounded trace
+ * does not hold of a process, and the heap from before an attach
+ * (importer/schema.sql, schema version 4, and the heapreel.stop /
+ * heapreel.start / heapreel.custom-unrecorded / heapreel.attach marks), told as
  * sentences that trace-snap prints and writes, and that trace-tui's status
  * line shortens. README "trace-snap" says what each means.
  *
@@ -60,9 +61,10 @@ static int first_mark(struct q_db *db, int64_t pid, const char *label, int64_t *
 int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t t2,
             struct q_lack *l)
 {
-	int64_t t_custom, t_unmapped;
+	int64_t t_custom, t_unmapped, t_attach;
 	if (first_mark(db, pid, TF_MARK_CUSTOM_UNRECORDED, &t_custom) ||
-	    first_mark(db, pid, TF_MARK_MMAP_UNRECORDED, &t_unmapped))
+	    first_mark(db, pid, TF_MARK_MMAP_UNRECORDED, &t_unmapped) ||
+	    first_mark(db, pid, TF_MARK_ATTACH, &t_attach))
 		return -1;
 	const struct q_span *s;
 	size_t n;
@@ -96,6 +98,10 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 	bool live_set = kind == Q_SNAPSHOT || kind == Q_PEAK || kind == Q_GROWTH || kind == Q_LEAKS;
 	if (p->inherited == Q_INHERITED_UNKNOWN && live_set)
 		l->what |= Q_LACK_INHERITED;
+	if (t_attach != Q_NEVER && live_set) {
+		l->what |= Q_LACK_ATTACHED;
+		l->t_attach = t_attach;
+	}
 	return 0;
 }
 
@@ -146,6 +152,12 @@ static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 		q_fmt_ns(a, sizeof a, l->t_custom);
 		snprintf(buf, n, "process %lld reported custom allocator blocks from %s on that its "
 		         "trace does not hold (sampled or bounded): the answer lacks them", pid, a);
+		break;
+	case Q_LACK_ATTACHED:
+		q_fmt_ns(a, sizeof a, l->t_attach);
+		snprintf(buf, n, "process %lld was recorded by attaching to it at %s (trace-record "
+		         "-p): the answer holds the heap allocated since the attach, not what was "
+		         "live before it", pid, a);
 		break;
 	default:
 		q_fmt_ns(a, sizeof a, p->fork_t);

@@ -400,7 +400,9 @@ enum {
 	Q_LACK_INHERITED = 8,   /* a live set of a forked child whose inherited blocks are unknown */
 	Q_LACK_UNMAPPED = 16,   /* reaches the first anonymous mapping not recorded (sampled) */
 	Q_LACK_CUSTOM = 32,     /* reaches the first custom allocator call not recorded */
-	Q_LACK_LAST = Q_LACK_CUSTOM
+	Q_LACK_ATTACHED = 64,   /* a live set of a process recorded by attaching (trace-record
+	                           -p): what it allocated before the attach is unknown */
+	Q_LACK_LAST = Q_LACK_ATTACHED
 };
 
 struct q_lack {
@@ -410,6 +412,7 @@ struct q_lack {
 	struct q_span stopped;                 /* Q_LACK_STOPPED: the first span met */
 	int64_t t_custom;                      /* Q_LACK_CUSTOM: from when */
 	int64_t t_unmapped;                    /* Q_LACK_UNMAPPED: from when */
+	int64_t t_attach;                      /* Q_LACK_ATTACHED: the attach */
 };
 
 /* What an answer of this kind about process pid over [t1, t2] (t1 = t2:

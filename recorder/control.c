@@ -19,6 +19,9 @@
  *   mark LABEL      -> ok
  *   flush           -> ok            (everything recorded so far is in the file)
  *   sample N        -> ok sample=N   (or error: the trace keeps its period)
+ *   detach          -> ok trace=PATH (an attached process, trace-record -p:
+ *                      answered once the GOT is put back and the trace
+ *                      closed; the process runs on unrecorded)
  * anything else     -> error MESSAGE
  *
  * Must never: block the writer for long (a request line must arrive within
@@ -200,6 +203,19 @@ static void serve(int c)
 		answer(c, rec_writer_sync() < 0 ? "error writing the trace failed" : "ok", "");
 		return;
 	}
+	if (!strcmp(req, "detach")) {
+		int keep = fcntl(c, F_DUPFD_CLOEXEC, 0);   /* answered when the trace is closed */
+		if (keep < 0) {
+			answer(c, "error out of descriptors", "");
+		} else if (rec_session_detach_begin() < 0) {
+			close(keep);
+			answer(c, "error not attached (a preloaded process records until it ends;"
+			       " trace-ctl stop pauses it)", "");
+		} else {
+			rec_writer_detach(keep);
+		}
+		return;
+	}
 	if (!strncmp(req, "sample ", 7)) {
 		uint64_t v, have;
 		int rc;
@@ -216,6 +232,12 @@ static void serve(int c)
 		return;
 	}
 	answer(c, "error unknown request: ", req);
+}
+
+void rec_ctl_detached(int c)
+{
+	answer(c, "ok trace=", rec_s.trace_path);
+	close(c);
 }
 
 /* Serves the connections waiting, unless the program closed our socket. */

@@ -27,6 +27,8 @@
 
 static pthread_t thread;
 static int running;                    /* the thread exists (this process) */
+/* enc.ev: a segment's events and one more */
+#define EV_BYTES ((TF_SEGMENT_EVENTS + 1) * sizeof(struct tf_event))
 static int unusable;                   /* no memory for the encoder: never again */
 static struct rec_enc enc;             /* made on first use, kept across sessions */
 static struct rec_enc_job *job;
@@ -84,10 +86,10 @@ const struct rec_enc *rec_enc_get(void)
 	if (enc.se)
 		return &enc;
 	struct tf_error err;
-	enc.ev = rec_map_private((TF_SEGMENT_EVENTS + 1) * sizeof *enc.ev, 0);
+	enc.ev = rec_map_private(EV_BYTES, 0);
 	if (!enc.ev || tf_segenc_new(&enc.se, &err) != TF_OK) {
 		if (enc.ev)
-			munmap(enc.ev, (TF_SEGMENT_EVENTS + 1) * sizeof *enc.ev);
+			munmap(enc.ev, EV_BYTES);
 		enc.ev = NULL;
 		unusable = 1;
 		return NULL;
@@ -124,6 +126,15 @@ void rec_enc_stop(void)
 	rec_futex_wake(&go, 1);
 	pthread_join(thread, NULL);
 	running = 0;
+}
+
+void rec_enc_release(void)
+{
+	tf_segenc_free(enc.se);
+	if (enc.ev)
+		munmap(enc.ev, EV_BYTES);
+	enc.se = NULL;
+	enc.ev = NULL;
 }
 
 void rec_enc_abandon(void)

@@ -209,8 +209,9 @@ typedef int api_posix_memalign(void **, size_t, size_t);
 #define DEF_API(name, shape, fn) DEF_##shape(name, fn)
 ALLOC_API(DEF_API)
 
-/* The routes got.c installs: those whose definition was found. */
-static struct rec_got_fn routes[API_COUNT];
+/* The routes got.c installs: an attach's own (attach.c) first, then those
+ * of this file whose definition was found. */
+static struct rec_got_fn routes[REC_ATTACH_ROUTES_MAX + API_COUNT];
 
 /* REC_TEST_GOT_RESTORE=LABEL: rec_mark(LABEL) puts the GOT back first (a
  * test of rec_got_restore until detaching calls it). */
@@ -220,29 +221,31 @@ static char test_label[TEST_LABEL_MAX];
 /* name's definition if the object that serves malloc has it, else NULL. */
 static void *in_malloc_object(const char *name, const Dl_info *m)
 {
-	void *p = dlsym(RTLD_NEXT, name);
+	void *p = rec_session_attached() ? rec_program_definition(name) : dlsym(RTLD_NEXT, name);
 	Dl_info d;
 	return p && dladdr(p, &d) && d.dli_fbase == m->dli_fbase ? p : NULL;
 }
 
-void rec_alloc_api_init(void)
+void rec_alloc_api_init(const struct rec_got_fn *extra, unsigned nextra)
 {
 	const char *s = getenv("REC_TEST_GOT_RESTORE");
 	if (s && strlen(s) < TEST_LABEL_MAX)
 		strcpy(test_label, s);
+	unsigned n = nextra < REC_ATTACH_ROUTES_MAX ? nextra : REC_ATTACH_ROUTES_MAX;
+	if (n)
+		memcpy(routes, extra, n * sizeof *routes);
 	Dl_info m;
-	if (!rec_real.malloc || !dladdr((void *)rec_real.malloc, &m))
-		return;
+	if (rec_real.malloc && dladdr((void *)rec_real.malloc, &m)) {
 #define API_FIND(name, shape, fn) real[API_##name] = in_malloc_object(#name, &m);
-	ALLOC_API(API_FIND)
-	*(void **)&real_sallocx = in_malloc_object("sallocx", &m);
-	if (!real_sallocx)
-		real[API_xallocx] = NULL;  /* its change cannot be told */
-	unsigned n = 0;
+		ALLOC_API(API_FIND)
+		*(void **)&real_sallocx = in_malloc_object("sallocx", &m);
+		if (!real_sallocx)
+			real[API_xallocx] = NULL;  /* its change cannot be told */
 #define API_ROUTE(name, shape, fn) \
 	if (real[API_##name]) \
 		routes[n++] = (struct rec_got_fn){ #name, (void *)hook_##name, real[API_##name] };
-	ALLOC_API(API_ROUTE)
+		ALLOC_API(API_ROUTE)
+	}
 	if (n)
 		rec_got_install(routes, n);  /* a failure is said there */
 }

@@ -2,7 +2,7 @@
  * keyframe.c - what a keyframe of a bounded trace says, in meta records
  * (FORMAT.md "Bounded traces"): BEGIN; every trie node, module, counter
  * name, pool name, live thread and mark of what the trace lacks
- * (TF_MARK_*_UNRECORDED) again (their first records may be overwritten); the keymap's
+ * (TF_MARK_*_UNRECORDED, TF_MARK_ATTACH) again (their first records may be overwritten); the keymap's
  * entries as KEYEVENTs; one CUT per stream the keymap has applied events of
  * (live rings at their tail, and streams whose ring was released since the
  * last keyframe at their end); END with the time from which a replay that

@@ -29,8 +29,19 @@
 #define REC_LIKELY(x) __builtin_expect(!!(x), 1)
 #define REC_UNLIKELY(x) __builtin_expect(!!(x), 0)
 /* initial-exec: a TLS access is one %fs-relative load, no __tls_get_addr
- * (which may allocate and take loader locks). */
+ * (which may allocate and take loader locks). A library loaded into a
+ * running process (libheapreel-attach.so, REC_ATTACH_BUILD: trace-record
+ * -p) cannot have it: the loader keeps ~2 KiB of static TLS for late
+ * comers and ours is 12 KiB. There it is global-dynamic: each thread's
+ * first access allocates its block (the program's malloc, called by the
+ * loader directly, not through a hook) without a lock, once the first
+ * access ever (heapreel_attach's, before any hook is routed) has settled
+ * the module's TLS as dynamic under the loader's TLS lock. */
+#ifdef REC_ATTACH_BUILD
+#define REC_TLS __thread __attribute__((tls_model("global-dynamic")))
+#else
 #define REC_TLS __thread __attribute__((tls_model("initial-exec")))
+#endif
 /* The few symbols libheapreel.so exports (librec.map lists them). */
 #define REC_EXPORT __attribute__((visibility("default")))
 /* Our descriptors live at or above this number, away from the low numbers
@@ -114,6 +125,14 @@ extern REC_TLS int rec_guard;
  * once and before the constructor; dlsym's own allocations are served from
  * the bootstrap arena. */
 void rec_real_resolve(void);
+/* The same for an attached copy (session.c): rec_program_definition's. */
+void rec_real_resolve_attached(void);
+/* The global scope alone (dlopen(NULL)'s handle): what the program's
+ * lookups search, without our own objects when we were dlopen'ed. */
+void *rec_program_scope(void);
+/* name's definition there (never an executable's PLT entry); NULL if none.
+ * Takes the loader's lock: never from a hook. */
+void *rec_program_definition(const char *name);
 /* Bootstrap arena: serves allocations while the real functions are unknown.
  * 64 KiB: dlsym needs a few hundred bytes once; the rest is room for a
  * program or another preloaded library that allocates before our constructor. */
@@ -184,6 +203,7 @@ void rec_ctl_listen(void);            /* at session start */
 void rec_ctl_abandon(void);           /* forked child: close the parent's */
 void rec_ctl_round(void);             /* each writer round: requests, marks, flush */
 void rec_ctl_close(void);             /* the session ends: close and unlink */
+void rec_ctl_detached(int c);         /* answers a detach request (writer.c) */
 
 /* ---- sample.c: byte sampling ------------------------------------------------ */
 /* Bytes to this thread's next sample point. 0 until the thread's first
@@ -344,6 +364,23 @@ void rec_session_stop(void);          /* flush, END, unlink .ring; idempotent */
 void rec_session_exit(void);
 void rec_session_restart(void);       /* after a failed exec */
 int rec_session_mine(void);           /* recording, and this is the traced process */
+
+/* ---- attaching to a running process (attach.c, session.c) ---------------- */
+/* Routes an attach installs: the malloc family, C++ new/delete, the mmap
+ * family and dlclose, with room to spare. */
+#define REC_ATTACH_ROUTES_MAX 48
+/* heapreel_attach's answers (trace-record -p reads them through gdb). */
+#define REC_ATTACH_PRELOADED (-1)     /* this copy was preloaded: trace-ctl controls it */
+#define REC_ATTACH_BUSY (-2)          /* already recording */
+#define REC_ATTACH_FAILED (-3)        /* could not start a trace (said on stderr) */
+int rec_session_attached(void);       /* 1: loaded into a running process */
+/* Starts a trace at trace_path (absolute) in an attached copy: 0 or a
+ * REC_ATTACH_ code. The routes are attach.c's to install after it. */
+int rec_session_attach(const char *trace_path);
+/* Detaching, on the writer thread: _begin puts the GOT back (-1: not an
+ * attached recording); _end, once the writer wrote END, closes the files. */
+int rec_session_detach_begin(void);
+void rec_session_detach_end(void);
 /* Makes node ids below `id` safe to write (fallocated); 0 if the disk is full. */
 int rec_session_reserve_nodes(uint64_t id);
 /* The file offset of ring i's first event area, or of its full one (big). */
@@ -623,9 +660,12 @@ void *rec_hook_resize(rec_call_alloc *call, struct rec_call *c, unsigned fn, uin
 	}
 
 /* ---- entry_alloc_api.c: jemalloc's *allocx and tcmalloc's tc_* ----------- */
-/* At start (constructor): routes the APIs the object serving malloc
- * defines to their hooks (got.c); REC_TEST_GOT_RESTORE is read here. */
-void rec_alloc_api_init(void);
+/* At start (constructor), or at each attach: routes extra[0..nextra)
+ * (attach.c's, kept by reference: static storage; at most
+ * REC_ATTACH_ROUTES_MAX) and the APIs the object serving malloc defines to
+ * their hooks (got.c); REC_TEST_GOT_RESTORE is read here. */
+struct rec_got_fn;
+void rec_alloc_api_init(const struct rec_got_fn *extra, unsigned nextra);
 /* rec_mark's label: the test hook that puts the GOT back (README). */
 void rec_alloc_api_mark(const char *label);
 
@@ -719,6 +759,10 @@ void rec_enc_wait(void);              /* until the submitted job is done */
 uint64_t rec_enc_jobs(void);          /* jobs the thread did this session */
 void rec_enc_stop(void);              /* joins it; no job may be pending */
 void rec_enc_abandon(void);           /* forked child: it is not there */
+/* After a detach, the thread stopped: its encoder and buffer are unmapped
+ * (the next attach makes new ones), so a detached process keeps little of
+ * the recorder in its RSS. */
+void rec_enc_release(void);
 
 /* ---- writer.c: the writer thread ------------------------------------------ */
 int rec_writer_start(struct tf_writer *w);
@@ -726,10 +770,14 @@ int rec_writer_start(struct tf_writer *w);
  * (rec_session_exit): rec_s.undrained is set once the last round is done. */
 void rec_writer_stop(int keep_rings);
 void rec_writer_abandon(void);        /* forked child: forget the parent's writer */
+/* On the writer thread, after rec_session_detach_begin: a few more rounds,
+ * the final one, END; then the session's files are closed, fd (the control
+ * connection that asked) is answered and closed, and the writer ends. */
+void rec_writer_detach(int fd);
 void rec_writer_kick(void);           /* wake the writer early (a syscall) */
 /* Writer thread only: a MARK record; a full round written to the file. */
 void rec_writer_mark(uint64_t t, const char *label);
-void rec_writer_lack_marks(void);     /* a keyframe: the TF_MARK_*_UNRECORDED written again */
+void rec_writer_lack_marks(void);     /* a keyframe: the marks of what the trace lacks again */
 int rec_writer_sync(void);            /* 0, or -1: writing failed */
 int rec_writer_failed(void);
 uint64_t rec_thread_cpu_ns(void);      /* CPU time of the calling thread */

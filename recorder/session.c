@@ -15,7 +15,8 @@
  * hundredth suffix, can hold one of its names). Any other error prints one
  * line on stderr and the program runs unrecorded.
  *
- * Forks: a prepare handler stamps the instant in the forking thread (before
+ * Forks (of a preloaded process; an attached one's children are not
+ * recorded): a prepare handler stamps the instant in the forking thread (before
  * glibc's fork takes malloc's locks; the child inherits the thread's copy)
  * and the child's trace starts with a FORK record naming its parent's trace
  * and that instant, from which the importer gives the child the live set it
@@ -78,6 +79,13 @@ struct rec_session rec_s;
 static struct tf_writer *writer;
 static _Atomic int ending;             /* the writer is being or was stopped */
 static char cmdline[4096];
+/* An attach's trace path (absolute, from trace-record -p): stands for
+ * REC_OUT, which the attached process's environment does not hold. */
+static const char *out_path;
+/* 1 when this copy was loaded into a running process (dlopen'ed by
+ * trace-record -p, attach.c) instead of preloaded: its exports are then
+ * not in the global scope, so nobody finds its mark there. */
+static int attached;
 /* CLOCK_MONOTONIC when this thread last entered fork (prepare handler). */
 static REC_TLS uint64_t fork_mono;
 /* A forked child's parent trace and fork instant, for its FORK record;
@@ -148,7 +156,7 @@ static void read_cmdline(void)
 static void base_name(char *out, size_t size)
 {
 	char *e = out + size, *p = out;
-	const char *env = getenv("REC_OUT");
+	const char *env = out_path ? out_path : getenv("REC_OUT");
 	*p = 0;
 	if ((!env || env[0] != '/') && getcwd(out, size - 1)) {
 		p = out + strlen(out);
@@ -497,6 +505,20 @@ out:
 	rec_guard = g;
 }
 
+/* After the writer wrote END: the trace closed, the .ring finished and
+ * removed (kept if writing failed: the importer recovers from it). */
+static void close_files(void)
+{
+	if (rec_fd_ok(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino))
+		close(rec_s.trace_fd);
+	if (!rec_writer_failed()) {
+		atomic_store(&rec_s.rf->finished, 1);
+		unlink(rec_s.ring_path);
+	}
+	if (rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino))
+		close(rec_s.ring_fd);
+}
+
 void rec_session_stop(void)
 {
 	if (getpid() != rec_s.pid)
@@ -508,15 +530,28 @@ void rec_session_stop(void)
 	int g = rec_guard;
 	rec_guard = 1;
 	rec_writer_stop(0);
-	if (rec_fd_ok(rec_s.trace_fd, rec_s.trace_dev, rec_s.trace_ino))
-		close(rec_s.trace_fd);
-	if (!rec_writer_failed()) {
-		atomic_store(&rec_s.rf->finished, 1);
-		unlink(rec_s.ring_path);
-	}
-	if (rec_fd_ok(rec_s.ring_fd, rec_s.ring_dev, rec_s.ring_ino))
-		close(rec_s.ring_fd);
+	close_files();
 	rec_guard = g;
+}
+
+int rec_session_detach_begin(void)
+{
+	if (!attached || !rec_on() || atomic_exchange(&ending, 1))
+		return -1;
+	rec_got_restore();
+	return 0;
+}
+
+void rec_session_detach_end(void)
+{
+	close_files();
+	/* The ring file's mapping is swapped for zeroed anonymous memory: its
+	 * pages and disk blocks are released (a hundred attaches must not
+	 * pile them up), while a thread still finishing a hook it entered
+	 * before the GOT was put back writes harmlessly instead of faulting. */
+	if (mmap(rec_s.rf, rec_s.map_size, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+		rec_say("cannot release the ring file's mapping", "", "; it stays mapped");
 }
 
 /* A thread of /proc/self/task other than the caller and the recorder's own? */
@@ -604,7 +639,15 @@ static void fork_child(void)
 	rec_cfi_fork_child();
 	rec_got_fork_child();
 	rec_sample_fork_child();
-	start(1);
+	if (attached) {
+		/* an attach records the process attached to, not the children it
+		 * forks (nobody would detach them): their calls go back to the
+		 * real functions, and a later attach to one starts its own trace */
+		rec_got_restore();
+		atomic_store(&rec_s.state, REC_CLOSED);
+	} else {
+		start(1);
+	}
 	rec_guard = g;
 }
 
@@ -656,31 +699,79 @@ static int first_copy(void)
 	return 0;
 }
 
-__attribute__((constructor)) static void rec_init(void)
+/* What every session needs, once per process: 0, or -1 after saying why
+ * (the allocators' APIs are then back as they were). */
+static int setup(void)
 {
-	int g = rec_guard;
-	rec_guard = 1;
-	rec_real_resolve();
-	if (dlsym(RTLD_DEFAULT, REC_NEVER_RECORD) || !first_copy()) {
-		rec_guard = g;          /* calls pass through */
-		return;
-	}
 	rec_walk_init();
 	rec_mmap_init();
 	rec_s.depth = parse_depth();
 	rec_s.max_size = parse_max_size();
 	rec_ctl_init();
 	rec_counters_init();
-	rec_alloc_api_init();
+	if (!attached)
+		rec_alloc_api_init(NULL, 0);   /* attached: each attach routes them (attach.c) */
 	if (rec_stack_init() < 0) {
 		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");
-		rec_got_restore();      /* the allocators' APIs back as they were */
-	} else if (rec_ring_init() < 0 || pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) {
-		rec_say("cannot set up thread hooks", "", "; not recording");
-		rec_got_restore();
-	} else {
-		start(1);
+		return -1;
 	}
+	if (rec_ring_init() < 0 || pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) {
+		rec_say("cannot set up thread hooks", "", "; not recording");
+		return -1;
+	}
+	return 0;
+}
+
+int rec_session_attached(void)
+{
+	return attached;
+}
+
+int rec_session_attach(const char *trace_path)
+{
+	static int set_up;             /* setup() ran: a later attach reuses it */
+	if (!attached)
+		return REC_ATTACH_PRELOADED;
+	if (atomic_load(&rec_s.state) == REC_ON)
+		return REC_ATTACH_BUSY;
+	int g = rec_guard;
+	rec_guard = 1;
+	out_path = trace_path;
+	if (!set_up) {
+		rec_real_resolve_attached();
+		set_up = setup() == 0;
+	}
+	int rc = REC_ATTACH_FAILED;
+	if (set_up) {
+		/* start(1): the previous attach's tables are unused (its hooks
+		 * ended in the detach's grace rounds), so they are unmapped, or
+		 * every cycle would keep them */
+		start(1);
+		rc = rec_on() ? 0 : REC_ATTACH_FAILED;
+	}
+	out_path = NULL;
+	rec_guard = g;
+	return rc;
+}
+
+__attribute__((constructor)) static void rec_init(void)
+{
+	int g = rec_guard;
+	rec_guard = 1;
+	if (!dlsym(rec_program_scope(), "heapreel_recorder")) {
+		attached = 1;           /* idle until rec_session_attach */
+		rec_guard = g;
+		return;
+	}
+	rec_real_resolve();
+	if (dlsym(RTLD_DEFAULT, REC_NEVER_RECORD) || !first_copy()) {
+		rec_guard = g;          /* calls pass through */
+		return;
+	}
+	if (setup() < 0)
+		rec_got_restore();      /* the allocators' APIs back as they were */
+	else
+		start(1);
 	rec_guard = g;
 }
 

@@ -2,7 +2,7 @@
  * trace_ctl.c - trace-ctl: controls the recorder inside a running process
  * through its control socket (recorder/control.c has the protocol).
  *
- *   trace-ctl PID start | stop | mark LABEL | flush | status
+ *   trace-ctl PID start | stop | mark LABEL | flush | status | detach
  *   trace-ctl PID record --for DURATION [--sample BYTES]
  *
  * record = [sample BYTES,] start, wait DURATION, stop; SIGINT or SIGTERM
@@ -16,6 +16,10 @@
  * recorder checks ours on its side.
  *
  * status prints the recorder's answer: ok state=active|stopped sample=P trace=PATH.
+ * detach (a process recorded by trace-record -p) ends its recording: the
+ * recorder puts the GOT back and closes the trace, then answers (waited
+ * for up to DETACH_MS: it drains what is pending first); it prints
+ * ok trace=PATH.
  * Exit status (README "Exit codes", the same for every tool): 0 done; 1
  * the process is not recorded, refused, or said error; 2 usage; 4 there
  * is no such process. Every failure is one line on stderr. DURATION
@@ -50,10 +54,11 @@
  * (a test's trace-ctl gave up then). A process that never answers is
  * stopped or hung: said after this long. */
 #define ANSWER_MS 10000
+#define DETACH_MS 60000           /* a detach answers once the trace is closed */
 #define LINE_BYTES 8192
 
 static const char usage_text[] =
-	"usage: trace-ctl PID start | stop | mark LABEL | flush | status\n"
+	"usage: trace-ctl PID start | stop | mark LABEL | flush | status | detach\n"
 	"       trace-ctl PID record --for DURATION [--sample BYTES]\n"
 	"DURATION: 60s, 500ms, 1.5m, 1h, 5 (a bare number is seconds; units ns us ms s m h)\n"
 	"exit: 0 done; 1 not recorded, refused, or the recorder said error; 2 usage;\n"
@@ -140,6 +145,7 @@ static int connect_to(long pid, int *status)
  * or the exit status after saying what went wrong. */
 static int ask(long pid, const char *req, char *line, size_t size)
 {
+	int wait_ms = strcmp(req, "detach") ? ANSWER_MS : DETACH_MS;
 	int status;
 	int fd = connect_to(pid, &status);
 	if (fd < 0)
@@ -154,10 +160,10 @@ static int ask(long pid, const char *req, char *line, size_t size)
 	line[0] = 0;
 	while (got < size - 1 && !memchr(line, '\n', got)) {
 		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		int pr = poll(&pf, 1, ANSWER_MS);
+		int pr = poll(&pf, 1, wait_ms);
 		if (pr <= 0) {
 			close(fd);
-			return fail(1, "process %ld did not answer within %d ms", pid, ANSWER_MS);
+			return fail(1, "process %ld did not answer within %d ms", pid, wait_ms);
 		}
 		ssize_t r = recv(fd, line + got, size - 1 - got, 0);
 		if (r <= 0)
@@ -270,12 +276,12 @@ int main(int argc, char **argv)
 		return ask(pid, req, line, sizeof line);
 	}
 	if (argc != 3 || (strcmp(cmd, "start") && strcmp(cmd, "stop") && strcmp(cmd, "flush") &&
-			  strcmp(cmd, "status")))
+			  strcmp(cmd, "status") && strcmp(cmd, "detach")))
 		return fail(EXIT_USAGE, "unknown command '%s' (start, stop, mark LABEL, flush, status,"
-			    " record --for DURATION)", cmd);
+			    " detach, record --for DURATION)", cmd);
 	if ((rc = ask(pid, cmd, line, sizeof line)))
 		return rc;
-	if (!strcmp(cmd, "status"))
-		printf("%s\n", line);  /* the recorder's answer, "ok state=..." */
+	if (!strcmp(cmd, "status") || !strcmp(cmd, "detach"))
+		printf("%s\n", line);  /* the recorder's answer, "ok state=..." / "ok trace=..." */
 	return 0;
 }

@@ -6,6 +6,9 @@
  *
  *   trace-record [-o PATH|DIR/] [--force] [--sample BYTES] [--paused] [--depth N]
  *                -- PROGRAM ARGS...
+ *   trace-record -p PID [--for DURATION] [-o PATH|DIR/] [--force]
+ *
+ * -p attaches to a running process instead (trace_attach.c).
  *
  * libheapreel.so is looked for relative to this executable (the libdir of
  * its own install, or beside it in the build tree), then in the libdir it
@@ -49,6 +52,7 @@
 
 #include "rec_common.h"
 #include "trace_format.h"
+#include "trace_record.h"
 
 #ifndef REC_LIBDIR
 #define REC_LIBDIR "/usr/local/lib"       /* meson passes prefix/libdir */
@@ -58,9 +62,6 @@
 #endif
 
 #define LIBREC "libheapreel.so"
-#define EXIT_CANNOT 1              /* exit codes: README "Exit codes" */
-#define EXIT_USAGE 2
-#define EXIT_EXISTS 3
 #define EXIT_NOEXEC 127
 #define SIGNAL_BASE 128            /* shells' convention: killed by N -> 128 + N */
 #define RUN_PARENT "heapreel-out"  /* default run directories go here, as ./heapreel profile's */
@@ -81,13 +82,22 @@ static const char usage_text[] =
 	"  --depth N           stack frames kept, 1 to 256 (default 64)\n"
 	"  --max-size SIZE     bounded recording: the trace is a ring of SIZE bytes\n"
 	"                      (K, M, G suffixes; at least 4M) keeping the latest window\n"
+	"  -p, --pid PID       attach to a running process instead of running a program:\n"
+	"                      record from now until Ctrl-C, --for or its end, then detach\n"
+	"                      (it runs on); with -o and --force only\n"
+	"  --for DURATION      with -p: record this long (60s, 1.5m, 500ms; a bare number\n"
+	"                      is seconds)\n"
 	"\n"
 	"Exit status: the program's; 128+N if signal N killed it; 127 the program\n"
 	"could not be run; before running it: 1 cannot record (directory missing\n"
 	"or not writable), 2 usage error, 3 the trace exists (no --force) or the\n"
-	"run directory is not empty.\n";
+	"run directory is not empty. With -p: 0 recorded and detached (or the\n"
+	"process ended); 1 cannot record (also: gdb missing, the load failed);\n"
+	"2 usage; 3 as above; 4 no such process; 6 not permitted to trace it\n"
+	"(ptrace_scope); 7 another user's process; 8 a static program (no dynamic\n"
+	"loader); 9 already being recorded.\n";
 
-enum { OPT_SAMPLE = 256, OPT_PAUSED, OPT_DEPTH, OPT_MAX_SIZE, OPT_HELP };
+enum { OPT_SAMPLE = 256, OPT_PAUSED, OPT_DEPTH, OPT_MAX_SIZE, OPT_FOR, OPT_HELP };
 
 static const struct option options[] = {
 	{ "output", required_argument, NULL, 'o' },
@@ -96,14 +106,15 @@ static const struct option options[] = {
 	{ "paused", no_argument, NULL, OPT_PAUSED },
 	{ "depth", required_argument, NULL, OPT_DEPTH },
 	{ "max-size", required_argument, NULL, OPT_MAX_SIZE },
+	{ "pid", required_argument, NULL, 'p' },
+	{ "for", required_argument, NULL, OPT_FOR },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ 0 }
 };
 
 static pid_t child;
 
-__attribute__((format(printf, 2, 3)))
-static int fail(int code, const char *fmt, ...)
+int rec_fail(int code, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
@@ -121,36 +132,51 @@ static int number(const char *opt, const char *s, uint64_t lo, uint64_t hi)
 	uint64_t v;
 	if (rec_parse_u64(s, lo, hi, &v) == 0)
 		return 0;
-	return fail(-1, "%s %s: expected a number from %" PRIu64 " to %" PRIu64, opt, s, lo, hi);
+	return rec_fail(-1, "%s %s: expected a number from %" PRIu64 " to %" PRIu64, opt, s, lo, hi);
 }
 
-/* Is dir/LIBREC readable? Then out holds its absolute, resolved path. */
-static int lib_in(const char *dir, char *out)
+/* Is dir/name readable? Then out holds its absolute, resolved path. */
+static int file_in(const char *dir, const char *name, char *out)
 {
 	char path[PATH_MAX];
-	int n = snprintf(path, sizeof path, "%s/%s", dir, LIBREC);
+	int n = snprintf(path, sizeof path, "%s/%s", dir, name);
 	return n > 0 && (size_t)n < sizeof path && access(path, R_OK) == 0 &&
 	       realpath(path, out) ? 0 : -1;
 }
 
-/* The library of this trace-record's own install or build tree, found from
- * /proc/self/exe: REC_LIBDIR_FROM_BIN relative to it (an install, also one
- * staged under DESTDIR or moved), then beside it (the build tree); else the
- * configured REC_LIBDIR. out (PATH_MAX bytes) gets an absolute path, since
- * the program may change directory before it execs another; 0 or -1. */
-static int find_librec(char *out)
+/* This executable's directory into dir (PATH_MAX bytes); 0 or -1. */
+static int own_dir(char *dir)
+{
+	ssize_t n = readlink("/proc/self/exe", dir, PATH_MAX - 1);
+	char *slash = n > 0 ? memrchr(dir, '/', (size_t)n) : NULL;
+	if (!slash)
+		return -1;
+	*slash = 0;
+	return 0;
+}
+
+/* The library name of this trace-record's own install or build tree,
+ * found from /proc/self/exe: REC_LIBDIR_FROM_BIN relative to it (an
+ * install, also one staged under DESTDIR or moved), then beside it (the
+ * build tree); else the configured REC_LIBDIR. out (PATH_MAX bytes) gets
+ * an absolute path, since the program may change directory before it execs
+ * another; 0 or -1. */
+int rec_find_beside(const char *name, char *out)
 {
 	char self[PATH_MAX], dir[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-	char *slash = n > 0 ? memrchr(self, '/', (size_t)n) : NULL;
-	if (slash) {
-		*slash = 0;
+	if (own_dir(self) == 0) {
 		int m = snprintf(dir, sizeof dir, "%s/%s", self, REC_LIBDIR_FROM_BIN);
-		if ((*REC_LIBDIR_FROM_BIN && m > 0 && (size_t)m < sizeof dir && lib_in(dir, out) == 0) ||
-		    lib_in(self, out) == 0)
+		if ((*REC_LIBDIR_FROM_BIN && m > 0 && (size_t)m < sizeof dir &&
+		     file_in(dir, name, out) == 0) || file_in(self, name, out) == 0)
 			return 0;
 	}
-	return lib_in(REC_LIBDIR, out);
+	return file_in(REC_LIBDIR, name, out);
+}
+
+int rec_find_tool(const char *name, char *out)
+{
+	char self[PATH_MAX];
+	return own_dir(self) == 0 ? file_in(self, name, out) : -1;
 }
 
 /* Is the LD_PRELOAD entry tok a libheapreel.so, whatever its directory? */
@@ -199,13 +225,7 @@ static int absolute(const char *path, char *out, size_t size)
 	return n < 0 || (size_t)n >= size ? -1 : 0;
 }
 
-/* Where a run's traces go: tmpl, the trace path template (absolute); dir,
- * the run's own directory ("" for -o PATH); and which directories this
- * made, so that a program that could not be run leaves nothing behind. */
-struct dest {
-	char tmpl[PATH_MAX], dir[PATH_MAX], parent[PATH_MAX];
-	int made_dir, made_parent;
-};
+
 
 /* Does -o name a run directory (ends in '/' or is one)? */
 static int names_dir(const char *o)
@@ -217,25 +237,25 @@ static int names_dir(const char *o)
 
 /* Makes the run directory dir or takes an existing empty one: 0, or an
  * exit code after one line. */
-static int take_run_dir(struct dest *d)
+static int take_run_dir(struct rec_dest *d)
 {
 	if (mkdir(d->dir, RUN_DIR_MODE) == 0) {
 		d->made_dir = 1;
 		return 0;
 	}
 	if (errno != EEXIST)
-		return fail(EXIT_CANNOT, "cannot make the run directory %s: %s", d->dir,
+		return rec_fail(EXIT_CANNOT, "cannot make the run directory %s: %s", d->dir,
 			    strerror(errno));
 	DIR *dir = opendir(d->dir);
 	if (!dir)
-		return fail(EXIT_CANNOT, "%s: %s", d->dir, strerror(errno));
+		return rec_fail(EXIT_CANNOT, "%s: %s", d->dir, strerror(errno));
 	struct dirent *de;
 	int entries = 0;
 	while ((de = readdir(dir)))
 		entries += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
 	closedir(dir);
 	if (entries)
-		return fail(EXIT_EXISTS, "%s is not empty: a run's traces go to a directory of "
+		return rec_fail(EXIT_EXISTS, "%s is not empty: a run's traces go to a directory of "
 			    "their own (choose another -o)", d->dir);
 	return 0;
 }
@@ -243,31 +263,31 @@ static int take_run_dir(struct dest *d)
 /* The default run directory, RUN_PARENT/PROGRAM.STAMP[.N] in the working
  * directory (N when another run of the same second took the name): 0, or
  * an exit code after one line. */
-static int default_run_dir(struct dest *d, const char *program)
+static int default_run_dir(struct rec_dest *d, const char *program)
 {
 	const char *base = strrchr(program, '/');
 	char stamp[32];
 	time_t now = time(NULL);
 	strftime(stamp, sizeof stamp, RUN_STAMP, localtime(&now));
 	if (absolute(RUN_PARENT, d->parent, sizeof d->parent) < 0)
-		return fail(EXIT_CANNOT, "cannot make " RUN_PARENT " absolute: %s", strerror(errno));
+		return rec_fail(EXIT_CANNOT, "cannot make " RUN_PARENT " absolute: %s", strerror(errno));
 	if (mkdir(d->parent, RUN_DIR_MODE) == 0)
 		d->made_parent = 1;
 	else if (errno != EEXIST)
-		return fail(EXIT_CANNOT, "cannot make %s: %s", d->parent, strerror(errno));
+		return rec_fail(EXIT_CANNOT, "cannot make %s: %s", d->parent, strerror(errno));
 	for (unsigned k = 0;; k++) {
 		int n = k ? snprintf(d->dir, sizeof d->dir, "%s/%s.%s.%u", d->parent,
 				     base ? base + 1 : program, stamp, k)
 			  : snprintf(d->dir, sizeof d->dir, "%s/%s.%s", d->parent,
 				     base ? base + 1 : program, stamp);
 		if (n < 0 || (size_t)n >= sizeof d->dir)
-			return fail(EXIT_CANNOT, "%s: name too long", d->parent);
+			return rec_fail(EXIT_CANNOT, "%s: name too long", d->parent);
 		if (mkdir(d->dir, RUN_DIR_MODE) == 0) {
 			d->made_dir = 1;
 			return 0;
 		}
 		if (errno != EEXIST)
-			return fail(EXIT_CANNOT, "cannot make %s: %s", d->dir, strerror(errno));
+			return rec_fail(EXIT_CANNOT, "cannot make %s: %s", d->dir, strerror(errno));
 	}
 }
 
@@ -278,24 +298,24 @@ static int writable_dir(const char *tmpl)
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof dir, "%.*s", (int)(strrchr(tmpl, '/') - tmpl), tmpl);
 	if (access(dir[0] ? dir : "/", W_OK | X_OK) != 0)
-		return fail(EXIT_CANNOT, "cannot record into %s: %s", dir[0] ? dir : "/",
+		return rec_fail(EXIT_CANNOT, "cannot record into %s: %s", dir[0] ? dir : "/",
 			    strerror(errno));
 	return 0;
 }
 
 /* Chooses where the traces go (-o, else REC_OUT, else a default run
  * directory) and prepares it: 0, or an exit code after one line. */
-static int choose_dest(struct dest *d, const char *o, const char *program)
+int rec_choose_dest(struct rec_dest *d, const char *o, const char *program)
 {
 	int rc;
 	if (o && !names_dir(o)) {
 		if (absolute(o, d->tmpl, sizeof d->tmpl) < 0)
-			return fail(EXIT_CANNOT, "cannot make the trace path absolute: %s",
+			return rec_fail(EXIT_CANNOT, "cannot make the trace path absolute: %s",
 				    strerror(errno));
 		return writable_dir(d->tmpl);
 	}
 	if (o && absolute(o, d->dir, sizeof d->dir) < 0)
-		return fail(EXIT_CANNOT, "cannot make the run directory absolute: %s",
+		return rec_fail(EXIT_CANNOT, "cannot make the run directory absolute: %s",
 			    strerror(errno));
 	if ((rc = o ? take_run_dir(d) : default_run_dir(d, program)))
 		return rc;
@@ -303,12 +323,12 @@ static int choose_dest(struct dest *d, const char *o, const char *program)
 	while (n > 1 && d->dir[n - 1] == '/')
 		d->dir[--n] = 0;
 	if (snprintf(d->tmpl, sizeof d->tmpl, "%s/" RUN_TRACE, d->dir) >= (int)sizeof d->tmpl)
-		return fail(EXIT_CANNOT, "%s: name too long", d->dir);
+		return rec_fail(EXIT_CANNOT, "%s: name too long", d->dir);
 	return 0;
 }
 
 /* Removes the directories d made: the program never ran, nothing is in them. */
-static void unmake(const struct dest *d)
+void rec_unmake(const struct rec_dest *d)
 {
 	if (d->made_dir)
 		rmdir(d->dir);
@@ -331,26 +351,26 @@ static int is_trace(const char *path)
 /* May the trace path be written? 0, or an exit code after one line. With
  * force an existing trace and its leftover .ring are removed (the recorder
  * never writes over a file); nothing but a trace is ever replaced. */
-static int claim_trace(const char *path, int force)
+int rec_claim_trace(const char *path, int force)
 {
 	struct stat st;
 	char ring[PATH_MAX];
 	if (lstat(path, &st) != 0)
 		return 0;
 	if (!force)
-		return fail(EXIT_EXISTS, "%s already exists; not replacing it (--force replaces "
+		return rec_fail(EXIT_EXISTS, "%s already exists; not replacing it (--force replaces "
 			    "a trace)", path);
 	if (!S_ISREG(st.st_mode) || !is_trace(path))
-		return fail(EXIT_EXISTS, "%s exists and is not a trace; not replacing it, even "
+		return rec_fail(EXIT_EXISTS, "%s exists and is not a trace; not replacing it, even "
 			    "with --force", path);
 	snprintf(ring, sizeof ring, "%s.ring", path);
 	if (unlink(path) != 0 || (lstat(ring, &st) == 0 && S_ISREG(st.st_mode) && unlink(ring)))
-		return fail(EXIT_CANNOT, "cannot replace %s: %s", path, strerror(errno));
+		return rec_fail(EXIT_CANNOT, "cannot replace %s: %s", path, strerror(errno));
 	return 0;
 }
 
 /* tmpl with every %p replaced by pid. */
-static void expand(const char *tmpl, pid_t pid, char *out, size_t size)
+void rec_expand(const char *tmpl, pid_t pid, char *out, size_t size)
 {
 	size_t o = 0;
 	for (const char *s = tmpl; *s && o + 1 < size; s++) {
@@ -426,7 +446,7 @@ static void put_word(const char *s, int glob)
  * the trace (with more: every trace of its template) into PATH.db. */
 static void put_import(const char *tmpl, const char *path, const char *dir, int more)
 {
-	char db[PATH_MAX];
+	char db[PATH_MAX + sizeof "/" RUN_DB];   /* a directory or trace path and the suffix */
 	fputs("trace-import ", stderr);
 	if (*dir) {
 		put_word(dir, 0);
@@ -447,7 +467,7 @@ static void put_import(const char *tmpl, const char *path, const char *dir, int 
 /* Says where the run's traces went: the first process's, and those of the
  * programs it exec'd and the processes it forked, when they went to the
  * same directory (files of the template written since the run started). */
-static void say_traces(const struct dest *dst, const char *path, const struct timespec *start)
+void rec_say_traces(const struct rec_dest *dst, const char *path, const struct timespec *start)
 {
 	const char *tmpl = dst->tmpl;
 	struct stat st;
@@ -504,9 +524,22 @@ int main(int argc, char **argv)
 {
 	const char *out = NULL, *sample = NULL, *depth = NULL, *max_size = NULL;
 	int paused = 0, force = 0, c, rc;
+	struct rec_attach_opts at = { .pid = -1, .for_ns = -1 };
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:o:fh", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:o:fhp:", options, NULL)) != -1) {
 		switch (c) {
+		case 'p': {
+			uint64_t v;
+			if (rec_parse_u64(optarg, 1, INT32_MAX, &v) < 0)
+				return rec_fail(EXIT_USAGE, "-p %s: not a process id", optarg);
+			at.pid = (long)v;
+			break;
+		}
+		case OPT_FOR:
+			if (tf_parse_duration(optarg, &at.for_ns))
+				return rec_fail(EXIT_USAGE, "--for %s: expected a duration like 60s, 500ms,"
+						" 1.5m, 1h or 5 (seconds)", optarg);
+			break;
 		case 'o':
 			out = optarg;
 			break;
@@ -529,7 +562,7 @@ int main(int argc, char **argv)
 		case OPT_MAX_SIZE: {
 			uint64_t v;
 			if (rec_parse_size(optarg, REC_MAX_SIZE_MIN, REC_MAX_SIZE_MAX, &v) < 0)
-				return fail(EXIT_USAGE, "--max-size %s: expected a size of at least 4M"
+				return rec_fail(EXIT_USAGE, "--max-size %s: expected a size of at least 4M"
 					    " (bytes, or a number with K, M or G)", optarg);
 			max_size = optarg;
 			break;
@@ -539,11 +572,22 @@ int main(int argc, char **argv)
 			fputs(usage_text, stdout);
 			return 0;
 		case ':':
-			return fail(EXIT_USAGE, "%s needs a value (--help for usage)", argv[optind - 1]);
+			return rec_fail(EXIT_USAGE, "%s needs a value (--help for usage)", argv[optind - 1]);
 		default:
-			return fail(EXIT_USAGE, "unknown option %s (--help for usage)", argv[optind - 1]);
+			return rec_fail(EXIT_USAGE, "unknown option %s (--help for usage)", argv[optind - 1]);
 		}
 	}
+	if (at.pid > 0) {
+		if (optind < argc || sample || paused || depth || max_size)
+			return rec_fail(EXIT_USAGE, "-p PID takes only --for, -o and --force (no program,"
+					" --sample, --paused, --depth or --max-size)");
+		at.out = out;
+		at.force = force;
+		return rec_attach(&at);
+	}
+	if (at.for_ns >= 0)
+		return rec_fail(EXIT_USAGE, "--for goes with -p PID (trace-ctl PID record --for"
+				" records a preloaded process for a while)");
 	if (optind >= argc) {
 		fputs(usage_text, stderr);
 		return EXIT_USAGE;
@@ -551,20 +595,20 @@ int main(int argc, char **argv)
 	char **prog = argv + optind;
 
 	char lib[PATH_MAX];
-	static struct dest dst;
-	if (find_librec(lib) < 0)
-		return fail(EXIT_CANNOT, "cannot find %s in trace-record's own install or build tree, nor in %s",
+	static struct rec_dest dst;
+	if (rec_find_beside(LIBREC, lib) < 0)
+		return rec_fail(EXIT_CANNOT, "cannot find %s in trace-record's own install or build tree, nor in %s",
 			    LIBREC, REC_LIBDIR);
 	if (!out && getenv("REC_OUT") && *getenv("REC_OUT"))
 		out = getenv("REC_OUT");
-	if ((rc = choose_dest(&dst, out, prog[0])))
+	if ((rc = rec_choose_dest(&dst, out, prog[0])))
 		return rc;
 	char *preload = preload_with(lib);
 	if (!preload || setenv("LD_PRELOAD", preload, 1) || setenv("REC_OUT", dst.tmpl, 1) ||
 	    (sample && setenv("REC_SAMPLE", sample, 1)) ||
 	    (paused && setenv("REC_PAUSED", "1", 1)) || (depth && setenv("REC_DEPTH", depth, 1)) ||
 	    (max_size && setenv("REC_MAX_SIZE", max_size, 1)))
-		return fail(EXIT_CANNOT, "out of memory");
+		return rec_fail(EXIT_CANNOT, "out of memory");
 	free(preload);
 
 	signal(SIGINT, SIG_IGN);
@@ -578,24 +622,24 @@ int main(int argc, char **argv)
 	 * a successful exec closes it (O_CLOEXEC) unwritten. */
 	int report[2];
 	if (pipe2(report, O_CLOEXEC) < 0)
-		return fail(EXIT_CANNOT, "cannot make a pipe: %s", strerror(errno));
+		return rec_fail(EXIT_CANNOT, "cannot make a pipe: %s", strerror(errno));
 	char path[PATH_MAX];
 	struct timespec start;
 	/* file times come from the coarse clock, which may lag the fine one */
 	clock_gettime(CLOCK_REALTIME_COARSE, &start);
 	child = fork();
 	if (child < 0)
-		return fail(EXIT_CANNOT, "cannot start %s: %s", prog[0], strerror(errno));
+		return rec_fail(EXIT_CANNOT, "cannot start %s: %s", prog[0], strerror(errno));
 	if (child == 0) {
 		close(report[0]);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGQUIT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGHUP, SIG_DFL);
-		expand(dst.tmpl, getpid(), path, sizeof path);
-		if (!(rc = claim_trace(path, force))) {
+		rec_expand(dst.tmpl, getpid(), path, sizeof path);
+		if (!(rc = rec_claim_trace(path, force))) {
 			execvp(prog[0], prog);
-			rc = fail(EXIT_NOEXEC, "cannot run %s: %s", prog[0], strerror(errno));
+			rc = rec_fail(EXIT_NOEXEC, "cannot run %s: %s", prog[0], strerror(errno));
 		}
 		ssize_t w = write(report[1], "x", 1);
 		(void)w;
@@ -610,13 +654,13 @@ int main(int argc, char **argv)
 	int status;
 	while (waitpid(child, &status, 0) < 0)
 		if (errno != EINTR)
-			return fail(EXIT_CANNOT, "waiting for %s: %s", prog[0], strerror(errno));
+			return rec_fail(EXIT_CANNOT, "waiting for %s: %s", prog[0], strerror(errno));
 	int code = WIFSIGNALED(status) ? SIGNAL_BASE + WTERMSIG(status) : WEXITSTATUS(status);
 	if (failed > 0) {
-		unmake(&dst);
+		rec_unmake(&dst);
 		return code; /* the program never ran: the child said why */
 	}
-	expand(dst.tmpl, child, path, sizeof path);
-	say_traces(&dst, path, &start);
+	rec_expand(dst.tmpl, child, path, sizeof path);
+	rec_say_traces(&dst, path, &start);
 	return code;
 }

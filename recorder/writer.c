@@ -96,6 +96,7 @@
 #define DRAIN_MIN (TF_SEGMENT_EVENTS / 2)
 #define DRAIN_AGE_ROUNDS 200
 #define DRAIN_CHUNK TF_SEGMENT_EVENTS
+#define SCRATCH_BYTES ((DRAIN_CHUNK + 1) * sizeof(struct tf_event))
 
 static struct tf_writer *w;
 static pthread_t thread;
@@ -132,6 +133,34 @@ static uint64_t key_gap;
 static int hold_first;
 #define HOLD_WAITS 10000               /* steps of KEY_GAP_STEP_NS: 10 s at most */
 
+/* Detaching (rec_writer_detach): the control connection to answer once
+ * the trace is closed (-1: not detaching), and the rounds still to run
+ * before the final one, so that a thread inside a hook it entered before
+ * the GOT was put back publishes its event in time (a few ms; one
+ * descheduled longer than that loses its call, as at an exit). */
+static int detach_fd = -1;
+static unsigned detach_rounds;
+#define DETACH_GRACE_ROUNDS 4
+
+void rec_writer_detach(int fd)
+{
+	detach_fd = fd;
+	detach_rounds = DETACH_GRACE_ROUNDS;
+}
+
+/* The writer's last steps after a detach: it ends itself (nobody joins
+ * it), after the files are closed and the request answered. */
+static void detached(void)
+{
+	/* the drain buffer's pages back to the system, as the encoder's */
+	madvise(scratch, SCRATCH_BYTES, MADV_DONTNEED);
+	rec_enc_release();
+	rec_session_detach_end();
+	rec_ctl_detached(detach_fd);
+	detach_fd = -1;
+	pthread_detach(pthread_self());
+}
+
 void rec_writer_kick(void)
 {
 	atomic_fetch_add_explicit(&kick, 1, memory_order_release);
@@ -166,11 +195,13 @@ void rec_writer_meta(const struct tf_record *r)
 	meta_dirty = 1;
 }
 
-/* The marks that say what a trace lacks from their instant on, and the
- * instant each was written at (0: not written this session). A bounded
- * trace's ring overwrites them; every keyframe writes them again, or its
- * answers would not say they lack what the trace never held. */
-static const char *const lack_labels[] = { TF_MARK_CUSTOM_UNRECORDED, TF_MARK_MMAP_UNRECORDED };
+/* The marks that say what a trace lacks from their instant on (an attach:
+ * the blocks allocated before it), and the instant each was written at (0:
+ * not written this session). A bounded trace's ring overwrites them; every
+ * keyframe writes them again, or its answers would not say they lack what
+ * the trace never held. */
+static const char *const lack_labels[] = { TF_MARK_CUSTOM_UNRECORDED, TF_MARK_MMAP_UNRECORDED,
+					   TF_MARK_ATTACH };
 #define NLACK (sizeof lack_labels / sizeof lack_labels[0])
 static uint64_t lack_t[NLACK];
 
@@ -708,7 +739,7 @@ static void *writer_main(void *arg)
 	long period = ROUND_MIN_NS;
 	for (round_no = 1;; round_no++) {
 		uint32_t k = atomic_load_explicit(&kick, memory_order_acquire);
-		if (atomic_load(&stopping))
+		if (atomic_load(&stopping) || (detach_fd >= 0 && !detach_rounds--))
 			break;
 		/* before this round reads `waiters` (ring.c's wait_room reads
 		 * `round` before it adds itself) */
@@ -726,6 +757,8 @@ static void *writer_main(void *arg)
 		struct timespec ts = { 0, sample_in < (uint64_t)period ? (long)sample_in : period };
 		rec_futex_wait(&kick, k, &ts);
 	}
+	if (detach_fd >= 0)   /* hooks still running record nothing more */
+		atomic_store(&rec_s.state, REC_CLOSED);
 	check_fd();
 	round_all(FINAL);
 	rec_counters_tick(1);
@@ -745,19 +778,20 @@ static void *writer_main(void *arg)
 		tf_writer_abandon(w);
 	w = NULL;
 	rec_ring_progress();  /* the trace is closed: nobody waits for this thread */
+	if (detach_fd >= 0)
+		detached();
 	return NULL;
 }
 
 int rec_writer_start(struct tf_writer *tw)
 {
 	struct tf_ring_file *rf = rec_s.rf;
-	size_t sbytes = (DRAIN_CHUNK + 1) * sizeof(struct tf_event);
 	size_t abytes = (size_t)rf->max_rings * sizeof *announced;
 	if (scratch)
-		munmap(scratch, sbytes);
+		munmap(scratch, SCRATCH_BYTES);
 	if (announced)
 		munmap(announced, abytes);
-	scratch = rec_map_private(sbytes, 0);   /* events are copied in before read */
+	scratch = rec_map_private(SCRATCH_BYTES, 0);   /* events are copied in before read */
 	announced = rec_map_private(abytes, 1);
 	if (!scratch || !announced)
 		return -1;  /* the next start unmaps whichever was mapped */

@@ -113,6 +113,10 @@ enum tf_key_phase { TF_KEY_BEGIN = 0, TF_KEY_CUT = 1, TF_KEY_END = 2 };
  * it is sampled or bounded: mappings are missing from that instant on
  * (README "Mappings"). */
 #define TF_MARK_MMAP_UNRECORDED TF_MARK_RESERVED "mmap-unrecorded"
+/* The trace was started by attaching to a running process (trace-record
+ * -p), at this instant: blocks allocated before it are unknown, and frees
+ * of them are expected (FORMAT.md "Attached traces"). */
+#define TF_MARK_ATTACH TF_MARK_RESERVED "attach"
 
 /* Which allocator entry point produced an ALLOC / REALLOC (for tests and
  * debugging; the importer keeps only "came from realloc"). */

@@ -126,7 +126,7 @@ static void lack_note(unsigned lacks, bool terse, char *buf, size_t n)
 	static const struct { unsigned bit; const char *word; } words[] = {
 		{ Q_LACK_LOSS, "after loss" }, { Q_LACK_DAMAGE, "after damage" },
 		{ Q_LACK_STOPPED, "stopped" }, { Q_LACK_UNMAPPED, "no mmap" },
-		{ Q_LACK_CUSTOM, "custom unrecorded" },
+		{ Q_LACK_CUSTOM, "custom unrecorded" }, { Q_LACK_ATTACHED, "since attach" },
 	};
 	static const char after[] = "after ";
 	buf[0] = '\0';

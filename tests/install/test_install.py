@@ -56,7 +56,8 @@ lib = os.path.join(prefix, opt["libdir"], "libheapreel.so")
 man = os.path.join(prefix, opt["mandir"])
 
 want = {os.path.join(bindir, c) for c in COMMANDS}
-want |= {lib, os.path.join(prefix, opt["includedir"], "heapreel", "rec.h"),
+want |= {lib, os.path.join(prefix, opt["libdir"], "libheapreel-attach.so"),  # trace-record -p
+         os.path.join(prefix, opt["includedir"], "heapreel", "rec.h"),
          os.path.join(prefix, opt["libexecdir"], "heapreel", "demo"),
          os.path.join(man, "man3", "libheapreel.3")}
 want |= {os.path.join(man, "man1", c + ".1") for c in COMMANDS}

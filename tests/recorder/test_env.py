@@ -38,6 +38,7 @@ EXPORTS = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalig
            "rec_alloc", "rec_realloc", "rec_free", "rec_pool_create",  # rec.h: custom allocators
            "rec_pool_alloc", "rec_pool_free", "rec_pool_destroy",
            "heapreel_recorder",  # which copy records, when two are loaded
+           "heapreel_attach",    # what trace-record -p calls (attach.c)
            # C++ operator new and delete, every form
            "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
            "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",

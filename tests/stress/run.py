@@ -52,6 +52,9 @@ FAULT_TESTS = [
     "leftovers-ctl-sockets",   # a SIGKILLed process's control socket removed, live ones not
     "test_stopped",            # threads racing stops: no recorded block loses its free
     "rec-ring_grow",           # a growing thread's wait for room, raced by a test hook
+    "test_attach",             # trace-record -p part-way: exact per function
+    "test_cycles",             # attach/detach cycles on threads allocating all the time
+    "test_foreign",            # attach to python3 and sqlite3 while they work
 ]
 QUICK_RUNS = 1                 # --quick: one run...
 QUICK_BUSY = 1                 # ... with one busy loop

@@ -1,0 +1,58 @@
+"""Attach to a running program of ours part-way (att_phases.c): the trace
+holds exactly what it allocated after the attach, per function; its frees
+(and a realloc) of blocks allocated before count as frees_before_attach,
+nothing is unmatched, missed or lost; its output is unchanged and the
+answers say they show the heap since the attach. Prints the time from
+trace-record -p to the first recorded event."""
+import os
+import signal
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+import atttest as at
+from hrtest import TRACE_IMPORT, TRACE_SNAP, connect, folded_per_function, meta, one, run, tmpdir
+
+at.need_attach()
+d = tmpdir("attach")
+go, end = os.path.join(d, "go"), os.path.join(d, "end")
+p, pid = at.start([at.program("att_phases"), go, end], cwd=d)
+trace, db = os.path.join(d, "run.trc"), os.path.join(d, "run.db")
+t_launch = time.time()
+r = at.attach(pid, trace)
+at.touch(go)
+at.wait_line(p, "phase2 done")
+r.send_signal(signal.SIGINT)              # Ctrl-C: detach, the program runs on
+err = at.finish(r)
+assert "trace written to %s" % trace in err, err
+assert p.poll() is None, "the program died: %s" % p.stderr.read()
+at.touch(end)
+out, perr = p.communicate(timeout=at.WAIT_S)
+assert p.returncode == 0 and out == "bye\n" and perr == "", (p.returncode, out, perr)
+
+imp = run([TRACE_IMPORT, trace, db])
+assert "frees of blocks allocated before" in imp.stderr, imp.stderr
+c = connect(db)
+assert meta(c, "frees_before_attach") == 10, meta(c, "frees_before_attach")
+for key in ("unmatched_frees", "missed_frees", "lost_events", "damaged"):
+    assert meta(c, key) == 0, (key, meta(c, key))
+assert meta(c, "attach_t") is not None
+assert one(c, "SELECT count(*) FROM marks WHERE label = 'heapreel.attach'") == 1
+
+names = ["alpha", "beta", "regrow", "early", "gamma_child"]
+got = folded_per_function(db, ["--at", "end"], names, "inuse_space")
+assert got == {"alpha": 2000, "beta": 10000, "regrow": 200, "early": 0, "gamma_child": 0}, got
+got = folded_per_function(db, ["--at", "end"], names, "inuse_objects")
+assert got == {"alpha": 2, "beta": 2, "regrow": 1, "early": 0, "gamma_child": 0}, got
+got = folded_per_function(db, ["--top"], names, "alloc_space")
+assert got == {"alpha": 3000, "beta": 10000, "regrow": 200, "early": 0, "gamma_child": 0}, got
+# the forked child was not recorded: no trace of its own anywhere
+assert sorted(os.listdir(d)) == ["end", "go", "run.db", "run.trc"], os.listdir(d)
+
+snap = run([TRACE_SNAP, db, "--at", "end", "--format", "text"])
+assert "Warning: process %d was recorded by attaching to it" % pid in snap.stdout, snap.stdout
+assert "heap allocated since the attach" in snap.stderr, snap.stderr
+
+first = one(c, "SELECT min(t_alloc) FROM allocations")
+t_first = (meta(c, "t0_real_ns") + first) / 1e9
+print("attach: %.3f s from trace-record -p to the first recorded event" % (t_first - t_launch))
