@@ -403,6 +403,34 @@ int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi);
  * a full libunwind walk from the caller; aborts on a difference. */
 void rec_stack_check(void *const *ips, unsigned n, int same);
 
+/* A full libunwind walk from the caller (leading frames of libheapreel.so
+ * skipped): up to max return addresses. translate: a frame returning into
+ * the shadow stack's trampoline is followed by the shadow's frames
+ * (rec_shadow_chain); else the walk stops there. 0 if libunwind is missing. */
+unsigned rec_unwind_full(void **out, unsigned max, int translate);
+
+/* ---- shadow.c: REC_SHADOW=1, return addresses of walked frames patched -- */
+#define REC_SHADOW_MAX 128            /* frames patched per thread, at most */
+struct rec_shadow_ent {
+	uintptr_t ra;                 /* the return address the slot held */
+	uintptr_t slot;               /* where it was saved */
+};
+/* [0] the outermost frame patched; slots grow down towards the top */
+extern REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
+extern REC_TLS unsigned rec_shadow_n;
+extern int rec_shadow_on;             /* REC_SHADOW=1 */
+void rec_shadow_tramp(void);          /* what a patched slot holds (asm) */
+void rec_shadow_init(void);           /* from rec_stack_init: REC_SHADOW, RTLD_NEXT */
+/* The frames from the patched slot `slot` outward, at most room; 0 if no
+ * entry has that slot. Reads only (a signal handler may call it). */
+unsigned rec_shadow_chain(uintptr_t slot, void **out, unsigned room);
+/* Every patched slot above the caller put back and forgotten. */
+void rec_shadow_drop(void);
+/* Around a walk that must see the original addresses (stack_check.c):
+ * the patched slots above the caller put back, then patched again. */
+void rec_shadow_hide(void);
+void rec_shadow_show(void);
+
 /* ---- cfi.c: per-return-address unwind rules, cached ----------------------
  * A rule packs: bits 0-31 the CFA offset, 32-47 where the caller's RBP is
  * saved (CFA-relative, 0 = RBP unchanged), 48-55 where the return address

@@ -131,6 +131,7 @@ int rec_stack_init(void)
 	*(void **)&unw_bt = dlsym(h, "unw_backtrace");
 	if (!unw_bt)
 		return -1;
+	rec_shadow_init();
 	return rec_stack_check_init(h, self_lo, self_hi);
 }
 
@@ -212,6 +213,106 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 	return (int)n;
 }
 
+/* Per thread, what the previous shadow walk began with: its first slot
+ * (patched by it, or holding the trampoline already) and call site; 0: no
+ * such walk since the shadow last changed other than by returns. */
+static REC_TLS uintptr_t shadow_first_slot, shadow_first_ip;
+
+/* How a shadow walk ended. */
+enum shadow_end { END_OUTERMOST, END_TRAMP, END_CUT };
+
+/* Patches the slots of the m frames walked (slots[j] held buf[j + 1])
+ * above the first `keep` shadow entries: the entries are written and
+ * counted before any slot holds the trampoline, so a siglongjmp out of a
+ * handler meanwhile leaves no patched slot without its entry. */
+static void shadow_patch(void *const *buf, const uintptr_t *slots, unsigned m, unsigned keep)
+{
+	if (keep + m > REC_SHADOW_MAX)
+		return;
+	for (unsigned j = 0; j < m; j++)
+		rec_shadow[keep + m - 1 - j] = (struct rec_shadow_ent){ (uintptr_t)buf[j + 1], slots[j] };
+	rec_shadow_n = keep + m;
+	atomic_signal_fence(memory_order_seq_cst);
+	for (unsigned j = 0; j < m; j++)
+		*(uintptr_t *)slots[j] = (uintptr_t)rec_shadow_tramp;
+}
+
+/* The shadow walk (REC_SHADOW=1): the CFI walk of the frames that changed,
+ * up to the first slot that holds the trampoline; the frames beyond are
+ * the shadow's. The frames walked are patched (shadow.c), which needs the
+ * walk to end at the outermost frame or at the trampoline: a stack deeper
+ * than REC_SHADOW_MAX without either is walked to max and left unpatched.
+ * The number of frames put in buf, or -1 to use libunwind. */
+static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *same)
+{
+	uint64_t epoch = rec_cfi_epoch();
+	if (epoch == UINT64_MAX)
+		return -1;
+	uintptr_t ip, sp, bp, tramp = (uintptr_t)rec_shadow_tramp, x = 0;
+	if (!call_site(__builtin_frame_address(0), &ip, &sp, &bp))
+		return -1;
+	if (REC_UNLIKELY(memo_epoch != epoch)) {
+		memset(near, 0, sizeof near);
+		memo_epoch = epoch;
+	}
+	uintptr_t slots[REC_SHADOW_MAX];
+	unsigned t = 0, m = 0;             /* frames in buf; slots staged */
+	enum shadow_end end = END_CUT;
+	for (;;) {
+		buf[t++] = (void *)ip;
+		if (m == REC_SHADOW_MAX && t >= max)
+			break;         /* too deep to patch, and buf is full */
+		uint64_t rule = rule_of(ip, epoch);
+		unsigned flags = rec_rule_flags(rule);
+		if (flags & REC_RULE_LAST) {
+			end = END_OUTERMOST;
+			break;
+		}
+		uintptr_t cfa = (flags & REC_RULE_CFA_RBP ? bp : sp) + (uintptr_t)rec_rule_cfa_off(rule);
+		if (!(flags & REC_RULE_OK) || cfa <= sp) {
+			if (t < max)
+				return -1;  /* not expressible, or not moving up: let libunwind judge */
+			break;             /* the frames past max only mattered for patching */
+		}
+		if (rec_rule_rbp_off(rule))
+			bp = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_rbp_off(rule));
+		uintptr_t slot = cfa + (intptr_t)rec_rule_ra_off(rule);
+		ip = *(const uintptr_t *)slot;
+		sp = cfa;
+		if (ip == tramp) {
+			x = slot;
+			end = END_TRAMP;
+			break;
+		}
+		if (m < REC_SHADOW_MAX)
+			slots[m++] = slot;
+	}
+	unsigned n = t < max ? t : max;
+	if (end == END_TRAMP) {
+		/* the entries above x's are frames gone by longjmp: dropped */
+		unsigned k = rec_shadow_n;
+		while (k && rec_shadow[k - 1].slot < x)
+			k--;
+		if (!k || rec_shadow[k - 1].slot != x) {
+			rec_shadow_drop();
+			return -1;  /* a trampoline the shadow does not know: libunwind */
+		}
+		rec_shadow_n = k;
+		for (unsigned i = k; i-- > 0 && n < max;)
+			buf[n++] = (void *)rec_shadow[i].ra;
+		*same = t == 1 && x == shadow_first_slot && (uintptr_t)buf[0] == shadow_first_ip;
+		if (m == t - 1)
+			shadow_patch(buf, slots, m, k);
+	} else {
+		*same = 0;
+		if (end == END_OUTERMOST && m == t - 1)
+			shadow_patch(buf, slots, m, 0);  /* no slot held the trampoline: all gone */
+	}
+	shadow_first_slot = end == END_CUT || m != t - 1 ? 0 : t == 1 ? x : slots[0];
+	shadow_first_ip = (uintptr_t)buf[0];
+	return (int)n;
+}
+
 /* Frames a call from the recorder's side climbs before a frame of
  * libheapreel.so (the real allocator's few); past them it is not one. */
 #define FROM_RECORDER_FRAMES 32
@@ -251,13 +352,19 @@ unsigned rec_stack_capture_nested(void **buf, unsigned max)
 
 static void *const *capture(void **buf, unsigned *n, int *same)
 {
-	int fast = walk(buf, rec_s.depth, same);
+	int fast = rec_shadow_on ? walk_shadow(buf, rec_s.depth, same) : walk(buf, rec_s.depth, same);
 	if (fast >= 0) {
 		*n = (unsigned)fast;
 		return buf;
 	}
 	memo_n = 0;  /* memo[] no longer lists one whole capture */
 	*same = 0;
+	if (rec_shadow_on) {
+		/* libunwind stops at the trampoline; the shadow goes on from there */
+		shadow_first_slot = 0;
+		*n = rec_unwind_full(buf, rec_s.depth, 1);
+		return buf;
+	}
 	int got = unw_bt(buf, (int)rec_s.depth + OWN_FRAMES_MAX);
 	if (got < 0)
 		got = 0;
