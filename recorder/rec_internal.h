@@ -313,6 +313,7 @@ struct rec_session {
 	_Atomic uint64_t wait_rounds; /* most writer rounds one wait for room spanned */
 	_Atomic uint64_t lent_calls;  /* calls recorded through a lent ring (no ring free) */
 	_Atomic uint64_t stack_checks; /* captures checked (REC_CHECK_STACKS) */
+	_Atomic uint64_t shadow_hits; /* of those, walks that met the shadow's trampoline */
 	_Atomic uint64_t stacks_unknown; /* events stored with stack 0: trie full, or a
 	                                    new stack in a handler that interrupted
 	                                    this thread's trie insert */
@@ -418,6 +419,9 @@ struct rec_shadow_ent {
 /* [0] the outermost frame patched; slots grow down towards the top */
 extern REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
 extern REC_TLS unsigned rec_shadow_n;
+/* Nonzero: a call that unwinds (shadow.c's forwarders) returns through
+ * this slot; no capture with its stack pointer below it patches. */
+extern REC_TLS uintptr_t rec_shadow_barrier;
 extern int rec_shadow_on;             /* REC_SHADOW=1 */
 void rec_shadow_tramp(void);          /* what a patched slot holds (asm) */
 void rec_shadow_init(void);           /* from rec_stack_init: REC_SHADOW, RTLD_NEXT */

@@ -23,7 +23,12 @@
  * _Unwind_Backtrace, backtrace, pthread_exit, swapcontext and setcontext
  * first put every patched slot back (rec_shadow_drop), then jump to the
  * next definition (RTLD_NEXT) with the stack and argument registers as
- * they came, so the callee sees its caller exactly as without us.
+ * they came, so the callee sees its caller exactly as without us. What
+ * such a call allocates before it unwinds (glibc's backtrace and
+ * pthread_exit load libgcc_s at their first call) must not patch the
+ * frames again: until a capture's stack pointer is above the call's
+ * return address slot (the call returned, or a landing pad above it runs),
+ * stack.c patches nothing (rec_shadow_barrier).
  *
  * Not covered, so REC_SHADOW is off by default (README "Shadow stacks"):
  * pthread_cancel's forced unwind, which glibc runs through its private
@@ -42,6 +47,7 @@
 
 REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
 REC_TLS unsigned rec_shadow_n;
+REC_TLS uintptr_t rec_shadow_barrier;
 int rec_shadow_on;
 
 /* The trampoline a patched frame returns into: rsp = slot + 8. It saves
@@ -175,13 +181,16 @@ static const char *const names[] = { FORWARDS(NAME) };
 #define N_FORWARDS (sizeof names / sizeof *names)
 static void *next_def[N_FORWARDS];
 
-/* The next definition of forwarder i, the patched slots put back first.
+/* The next definition of forwarder i, called from `slot`, the patched
+ * slots put back first and no patching until the call is left.
  * Resolved in the constructor; one whose library came later (libgcc_s
  * loaded by a dlopen) is looked up at its first call, outside any hook. */
-__attribute__((used)) void *rec_shadow_forward(unsigned i);
-__attribute__((used)) void *rec_shadow_forward(unsigned i)
+__attribute__((used)) void *rec_shadow_forward(unsigned i, uintptr_t slot);
+__attribute__((used)) void *rec_shadow_forward(unsigned i, uintptr_t slot)
 {
 	rec_shadow_drop();
+	if (slot > rec_shadow_barrier)
+		rec_shadow_barrier = slot;
 	void *f = __atomic_load_n(&next_def[i], __ATOMIC_ACQUIRE);
 	if (REC_UNLIKELY(!f)) {
 		f = dlsym(RTLD_NEXT, names[i]);
@@ -201,6 +210,7 @@ __attribute__((used)) void *rec_shadow_forward(unsigned i)
 	"	push %rsi\n	.cfi_adjust_cfa_offset 8\n" \
 	"	push %rdx\n	.cfi_adjust_cfa_offset 8\n" \
 	"	mov $" #i ", %edi\n" \
+	"	lea 24(%rsp), %rsi\n" \
 	"	call rec_shadow_forward\n" \
 	"	pop %rdx\n	.cfi_adjust_cfa_offset -8\n" \
 	"	pop %rsi\n	.cfi_adjust_cfa_offset -8\n" \

@@ -255,7 +255,7 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 		memset(near, 0, sizeof near);
 		memo_epoch = epoch;
 	}
-	uintptr_t slots[REC_SHADOW_MAX];
+	uintptr_t slots[REC_SHADOW_MAX], sp0 = sp;
 	unsigned t = 0, m = 0;             /* frames in buf; slots staged */
 	enum shadow_end end = END_CUT;
 	for (;;) {
@@ -288,6 +288,13 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 			slots[m++] = slot;
 	}
 	unsigned n = t < max ? t : max;
+	int patch = m == t - 1;            /* every frame walked has its slot staged */
+	if (REC_UNLIKELY(rec_shadow_barrier)) {
+		if (sp0 < rec_shadow_barrier)
+			patch = 0;     /* inside a call that unwinds */
+		else
+			rec_shadow_barrier = 0;  /* that call was left */
+	}
 	if (end == END_TRAMP) {
 		/* the entries above x's are frames gone by longjmp: dropped */
 		unsigned k = rec_shadow_n;
@@ -298,17 +305,19 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 			return -1;  /* a trampoline the shadow does not know: libunwind */
 		}
 		rec_shadow_n = k;
+		if (REC_UNLIKELY(rec_check_stacks))
+			atomic_fetch_add_explicit(&rec_s.shadow_hits, 1, memory_order_relaxed);
 		for (unsigned i = k; i-- > 0 && n < max;)
 			buf[n++] = (void *)rec_shadow[i].ra;
 		*same = t == 1 && x == shadow_first_slot && (uintptr_t)buf[0] == shadow_first_ip;
-		if (m == t - 1)
+		if (patch)
 			shadow_patch(buf, slots, m, k);
 	} else {
 		*same = 0;
-		if (end == END_OUTERMOST && m == t - 1)
+		if (end == END_OUTERMOST && patch)
 			shadow_patch(buf, slots, m, 0);  /* no slot held the trampoline: all gone */
 	}
-	shadow_first_slot = end == END_CUT || m != t - 1 ? 0 : t == 1 ? x : slots[0];
+	shadow_first_slot = end == END_CUT || !patch ? 0 : t == 1 ? x : slots[0];
 	shadow_first_ip = (uintptr_t)buf[0];
 	return (int)n;
 }
