@@ -326,6 +326,19 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
  * libheapreel.so (the real allocator's few); past them it is not one. */
 #define FROM_RECORDER_FRAMES 32
 
+/* rec_stack_from_recorder's walk past a patched slot (a frame the
+ * shadow stack knows, REC_SHADOW=1): the rest of the stack is the
+ * shadow's, up to `left` frames. */
+static int shadow_from_recorder(uintptr_t slot, unsigned left)
+{
+	void *rest[FROM_RECORDER_FRAMES];
+	unsigned k = rec_shadow_chain(slot, rest, left);
+	for (unsigned i = 0; i < k; i++)
+		if ((uintptr_t)rest[i] >= self_lo && (uintptr_t)rest[i] < self_hi)
+			return 1;
+	return 0;
+}
+
 int rec_stack_from_recorder(uintptr_t caller)
 {
 	if (caller >= self_lo && caller < self_hi)
@@ -335,11 +348,16 @@ int rec_stack_from_recorder(uintptr_t caller)
 	/* no rules while a dlclose runs: count it as ours (passed through) */
 	if (epoch == UINT64_MAX || !call_site(__builtin_frame_address(0), &ip, &sp, &bp))
 		return 1;
+	uintptr_t slot = 0;                /* where ip was read from */
 	for (unsigned n = 0; ip && n < FROM_RECORDER_FRAMES; n++) {
+		if (ip == (uintptr_t)rec_shadow_tramp)
+			return shadow_from_recorder(slot, FROM_RECORDER_FRAMES - n);
 		if (ip >= self_lo && ip < self_hi)
 			return 1;
-		if (step(rec_cfi_peek(ip, epoch), &ip, &sp, &bp) <= 0)
+		uint64_t rule = rec_cfi_peek(ip, epoch);
+		if (step(rule, &ip, &sp, &bp) <= 0)
 			return 0;
+		slot = sp + (uintptr_t)(intptr_t)rec_rule_ra_off(rule);
 	}
 	return 0;
 }
