@@ -36,6 +36,19 @@
  * handler's frames and the signal trampoline, not what the signal
  * interrupted.
  *
+ * Under REC_SHADOW=1 the walk is walk_shadow: it stops at the first
+ * return address slot that holds shadow.c's trampoline and takes the
+ * frames beyond from the thread's shadow stack, then patches the slots it
+ * walked. Exact because a slot is written by the call that made its frame:
+ * one on the chain that holds the trampoline was patched during that
+ * frame's life, so no frame from it outward has returned since the walk
+ * that patched it (frames that left without returning are below it, and
+ * their entries are dropped). It falls back to libunwind (which stops at
+ * the trampoline; the shadow gives the rest, rec_unwind_full) where the
+ * rules cannot step, and walks a stack deeper than REC_SHADOW_MAX with no
+ * patched frame the plain way, unpatched. README "Shadow stacks" says
+ * where else the method cannot see, and why it is off by default.
+ *
  * Under REC_CHECK_STACKS=1 every capture is checked against a full
  * libunwind walk (stack_check.c).
  *
