@@ -423,11 +423,19 @@ extern REC_TLS unsigned rec_shadow_n;
  * this slot; no capture with its stack pointer below it patches. */
 extern REC_TLS uintptr_t rec_shadow_barrier;
 extern int rec_shadow_on;             /* REC_SHADOW=1 */
+/* When the shadow does not reach the outermost frame (the stack was deeper
+ * than REC_SHADOW_MAX): the stack and frame pointers of rec_shadow[0]'s
+ * frame, to walk on from; valid while rec_shadow[0].slot is `slot`. */
+struct rec_shadow_cut {
+	uintptr_t slot, sp, bp;
+};
+extern REC_TLS struct rec_shadow_cut rec_shadow_cut;
 void rec_shadow_tramp(void);          /* what a patched slot holds (asm) */
 void rec_shadow_init(void);           /* from rec_stack_init: REC_SHADOW, RTLD_NEXT */
 /* The frames from the patched slot `slot` outward, at most room; 0 if no
- * entry has that slot. Reads only (a signal handler may call it). */
-unsigned rec_shadow_chain(uintptr_t slot, void **out, unsigned room);
+ * entry has that slot. *cut: they end at rec_shadow_cut's frame, not at
+ * the outermost one. Reads only (a signal handler may call it). */
+unsigned rec_shadow_chain(uintptr_t slot, void **out, unsigned room, int *cut);
 /* Every patched slot above the caller put back and forgotten. */
 void rec_shadow_drop(void);
 /* Around a walk that must see the original addresses (stack_check.c):

@@ -48,6 +48,7 @@
 REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
 REC_TLS unsigned rec_shadow_n;
 REC_TLS uintptr_t rec_shadow_barrier;
+REC_TLS struct rec_shadow_cut rec_shadow_cut;
 int rec_shadow_on;
 
 /* The trampoline a patched frame returns into: rsp = slot + 8. It saves
@@ -108,8 +109,9 @@ __attribute__((used)) uintptr_t rec_shadow_pop(uintptr_t slot)
 	}
 }
 
-unsigned rec_shadow_chain(uintptr_t slot, void **out, unsigned room)
+unsigned rec_shadow_chain(uintptr_t slot, void **out, unsigned room, int *cut)
 {
+	*cut = 0;
 	unsigned n = rec_shadow_n;
 	while (n && rec_shadow[n - 1].slot < slot)
 		n--;
@@ -118,6 +120,7 @@ unsigned rec_shadow_chain(uintptr_t slot, void **out, unsigned room)
 	unsigned k = 0;
 	while (n && k < room)
 		out[k++] = (void *)rec_shadow[--n].ra;
+	*cut = n == 0 && rec_shadow[0].slot == rec_shadow_cut.slot;
 	return k;
 }
 

@@ -45,9 +45,10 @@
  * that patched it (frames that left without returning are below it, and
  * their entries are dropped). It falls back to libunwind (which stops at
  * the trampoline; the shadow gives the rest, rec_unwind_full) where the
- * rules cannot step, and walks a stack deeper than REC_SHADOW_MAX with no
- * patched frame the plain way, unpatched. README "Shadow stacks" says
- * where else the method cannot see, and why it is off by default.
+ * rules cannot step. A stack deeper than REC_SHADOW_MAX keeps only its
+ * innermost REC_SHADOW_MAX frames in the shadow, and the register state
+ * of the last (rec_shadow_cut) to walk on from. README "Shadow stacks"
+ * says where else the method cannot see, and why it is off by default.
  *
  * Under REC_CHECK_STACKS=1 every capture is checked against a full
  * libunwind walk (stack_check.c).
@@ -250,11 +251,29 @@ static void shadow_patch(void *const *buf, const uintptr_t *slots, unsigned m, u
 		*(uintptr_t *)slots[j] = (uintptr_t)rec_shadow_tramp;
 }
 
+/* The frames past a cut shadow (rec_shadow_cut), from the frame of
+ * return address ip, into buf from n up to max: the new n, or -1 if the
+ * rules cannot say. */
+static int walk_on(void **buf, unsigned n, unsigned max, uintptr_t ip, uint64_t epoch)
+{
+	uintptr_t sp = rec_shadow_cut.sp, bp = rec_shadow_cut.bp;
+	while (n < max) {
+		int s = step(rule_of(ip, epoch), &ip, &sp, &bp);
+		if (s == 0)
+			break;
+		if (s < 0 || ip == (uintptr_t)rec_shadow_tramp)
+			return -1;
+		buf[n++] = (void *)ip;
+	}
+	return (int)n;
+}
+
 /* The shadow walk (REC_SHADOW=1): the CFI walk of the frames that changed,
  * up to the first slot that holds the trampoline; the frames beyond are
- * the shadow's. The frames walked are patched (shadow.c), which needs the
- * walk to end at the outermost frame or at the trampoline: a stack deeper
- * than REC_SHADOW_MAX without either is walked to max and left unpatched.
+ * the shadow's. The frames walked are then patched (shadow.c). A walk that
+ * meets neither the trampoline nor the outermost frame within
+ * REC_SHADOW_MAX frames patches those and leaves the shadow cut there
+ * (rec_shadow_cut: a later walk that needs more frames walks on from it).
  * The number of frames put in buf, or -1 to use libunwind. */
 static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *same)
 {
@@ -269,12 +288,13 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 		memo_epoch = epoch;
 	}
 	uintptr_t slots[REC_SHADOW_MAX], sp0 = sp;
+	struct rec_shadow_cut cut = { 0, 0, 0 };
 	unsigned t = 0, m = 0;             /* frames in buf; slots staged */
 	enum shadow_end end = END_CUT;
 	for (;;) {
 		buf[t++] = (void *)ip;
 		if (m == REC_SHADOW_MAX && t >= max)
-			break;         /* too deep to patch, and buf is full */
+			break;         /* deeper than the shadow, and buf is full */
 		uint64_t rule = rule_of(ip, epoch);
 		unsigned flags = rec_rule_flags(rule);
 		if (flags & REC_RULE_LAST) {
@@ -285,7 +305,8 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 		if (!(flags & REC_RULE_OK) || cfa <= sp) {
 			if (t < max)
 				return -1;  /* not expressible, or not moving up: let libunwind judge */
-			break;             /* the frames past max only mattered for patching */
+			m = 0;             /* the frames past max only mattered for patching */
+			break;
 		}
 		if (rec_rule_rbp_off(rule))
 			bp = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_rbp_off(rule));
@@ -297,11 +318,15 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 			end = END_TRAMP;
 			break;
 		}
-		if (m < REC_SHADOW_MAX)
+		if (m < REC_SHADOW_MAX) {
 			slots[m++] = slot;
+			if (m == REC_SHADOW_MAX)
+				cut = (struct rec_shadow_cut){ slot, sp, bp };
+		}
 	}
 	unsigned n = t < max ? t : max;
-	int patch = m == t - 1;            /* every frame walked has its slot staged */
+	/* every frame walked has its slot staged, or the shadow's room */
+	int patch = end == END_CUT ? m == REC_SHADOW_MAX : m == t - 1;
 	if (REC_UNLIKELY(rec_shadow_barrier)) {
 		if (sp0 < rec_shadow_barrier)
 			patch = 0;     /* inside a call that unwinds */
@@ -320,17 +345,31 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 		rec_shadow_n = k;
 		if (REC_UNLIKELY(rec_check_stacks))
 			atomic_fetch_add_explicit(&rec_s.shadow_hits, 1, memory_order_relaxed);
-		for (unsigned i = k; i-- > 0 && n < max;)
-			buf[n++] = (void *)rec_shadow[i].ra;
+		unsigned i = k;
+		while (i > 0 && n < max)
+			buf[n++] = (void *)rec_shadow[--i].ra;
+		if (i == 0 && n < max && rec_shadow[0].slot == rec_shadow_cut.slot) {
+			int more = walk_on(buf, n, max, rec_shadow[0].ra, epoch);
+			if (more < 0) {
+				rec_shadow_drop();
+				return -1;
+			}
+			n = (unsigned)more;
+		}
 		*same = t == 1 && x == shadow_first_slot && (uintptr_t)buf[0] == shadow_first_ip;
 		if (patch)
 			shadow_patch(buf, slots, m, k);
 	} else {
 		*same = 0;
-		if (end == END_OUTERMOST && patch)
-			shadow_patch(buf, slots, m, 0);  /* no slot held the trampoline: all gone */
+		if (patch && end == END_CUT)
+			rec_shadow_drop();  /* the live patched slots are past the walk: put back */
+		if (patch) {
+			/* no slot on the walk held the trampoline: every entry left is gone */
+			shadow_patch(buf, slots, m, 0);
+			rec_shadow_cut = cut;
+		}
 	}
-	shadow_first_slot = end == END_CUT || !patch ? 0 : t == 1 ? x : slots[0];
+	shadow_first_slot = !patch ? 0 : t == 1 ? x : slots[0];
 	shadow_first_ip = (uintptr_t)buf[0];
 	return (int)n;
 }
@@ -345,7 +384,8 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 static int shadow_from_recorder(uintptr_t slot, unsigned left)
 {
 	void *rest[FROM_RECORDER_FRAMES];
-	unsigned k = rec_shadow_chain(slot, rest, left);
+	int cut;
+	unsigned k = rec_shadow_chain(slot, rest, left, &cut);
 	for (unsigned i = 0; i < k; i++)
 		if ((uintptr_t)rest[i] >= self_lo && (uintptr_t)rest[i] < self_hi)
 			return 1;

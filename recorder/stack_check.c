@@ -78,6 +78,7 @@ int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi)
 
 __attribute__((noinline)) unsigned rec_unwind_full(void **out, unsigned max, int translate)
 {
+	int cut = 0;
 	unw_context_t uc;
 	unw_cursor_t c;
 	if (!get_context || get_context(&uc) < 0 || init_local(&c, &uc) < 0)
@@ -92,7 +93,7 @@ __attribute__((noinline)) unsigned rec_unwind_full(void **out, unsigned max, int
 			/* the caller's frame was patched: its slot is just below
 			 * the callee's CFA, which is this frame's SP */
 			if (translate && get_reg(&c, UNW_REG_SP, &sp) == 0)
-				n += rec_shadow_chain(sp - sizeof(uintptr_t), out + n, max - n);
+				n += rec_shadow_chain(sp - sizeof(uintptr_t), out + n, max - n, &cut);
 			break;
 		}
 		if (own && ip >= own_lo && ip < own_hi)
@@ -100,6 +101,12 @@ __attribute__((noinline)) unsigned rec_unwind_full(void **out, unsigned max, int
 		own = 0;
 		out[n++] = (void *)ip;
 	} while (n < max && step_out(&c) > 0);
+	if (cut && n < max) {
+		/* the shadow ends before the stack does: walk it all again
+		 * with the slots put back */
+		rec_shadow_drop();
+		return rec_unwind_full(out, max, 0);
+	}
 	return n;
 }
 
