@@ -414,7 +414,8 @@ unsigned rec_unwind_full(void **out, unsigned max, int translate);
 #define REC_SHADOW_MAX 128            /* frames patched per thread, at most */
 struct rec_shadow_ent {
 	uintptr_t ra;                 /* the return address the slot held */
-	uintptr_t slot;               /* where it was saved */
+	uintptr_t slot;               /* where it was saved: its frame's CFA - 8 */
+	uintptr_t bp;                 /* RBP in the frame of ra, to walk on from */
 };
 /* [0] the outermost frame patched; slots grow down towards the top */
 extern REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];

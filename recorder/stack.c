@@ -235,16 +235,44 @@ static REC_TLS uintptr_t shadow_first_slot, shadow_first_ip;
 /* How a shadow walk ended. */
 enum shadow_end { END_OUTERMOST, END_TRAMP, END_CUT };
 
-/* Patches the slots of the m frames walked (slots[j] held buf[j + 1])
- * above the first `keep` shadow entries: the entries are written and
- * counted before any slot holds the trampoline, so a siglongjmp out of a
- * handler meanwhile leaves no patched slot without its entry. */
-static void shadow_patch(void *const *buf, const uintptr_t *slots, unsigned m, unsigned keep)
+/* Makes room for `need` entries above the first `keep`: the outermost
+ * entries are put back in their slots and forgotten. The entries left. */
+static unsigned shadow_room(unsigned keep, unsigned need)
 {
-	if (keep + m > REC_SHADOW_MAX)
-		return;
+	if (keep + need <= REC_SHADOW_MAX)
+		return keep;
+	unsigned out = keep + need - REC_SHADOW_MAX;
+	rec_shadow_n = 0;             /* nothing to translate while this runs */
+	atomic_signal_fence(memory_order_seq_cst);
+	for (unsigned i = 0; i < out; i++) {
+		uintptr_t *slot = (uintptr_t *)rec_shadow[i].slot;
+		if (*slot == (uintptr_t)rec_shadow_tramp)
+			*slot = rec_shadow[i].ra;
+	}
+	keep -= out;
+	memmove(rec_shadow, rec_shadow + out, keep * sizeof *rec_shadow);
+	return keep;
+}
+
+/* Patches the slots of the m frames walked (slots[j] held buf[j + 1],
+ * with RBP bps[j]) above the first `keep` shadow entries, making room;
+ * cut: the outermost entry is not the outermost frame. The entries are
+ * written and counted before any slot holds the trampoline, so a
+ * siglongjmp out of a handler meanwhile leaves no patched slot without
+ * its entry. */
+static void shadow_patch(void *const *buf, const uintptr_t *slots, const uintptr_t *bps,
+			 unsigned m, unsigned keep, int cut)
+{
+	unsigned left = shadow_room(keep, m);
+	cut |= left < keep;
+	keep = left;
 	for (unsigned j = 0; j < m; j++)
-		rec_shadow[keep + m - 1 - j] = (struct rec_shadow_ent){ (uintptr_t)buf[j + 1], slots[j] };
+		rec_shadow[keep + m - 1 - j] = (struct rec_shadow_ent){ (uintptr_t)buf[j + 1], slots[j], bps[j] };
+	if (cut)
+		rec_shadow_cut = (struct rec_shadow_cut){ rec_shadow[0].slot,
+			rec_shadow[0].slot + sizeof(uintptr_t), rec_shadow[0].bp };
+	else if (!keep)
+		rec_shadow_cut.slot = 0;  /* the outermost entry is the outermost frame */
 	rec_shadow_n = keep + m;
 	atomic_signal_fence(memory_order_seq_cst);
 	for (unsigned j = 0; j < m; j++)
@@ -287,9 +315,9 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 		memset(near, 0, sizeof near);
 		memo_epoch = epoch;
 	}
-	uintptr_t slots[REC_SHADOW_MAX], sp0 = sp;
-	struct rec_shadow_cut cut = { 0, 0, 0 };
+	uintptr_t slots[REC_SHADOW_MAX], bps[REC_SHADOW_MAX], sp0 = sp;
 	unsigned t = 0, m = 0;             /* frames in buf; slots staged */
+	int staging = 1;                   /* every frame so far staged */
 	enum shadow_end end = END_CUT;
 	for (;;) {
 		buf[t++] = (void *)ip;
@@ -318,15 +346,15 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 			end = END_TRAMP;
 			break;
 		}
-		if (m < REC_SHADOW_MAX) {
+		staging &= slot + sizeof(uintptr_t) == cfa;  /* where `ret` reads it */
+		if (m < REC_SHADOW_MAX && staging) {
+			bps[m] = bp;
 			slots[m++] = slot;
-			if (m == REC_SHADOW_MAX)
-				cut = (struct rec_shadow_cut){ slot, sp, bp };
 		}
 	}
 	unsigned n = t < max ? t : max;
 	/* every frame walked has its slot staged, or the shadow's room */
-	int patch = end == END_CUT ? m == REC_SHADOW_MAX : m == t - 1;
+	int patch = staging && (end == END_CUT ? m == REC_SHADOW_MAX : m == t - 1);
 	if (REC_UNLIKELY(rec_shadow_barrier)) {
 		if (sp0 < rec_shadow_barrier)
 			patch = 0;     /* inside a call that unwinds */
@@ -358,16 +386,13 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 		}
 		*same = t == 1 && x == shadow_first_slot && (uintptr_t)buf[0] == shadow_first_ip;
 		if (patch)
-			shadow_patch(buf, slots, m, k);
+			shadow_patch(buf, slots, bps, m, k, 0);
 	} else {
 		*same = 0;
 		if (patch && end == END_CUT)
 			rec_shadow_drop();  /* the live patched slots are past the walk: put back */
-		if (patch) {
-			/* no slot on the walk held the trampoline: every entry left is gone */
-			shadow_patch(buf, slots, m, 0);
-			rec_shadow_cut = cut;
-		}
+		if (patch)  /* no slot on the walk held the trampoline: every entry left is gone */
+			shadow_patch(buf, slots, bps, m, 0, end == END_CUT);
 	}
 	shadow_first_slot = !patch ? 0 : t == 1 ? x : slots[0];
 	shadow_first_ip = (uintptr_t)buf[0];
