@@ -421,8 +421,8 @@ struct rec_shadow_ent {
 extern REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
 extern REC_TLS unsigned rec_shadow_n;
 /* Nonzero: a call that unwinds (shadow.c's forwarders) returns through
- * this slot; no capture with its stack pointer below it patches. */
-extern REC_TLS uintptr_t rec_shadow_barrier;
+ * this slot to rec_shadow_barrier_ra; no capture inside it patches. */
+extern REC_TLS uintptr_t rec_shadow_barrier, rec_shadow_barrier_ra;
 extern int rec_shadow_on;             /* REC_SHADOW=1 */
 /* When the shadow does not reach the outermost frame (the stack was deeper
  * than REC_SHADOW_MAX): the stack and frame pointers of rec_shadow[0]'s

@@ -26,9 +26,10 @@
  * they came, so the callee sees its caller exactly as without us. What
  * such a call allocates before it unwinds (glibc's backtrace and
  * pthread_exit load libgcc_s at their first call) must not patch the
- * frames again: until a capture's stack pointer is above the call's
- * return address slot (the call returned, or a landing pad above it runs),
- * stack.c patches nothing (rec_shadow_barrier).
+ * frames again: a capture whose walk meets the call's return address
+ * slot still holding the address it returns to is inside the call and
+ * patches nothing (rec_shadow_barrier); the first that does not meet it
+ * there (the call returned, or a landing pad above it runs) ends that.
  *
  * Not covered, so REC_SHADOW is off by default (README "Shadow stacks"):
  * pthread_cancel's forced unwind, which glibc runs through its private
@@ -47,7 +48,7 @@
 
 REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
 REC_TLS unsigned rec_shadow_n;
-REC_TLS uintptr_t rec_shadow_barrier;
+REC_TLS uintptr_t rec_shadow_barrier, rec_shadow_barrier_ra;
 REC_TLS struct rec_shadow_cut rec_shadow_cut;
 int rec_shadow_on;
 
@@ -171,7 +172,7 @@ void rec_shadow_show(void)
 }
 
 /* ---- what unwinds without returning ------------------------------------- */
-/* Forwarders, in the order of NAMES: each puts the patched slots back, then
+/* Forwarders, in the order of names[]: each puts the patched slots back, then
  * jumps to the next definition of its name with the stack and the argument
  * registers (at most three) as its caller left them, so an unwinder that
  * starts from its own frame meets the caller's frame next, as without us. */
@@ -192,8 +193,8 @@ __attribute__((used)) void *rec_shadow_forward(unsigned i, uintptr_t slot);
 __attribute__((used)) void *rec_shadow_forward(unsigned i, uintptr_t slot)
 {
 	rec_shadow_drop();
-	if (slot > rec_shadow_barrier)
-		rec_shadow_barrier = slot;
+	rec_shadow_barrier = slot;
+	rec_shadow_barrier_ra = *(const uintptr_t *)slot;
 	void *f = __atomic_load_n(&next_def[i], __ATOMIC_ACQUIRE);
 	if (REC_UNLIKELY(!f)) {
 		f = dlsym(RTLD_NEXT, names[i]);

@@ -227,10 +227,18 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 	return (int)n;
 }
 
-/* Per thread, what the previous shadow walk began with: its first slot
- * (patched by it, or holding the trampoline already) and call site; 0: no
- * such walk since the shadow last changed other than by returns. */
-static REC_TLS uintptr_t shadow_first_slot, shadow_first_ip;
+/* The innermost frames a shadow walk leaves unpatched: the allocation's
+ * caller mostly returns right after it, and a return through the
+ * trampoline (a mispredicted return, the pop) costs more than stepping
+ * out of that frame again at the next capture. */
+#define SHADOW_SKIP 1
+
+/* Per thread, what the previous shadow walk began with: the frames the
+ * same stack walks again (their number and return addresses) and the
+ * slot holding the trampoline it then meets; slot 0: not known. */
+static REC_TLS uintptr_t shadow_first_slot;
+static REC_TLS void *shadow_first_ips[SHADOW_SKIP + 1];
+static REC_TLS unsigned shadow_first_t;
 
 /* How a shadow walk ended. */
 enum shadow_end { END_OUTERMOST, END_TRAMP, END_CUT };
@@ -315,14 +323,18 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 		memset(near, 0, sizeof near);
 		memo_epoch = epoch;
 	}
-	uintptr_t slots[REC_SHADOW_MAX], bps[REC_SHADOW_MAX], sp0 = sp;
+	uintptr_t slots[REC_SHADOW_MAX], bps[REC_SHADOW_MAX];
 	unsigned t = 0, m = 0;             /* frames in buf; slots staged */
 	int staging = 1;                   /* every frame so far staged */
+	/* inside a call that unwinds (its return slot on the walk, still
+	 * returning to where it did): 1, outside 0, not known yet -1 */
+	uintptr_t barrier = rec_shadow_barrier;
+	int inside = barrier ? -1 : 0;
 	enum shadow_end end = END_CUT;
 	for (;;) {
 		buf[t++] = (void *)ip;
-		if (m == REC_SHADOW_MAX && t >= max)
-			break;         /* deeper than the shadow, and buf is full */
+		if ((m == REC_SHADOW_MAX || !staging) && t >= max)
+			break;         /* nothing more to patch, and buf is full */
 		uint64_t rule = rule_of(ip, epoch);
 		unsigned flags = rec_rule_flags(rule);
 		if (flags & REC_RULE_LAST) {
@@ -341,6 +353,8 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 		uintptr_t slot = cfa + (intptr_t)rec_rule_ra_off(rule);
 		ip = *(const uintptr_t *)slot;
 		sp = cfa;
+		if (REC_UNLIKELY(inside < 0) && slot >= barrier)
+			inside = slot == barrier && ip == rec_shadow_barrier_ra;
 		if (ip == tramp) {
 			x = slot;
 			end = END_TRAMP;
@@ -355,9 +369,11 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 	unsigned n = t < max ? t : max;
 	/* every frame walked has its slot staged, or the shadow's room */
 	int patch = staging && (end == END_CUT ? m == REC_SHADOW_MAX : m == t - 1);
-	if (REC_UNLIKELY(rec_shadow_barrier)) {
-		if (sp0 < rec_shadow_barrier)
-			patch = 0;     /* inside a call that unwinds */
+	if (REC_UNLIKELY(barrier)) {
+		if (inside < 0)  /* the walk ended below the call's slot: */
+			inside = end != END_TRAMP;  /* a patched frame there is not in it */
+		if (inside)
+			patch = 0;
 		else
 			rec_shadow_barrier = 0;  /* that call was left */
 	}
@@ -384,18 +400,27 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 			}
 			n = (unsigned)more;
 		}
-		*same = t == 1 && x == shadow_first_slot && (uintptr_t)buf[0] == shadow_first_ip;
-		if (patch)
-			shadow_patch(buf, slots, bps, m, k, 0);
+		*same = x == shadow_first_slot && t == shadow_first_t &&
+			memcmp(buf, shadow_first_ips, t * sizeof *buf) == 0;
 	} else {
 		*same = 0;
-		if (patch && end == END_CUT)
-			rec_shadow_drop();  /* the live patched slots are past the walk: put back */
-		if (patch)  /* no slot on the walk held the trampoline: every entry left is gone */
-			shadow_patch(buf, slots, bps, m, 0, end == END_CUT);
 	}
-	shadow_first_slot = !patch ? 0 : t == 1 ? x : slots[0];
-	shadow_first_ip = (uintptr_t)buf[0];
+	patch &= m > SHADOW_SKIP;
+	if (patch) {
+		if (end == END_CUT)
+			rec_shadow_drop();  /* the live patched slots are past the walk: put back */
+		/* past the trampoline's entry, or (no slot on the walk held the
+		 * trampoline) every entry left is gone */
+		shadow_patch(buf + SHADOW_SKIP, slots + SHADOW_SKIP, bps + SHADOW_SKIP,
+			     m - SHADOW_SKIP, end == END_TRAMP ? rec_shadow_n : 0, end == END_CUT);
+		shadow_first_slot = slots[SHADOW_SKIP];
+		shadow_first_t = SHADOW_SKIP + 1;
+	} else {
+		shadow_first_slot = end == END_TRAMP && t <= SHADOW_SKIP + 1 ? x : 0;
+		shadow_first_t = t;
+	}
+	if (shadow_first_slot)
+		memcpy(shadow_first_ips, buf, shadow_first_t * sizeof *buf);
 	return (int)n;
 }
 

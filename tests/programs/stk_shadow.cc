@@ -18,11 +18,14 @@
  *             forced unwind runs; then main allocates 1912 bytes in
  *             after_exit < run_exit. Exits 2 if a destructor did not run.
  *   backtrace bt_down DEEP levels deep (nothing allocated on the way), then
- *             twice from one call site: backtrace() and _Unwind_Backtrace
+ *             in bt_bottom twice from one call site: backtrace() and _Unwind_Backtrace
  *             into two buffers, and 1920 bytes in bt_leaf (which patches
  *             the whole stack). The second pair must equal the first (exit
  *             3 if not); prints the frames of the second backtrace(), one
- *             hex address a line.
+ *             hex address a line. Then twice 1921 bytes in bt_after,
+ *             BT_AFTER levels deep (further down the stack than where
+ *             backtrace was called: that call is over, so the second
+ *             allocation finds the first's frames patched).
  *   deep      ROUNDS x: deep_down 300 levels deep (more than REC_DEPTH's 64
  *             and the shadow's 128 frames), 1930 bytes at every 25th level
  *             on the way down, 1931 bytes at the same levels on the way up;
@@ -38,6 +41,7 @@
 static const int ROUNDS = 3;
 static const int DEEP = 10;
 static const int BT_MAX = 64;          /* frames a backtrace keeps */
+static const int BT_AFTER = 150;       /* 16-byte frames: below bt_down's Frames */
 static const int DEEP_LONG = 300;
 static const int DEEP_SHORT = 100;
 static const int DEEP_EVERY = 25;
@@ -156,10 +160,9 @@ static int same(const Frames &a, const Frames &b)
 	return a.n == b.n && memcmp(a.ip, b.ip, sizeof(void *) * (size_t)a.n) == 0;
 }
 
-__attribute__((noinline)) static int bt_down(int n)
+/* The buffers only here, so that bt_down's frames stay small. */
+__attribute__((noinline)) static int bt_bottom()
 {
-	if (n > 1)
-		return bt_down(n - 1) + 1;
 	Frames libc[2], gcc[2];
 	for (int i = 0; i < 2; i++) {
 		bt_grab(&libc[i], &gcc[i]);
@@ -172,9 +175,27 @@ __attribute__((noinline)) static int bt_down(int n)
 	return 1;
 }
 
+__attribute__((noinline)) static int bt_down(int n)
+{
+	return n > 1 ? bt_down(n - 1) + 1 : bt_bottom();
+}
+
+__attribute__((noinline)) static void bt_after(int n)
+{
+	if (n > 1) {
+		bt_after(n - 1);
+	} else {
+		take(1921);
+		take(1921);
+	}
+}
+
 static int run_backtrace()
 {
-	return bt_down(DEEP) == DEEP ? 0 : 3;
+	if (bt_down(DEEP) != DEEP)
+		return 3;
+	bt_after(BT_AFTER);
+	return 0;
 }
 
 /* ---- deep --------------------------------------------------------------- */

@@ -37,6 +37,7 @@ THREADS = 60
 OURS = ("stk_hard", "stk_throw", "stk_shadow", "libstk_dl_a.so", "libstk_dl_b.so")
 DEPTH = 64              # REC_DEPTH's default
 SHADOW_DEEP = 10        # stk_shadow.cc's DEEP
+BT_AFTER = 150          # stk_shadow.cc's BT_AFTER
 LIBC_START = ["(libc)", "(libc)"]  # between main and _start: __libc_start_call_main, _main_impl
 SHADOW = "--shadow" in sys.argv[2:]
 TOP = ["main", "_start"]
@@ -273,14 +274,17 @@ def case_exit():
 
 def case_backtrace():
     trace, out = shadow_prog("backtrace")
-    t = checked(trace, hits=False)  # each backtrace() puts the slots back
+    t = checked(trace)  # bt_after's second allocation, after backtrace() returned
     n = Names(t)
     deep = SHADOW_DEEP
     top = down("bt_down", deep, ["run_backtrace"] + TOP)
+    top = ["bt_bottom"] + top
     expect(t, n, 1920, [["take", "bt_leaf"] + top] * 2)
     ips = [int(line, 16) for line in out.split()]
     got = [fn for mod, fn in n.of(ips) if mod in OURS]
     assert got == ["bt_grab"] + top, "backtrace() saw\n  %s\nexpected\n  %s" % (got, ["bt_grab"] + top)
+    after = ["take"] + ["bt_after"] * BT_AFTER + ["run_backtrace", "main"] + LIBC_START + ["_start"]
+    expect(t, n, 1921, [[fn for fn in after[:DEPTH] if fn != "(libc)"]] * 2)
 
 
 def deep_stacks(size, levels):
