@@ -86,6 +86,19 @@ __asm__(
 	".cfi_endproc\n"
 	".size rec_shadow_tramp, .-rec_shadow_tramp\n");
 
+/* rec_shadow_n = to if it still is from. One instruction, so a signal
+ * handler of this thread sees it done or not begun; without the lock
+ * prefix, since no other thread touches it. */
+static inline int set_count(unsigned from, unsigned to)
+{
+	unsigned char done;
+	__asm__ volatile("cmpxchg %3, %1\n\tsete %0"
+			 : "=q"(done), "+m"(rec_shadow_n), "+a"(from)
+			 : "r"(to)
+			 : "memory", "cc");
+	return done;
+}
+
 /* The original return address of the frame returning through slot. A
  * signal handler may run rec_shadow_drop in the middle: the count then
  * moved, the compare-and-swap fails and the pop looks again (the entry of
@@ -104,8 +117,7 @@ __attribute__((used)) uintptr_t rec_shadow_pop(uintptr_t slot)
 			abort();
 		}
 		uintptr_t ra = rec_shadow[n - 1].ra;
-		if (__atomic_compare_exchange_n(&rec_shadow_n, &n0, n - 1, 0,
-						__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		if (set_count(n0, n - 1))
 			return ra;
 	}
 }

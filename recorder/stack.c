@@ -228,10 +228,11 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 }
 
 /* The innermost frames a shadow walk leaves unpatched: the allocation's
- * caller mostly returns right after it, and a return through the
- * trampoline (a mispredicted return, the pop) costs more than stepping
- * out of that frame again at the next capture. */
-#define SHADOW_SKIP 1
+ * caller and its wrappers (sqlite3MemMalloc < sqlite3Malloc, Python's
+ * PyMem layers) mostly return right after it, and a return through the
+ * trampoline (two mispredicted jumps, the pop) costs more than stepping
+ * out of those frames again at the next capture. */
+#define SHADOW_SKIP 3
 
 /* Per thread, what the previous shadow walk began with: the frames the
  * same stack walks again (their number and return addresses) and the
