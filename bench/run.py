@@ -29,6 +29,9 @@ likewise bench/mmap_calls.c's anonymous mmap + munmap pairs (the mmap
 hooks' cost per call, --only mmap), which on the sqlite3 workload, times its
 mmap-family system calls (strace -c), gives the hooks' share of its run.
 
+--shadow runs every recording with REC_SHADOW=1 (stack capture through
+the shadow stack, recorder/shadow.c).
+
 --check-stacks runs every recording with REC_CHECK_STACKS=1 (each stack
 checked against a full libunwind walk; a difference aborts the run): the
 figures then mean nothing, and the last line counts the recorded runs and
@@ -112,8 +115,9 @@ HEAPTRACK_FAILURE_SIGNS = ("bad_alloc", "terminate called", "Killed",
                            "Aborted", "Segmentation fault", "Broken pipe")
 
 CHECK_ENV = "REC_CHECK_STACKS"  # --check-stacks sets it to 1 for every run
+SHADOW_ENV = "REC_SHADOW"       # --shadow sets it to 1 for every run
 DIFFER_LINE = "REC_CHECK_STACKS: stacks differ: "  # heads the recorder's report
-checks = {"on": False, "runs": 0, "differ": 0}    # --check-stacks' tally
+checks = {"on": False, "shadow": False, "runs": 0, "differ": 0}    # --check-stacks' tally, --shadow
 
 VARIANTS = ("base", "rec", "ht", "htr")
 LABELS = {"base": "base", "rec": "libheapreel.so", "ht": "heaptrack",
@@ -230,11 +234,13 @@ def human_count(n):
 
 def clean_env():
     """The environment without any profiler preloaded or configured (but
-    REC_CHECK_STACKS=1 under --check-stacks)."""
+    REC_CHECK_STACKS=1 under --check-stacks, REC_SHADOW=1 under --shadow)."""
     env = {k: v for k, v in os.environ.items()
            if k != "LD_PRELOAD" and not k.startswith("REC_")}
     if checks["on"]:
         env[CHECK_ENV] = "1"
+    if checks["shadow"]:
+        env[SHADOW_ENV] = "1"
     return env
 
 
@@ -1128,6 +1134,8 @@ def main():
     ap.add_argument("--check-stacks", action="store_true",
                     help="record with %s=1: every stack checked against a full libunwind "
                     "walk (the figures then mean nothing)" % CHECK_ENV)
+    ap.add_argument("--shadow", action="store_true",
+                    help="record with %s=1: stacks captured through the shadow stack" % SHADOW_ENV)
     ap.add_argument("--no-sampling", action="store_true",
                     help="skip the byte-sampling runs (REC_SAMPLE=%s)" %
                     ",".join(str(p) for p in SAMPLE_PERIODS))
@@ -1136,6 +1144,7 @@ def main():
         ap.error("--runs must be at least 1")
     runs = 1 if a.quick else a.runs
     checks["on"] = a.check_stacks
+    checks["shadow"] = a.shadow
     tools = find_tools(os.path.abspath(a.build))
     work = tempfile.mkdtemp(prefix="heapreel-bench-")
     try:

@@ -334,6 +334,7 @@ struct rec_session {
 	_Atomic uint64_t wait_rounds; /* most writer rounds one wait for room spanned */
 	_Atomic uint64_t lent_calls;  /* calls recorded through a lent ring (no ring free) */
 	_Atomic uint64_t stack_checks; /* captures checked (REC_CHECK_STACKS) */
+	_Atomic uint64_t shadow_hits; /* of those, walks that met the shadow's trampoline */
 	_Atomic uint64_t stacks_unknown; /* events stored with stack 0: trie full, or a
 	                                    new stack in a handler that interrupted
 	                                    this thread's trie insert */
@@ -440,6 +441,46 @@ int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi);
 /* Checks a capture (rec_stack_capture's frames, count and `same`) against
  * a full libunwind walk from the caller; aborts on a difference. */
 void rec_stack_check(void *const *ips, unsigned n, int same);
+
+/* A full libunwind walk from the caller (leading frames of libheapreel.so
+ * skipped): up to max return addresses. translate: a frame returning into
+ * the shadow stack's trampoline is followed by the shadow's frames
+ * (rec_shadow_chain); else the walk stops there. 0 if libunwind is missing. */
+unsigned rec_unwind_full(void **out, unsigned max, int translate);
+
+/* ---- shadow.c: REC_SHADOW=1, return addresses of walked frames patched -- */
+#define REC_SHADOW_MAX 128            /* frames patched per thread, at most */
+struct rec_shadow_ent {
+	uintptr_t ra;                 /* the return address the slot held */
+	uintptr_t slot;               /* where it was saved: its frame's CFA - 8 */
+	uintptr_t bp;                 /* RBP in the frame of ra, to walk on from */
+};
+/* [0] the outermost frame patched; slots grow down towards the top */
+extern REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
+extern REC_TLS unsigned rec_shadow_n;
+/* Nonzero: a call that unwinds (shadow.c's forwarders) returns through
+ * this slot to rec_shadow_barrier_ra; no capture inside it patches. */
+extern REC_TLS uintptr_t rec_shadow_barrier, rec_shadow_barrier_ra;
+extern int rec_shadow_on;             /* REC_SHADOW=1 */
+/* When the shadow does not reach the outermost frame (the stack was deeper
+ * than REC_SHADOW_MAX): the stack and frame pointers of rec_shadow[0]'s
+ * frame, to walk on from; valid while rec_shadow[0].slot is `slot`. */
+struct rec_shadow_cut {
+	uintptr_t slot, sp, bp;
+};
+extern REC_TLS struct rec_shadow_cut rec_shadow_cut;
+void rec_shadow_tramp(void);          /* what a patched slot holds (asm) */
+void rec_shadow_init(void);           /* from rec_stack_init: REC_SHADOW, RTLD_NEXT */
+/* The frames from the patched slot `slot` outward, at most room; 0 if no
+ * entry has that slot. *cut: they end at rec_shadow_cut's frame, not at
+ * the outermost one. Reads only (a signal handler may call it). */
+unsigned rec_shadow_chain(uintptr_t slot, void **out, unsigned room, int *cut);
+/* Every patched slot above the caller put back and forgotten. */
+void rec_shadow_drop(void);
+/* Around a walk that must see the original addresses (stack_check.c):
+ * the patched slots above the caller put back, then patched again. */
+void rec_shadow_hide(void);
+void rec_shadow_show(void);
 
 /* ---- cfi.c: per-return-address unwind rules, cached ----------------------
  * A rule packs: bits 0-31 the CFA offset, 32-47 where the caller's RBP is

@@ -36,6 +36,20 @@
  * handler's frames and the signal trampoline, not what the signal
  * interrupted.
  *
+ * Under REC_SHADOW=1 the walk is walk_shadow: it stops at the first
+ * return address slot that holds shadow.c's trampoline and takes the
+ * frames beyond from the thread's shadow stack, then patches the slots it
+ * walked. Exact because a slot is written by the call that made its frame:
+ * one on the chain that holds the trampoline was patched during that
+ * frame's life, so no frame from it outward has returned since the walk
+ * that patched it (frames that left without returning are below it, and
+ * their entries are dropped). It falls back to libunwind (which stops at
+ * the trampoline; the shadow gives the rest, rec_unwind_full) where the
+ * rules cannot step. A stack deeper than REC_SHADOW_MAX keeps only its
+ * innermost REC_SHADOW_MAX frames in the shadow, and the register state
+ * of the last (rec_shadow_cut) to walk on from. README "Shadow stacks"
+ * says where else the method cannot see, and why it is off by default.
+ *
  * Under REC_CHECK_STACKS=1 every capture is checked against a full
  * libunwind walk (stack_check.c).
  *
@@ -131,6 +145,7 @@ int rec_stack_init(void)
 	*(void **)&unw_bt = dlsym(h, "unw_backtrace");
 	if (!unw_bt)
 		return -1;
+	rec_shadow_init();
 	return rec_stack_check_init(h, self_lo, self_hi);
 }
 
@@ -212,9 +227,221 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 	return (int)n;
 }
 
+/* The innermost frames a shadow walk leaves unpatched: the allocation's
+ * caller and its wrappers (sqlite3MemMalloc < sqlite3Malloc, Python's
+ * PyMem layers) mostly return right after it, and a return through the
+ * trampoline (two mispredicted jumps, the pop) costs more than stepping
+ * out of those frames again at the next capture. */
+#define SHADOW_SKIP 3
+
+/* Per thread, what the previous shadow walk began with: the frames the
+ * same stack walks again (their number and return addresses) and the
+ * slot holding the trampoline it then meets; slot 0: not known. */
+static REC_TLS uintptr_t shadow_first_slot;
+static REC_TLS void *shadow_first_ips[SHADOW_SKIP + 1];
+static REC_TLS unsigned shadow_first_t;
+
+/* How a shadow walk ended. */
+enum shadow_end { END_OUTERMOST, END_TRAMP, END_CUT };
+
+/* Makes room for `need` entries above the first `keep`: the outermost
+ * entries are put back in their slots and forgotten. The entries left. */
+static unsigned shadow_room(unsigned keep, unsigned need)
+{
+	if (keep + need <= REC_SHADOW_MAX)
+		return keep;
+	unsigned out = keep + need - REC_SHADOW_MAX;
+	rec_shadow_n = 0;             /* nothing to translate while this runs */
+	atomic_signal_fence(memory_order_seq_cst);
+	for (unsigned i = 0; i < out; i++) {
+		uintptr_t *slot = (uintptr_t *)rec_shadow[i].slot;
+		if (*slot == (uintptr_t)rec_shadow_tramp)
+			*slot = rec_shadow[i].ra;
+	}
+	keep -= out;
+	memmove(rec_shadow, rec_shadow + out, keep * sizeof *rec_shadow);
+	return keep;
+}
+
+/* Patches the slots of the m frames walked (slots[j] held buf[j + 1],
+ * with RBP bps[j]) above the first `keep` shadow entries, making room;
+ * cut: the outermost entry is not the outermost frame. The entries are
+ * written and counted before any slot holds the trampoline, so a
+ * siglongjmp out of a handler meanwhile leaves no patched slot without
+ * its entry. */
+static void shadow_patch(void *const *buf, const uintptr_t *slots, const uintptr_t *bps,
+			 unsigned m, unsigned keep, int cut)
+{
+	unsigned left = shadow_room(keep, m);
+	cut |= left < keep;
+	keep = left;
+	for (unsigned j = 0; j < m; j++)
+		rec_shadow[keep + m - 1 - j] = (struct rec_shadow_ent){ (uintptr_t)buf[j + 1], slots[j], bps[j] };
+	if (cut)
+		rec_shadow_cut = (struct rec_shadow_cut){ rec_shadow[0].slot,
+			rec_shadow[0].slot + sizeof(uintptr_t), rec_shadow[0].bp };
+	else if (!keep)
+		rec_shadow_cut.slot = 0;  /* the outermost entry is the outermost frame */
+	rec_shadow_n = keep + m;
+	atomic_signal_fence(memory_order_seq_cst);
+	for (unsigned j = 0; j < m; j++)
+		*(uintptr_t *)slots[j] = (uintptr_t)rec_shadow_tramp;
+}
+
+/* The frames past a cut shadow (rec_shadow_cut), from the frame of
+ * return address ip, into buf from n up to max: the new n, or -1 if the
+ * rules cannot say. */
+static int walk_on(void **buf, unsigned n, unsigned max, uintptr_t ip, uint64_t epoch)
+{
+	uintptr_t sp = rec_shadow_cut.sp, bp = rec_shadow_cut.bp;
+	while (n < max) {
+		int s = step(rule_of(ip, epoch), &ip, &sp, &bp);
+		if (s == 0)
+			break;
+		if (s < 0 || ip == (uintptr_t)rec_shadow_tramp)
+			return -1;
+		buf[n++] = (void *)ip;
+	}
+	return (int)n;
+}
+
+/* The shadow walk (REC_SHADOW=1): the CFI walk of the frames that changed,
+ * up to the first slot that holds the trampoline; the frames beyond are
+ * the shadow's. The frames walked are then patched (shadow.c). A walk that
+ * meets neither the trampoline nor the outermost frame within
+ * REC_SHADOW_MAX frames patches those and leaves the shadow cut there
+ * (rec_shadow_cut: a later walk that needs more frames walks on from it).
+ * The number of frames put in buf, or -1 to use libunwind. */
+static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *same)
+{
+	uint64_t epoch = rec_cfi_epoch();
+	if (epoch == UINT64_MAX)
+		return -1;
+	uintptr_t ip, sp, bp, tramp = (uintptr_t)rec_shadow_tramp, x = 0;
+	if (!call_site(__builtin_frame_address(0), &ip, &sp, &bp))
+		return -1;
+	if (REC_UNLIKELY(memo_epoch != epoch)) {
+		memset(near, 0, sizeof near);
+		memo_epoch = epoch;
+	}
+	uintptr_t slots[REC_SHADOW_MAX], bps[REC_SHADOW_MAX];
+	unsigned t = 0, m = 0;             /* frames in buf; slots staged */
+	int staging = 1;                   /* every frame so far staged */
+	/* inside a call that unwinds (its return slot on the walk, still
+	 * returning to where it did): 1, outside 0, not known yet -1 */
+	uintptr_t barrier = rec_shadow_barrier;
+	int inside = barrier ? -1 : 0;
+	enum shadow_end end = END_CUT;
+	for (;;) {
+		buf[t++] = (void *)ip;
+		if ((m == REC_SHADOW_MAX || !staging) && t >= max)
+			break;         /* nothing more to patch, and buf is full */
+		uint64_t rule = rule_of(ip, epoch);
+		unsigned flags = rec_rule_flags(rule);
+		if (flags & REC_RULE_LAST) {
+			end = END_OUTERMOST;
+			break;
+		}
+		uintptr_t cfa = (flags & REC_RULE_CFA_RBP ? bp : sp) + (uintptr_t)rec_rule_cfa_off(rule);
+		if (!(flags & REC_RULE_OK) || cfa <= sp) {
+			if (t < max)
+				return -1;  /* not expressible, or not moving up: let libunwind judge */
+			m = 0;             /* the frames past max only mattered for patching */
+			break;
+		}
+		if (rec_rule_rbp_off(rule))
+			bp = *(const uintptr_t *)(cfa + (intptr_t)rec_rule_rbp_off(rule));
+		uintptr_t slot = cfa + (intptr_t)rec_rule_ra_off(rule);
+		ip = *(const uintptr_t *)slot;
+		sp = cfa;
+		if (REC_UNLIKELY(inside < 0) && slot >= barrier)
+			inside = slot == barrier && ip == rec_shadow_barrier_ra;
+		if (ip == tramp) {
+			x = slot;
+			end = END_TRAMP;
+			break;
+		}
+		staging &= slot + sizeof(uintptr_t) == cfa;  /* where `ret` reads it */
+		if (m < REC_SHADOW_MAX && staging) {
+			bps[m] = bp;
+			slots[m++] = slot;
+		}
+	}
+	unsigned n = t < max ? t : max;
+	/* every frame walked has its slot staged, or the shadow's room */
+	int patch = staging && (end == END_CUT ? m == REC_SHADOW_MAX : m == t - 1);
+	if (REC_UNLIKELY(barrier)) {
+		if (inside < 0)  /* the walk ended below the call's slot: */
+			inside = end != END_TRAMP;  /* a patched frame there is not in it */
+		if (inside)
+			patch = 0;
+		else
+			rec_shadow_barrier = 0;  /* that call was left */
+	}
+	if (end == END_TRAMP) {
+		/* the entries above x's are frames gone by longjmp: dropped */
+		unsigned k = rec_shadow_n;
+		while (k && rec_shadow[k - 1].slot < x)
+			k--;
+		if (!k || rec_shadow[k - 1].slot != x) {
+			rec_shadow_drop();
+			return -1;  /* a trampoline the shadow does not know: libunwind */
+		}
+		rec_shadow_n = k;
+		if (REC_UNLIKELY(rec_check_stacks))
+			atomic_fetch_add_explicit(&rec_s.shadow_hits, 1, memory_order_relaxed);
+		unsigned i = k;
+		while (i > 0 && n < max)
+			buf[n++] = (void *)rec_shadow[--i].ra;
+		if (i == 0 && n < max && rec_shadow[0].slot == rec_shadow_cut.slot) {
+			int more = walk_on(buf, n, max, rec_shadow[0].ra, epoch);
+			if (more < 0) {
+				rec_shadow_drop();
+				return -1;
+			}
+			n = (unsigned)more;
+		}
+		*same = x == shadow_first_slot && t == shadow_first_t &&
+			memcmp(buf, shadow_first_ips, t * sizeof *buf) == 0;
+	} else {
+		*same = 0;
+	}
+	patch &= m > SHADOW_SKIP;
+	if (patch) {
+		if (end == END_CUT)
+			rec_shadow_drop();  /* the live patched slots are past the walk: put back */
+		/* past the trampoline's entry, or (no slot on the walk held the
+		 * trampoline) every entry left is gone */
+		shadow_patch(buf + SHADOW_SKIP, slots + SHADOW_SKIP, bps + SHADOW_SKIP,
+			     m - SHADOW_SKIP, end == END_TRAMP ? rec_shadow_n : 0, end == END_CUT);
+		shadow_first_slot = slots[SHADOW_SKIP];
+		shadow_first_t = SHADOW_SKIP + 1;
+	} else {
+		shadow_first_slot = end == END_TRAMP && t <= SHADOW_SKIP + 1 ? x : 0;
+		shadow_first_t = t;
+	}
+	if (shadow_first_slot)
+		memcpy(shadow_first_ips, buf, shadow_first_t * sizeof *buf);
+	return (int)n;
+}
+
 /* Frames a call from the recorder's side climbs before a frame of
  * libheapreel.so (the real allocator's few); past them it is not one. */
 #define FROM_RECORDER_FRAMES 32
+
+/* rec_stack_from_recorder's walk past a patched slot (a frame the
+ * shadow stack knows, REC_SHADOW=1): the rest of the stack is the
+ * shadow's, up to `left` frames. */
+static int shadow_from_recorder(uintptr_t slot, unsigned left)
+{
+	void *rest[FROM_RECORDER_FRAMES];
+	int cut;
+	unsigned k = rec_shadow_chain(slot, rest, left, &cut);
+	for (unsigned i = 0; i < k; i++)
+		if ((uintptr_t)rest[i] >= self_lo && (uintptr_t)rest[i] < self_hi)
+			return 1;
+	return 0;
+}
 
 int rec_stack_from_recorder(uintptr_t caller)
 {
@@ -225,11 +452,16 @@ int rec_stack_from_recorder(uintptr_t caller)
 	/* no rules while a dlclose runs: count it as ours (passed through) */
 	if (epoch == UINT64_MAX || !call_site(__builtin_frame_address(0), &ip, &sp, &bp))
 		return 1;
+	uintptr_t slot = 0;                /* where ip was read from */
 	for (unsigned n = 0; ip && n < FROM_RECORDER_FRAMES; n++) {
+		if (ip == (uintptr_t)rec_shadow_tramp)
+			return shadow_from_recorder(slot, FROM_RECORDER_FRAMES - n);
 		if (ip >= self_lo && ip < self_hi)
 			return 1;
-		if (step(rec_cfi_peek(ip, epoch), &ip, &sp, &bp) <= 0)
+		uint64_t rule = rec_cfi_peek(ip, epoch);
+		if (step(rule, &ip, &sp, &bp) <= 0)
 			return 0;
+		slot = sp + (uintptr_t)(intptr_t)rec_rule_ra_off(rule);
 	}
 	return 0;
 }
@@ -251,13 +483,19 @@ unsigned rec_stack_capture_nested(void **buf, unsigned max)
 
 static void *const *capture(void **buf, unsigned *n, int *same)
 {
-	int fast = walk(buf, rec_s.depth, same);
+	int fast = rec_shadow_on ? walk_shadow(buf, rec_s.depth, same) : walk(buf, rec_s.depth, same);
 	if (fast >= 0) {
 		*n = (unsigned)fast;
 		return buf;
 	}
 	memo_n = 0;  /* memo[] no longer lists one whole capture */
 	*same = 0;
+	if (rec_shadow_on) {
+		/* libunwind stops at the trampoline; the shadow goes on from there */
+		shadow_first_slot = 0;
+		*n = rec_unwind_full(buf, rec_s.depth, 1);
+		return buf;
+	}
 	int got = unw_bt(buf, (int)rec_s.depth + OWN_FRAMES_MAX);
 	if (got < 0)
 		got = 0;

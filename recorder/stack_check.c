@@ -5,8 +5,10 @@
  * way, and a difference aborts the program with both stacks on stderr.
  *
  * The trusted walk is libunwind's unw_step from a context taken here
- * (unw_getcontext): not unw_backtrace, whose own per-address cache is what
- * the fallback uses. Its frames are cut as stack.c cuts them: every leading
+ * (unw_getcontext, rec_unwind_full): not unw_backtrace, whose own
+ * per-address cache is what the fallback uses. Under REC_SHADOW=1 the
+ * patched return addresses are put back for the walk (rec_shadow_hide),
+ * so it sees the program's own stack, not the shadow's record of it. Its frames are cut as stack.c cuts them: every leading
  * frame inside libheapreel.so's text is skipped (this file's, stack.c's and
  * the hook's), then at most REC_DEPTH frames are kept. Two things are
  * checked on every capture: the frames are the full walk's, and a capture
@@ -55,9 +57,6 @@ static REC_TLS unsigned prev_n;
 
 int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi)
 {
-	const char *s = getenv("REC_CHECK_STACKS");
-	if (!s || strcmp(s, "1") != 0)
-		return 0;
 	/* libunwind's own names for the local-only entry points the macros
 	 * of libunwind.h stand for */
 	*(void **)&get_context = dlsym(unwind, "_Ux86_64_getcontext");
@@ -65,31 +64,49 @@ int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi)
 	*(void **)&step_out = dlsym(unwind, "_ULx86_64_step");
 	*(void **)&get_reg = dlsym(unwind, "_ULx86_64_get_reg");
 	if (!get_context || !init_local || !step_out || !get_reg)
-		return -1;
+		get_context = NULL;  /* rec_unwind_full finds nothing */
 	own_lo = lo;
 	own_hi = hi;
+	const char *s = getenv("REC_CHECK_STACKS");
+	if (!s || strcmp(s, "1") != 0)
+		return 0;
+	if (!get_context)
+		return -1;
 	rec_check_stacks = 1;
 	return 0;
 }
 
-/* The full walk from here: the program's return addresses, at most max. */
-static __attribute__((noinline)) unsigned full_walk(uintptr_t *out, unsigned max)
+__attribute__((noinline)) unsigned rec_unwind_full(void **out, unsigned max, int translate)
 {
+	int cut = 0;
 	unw_context_t uc;
 	unw_cursor_t c;
-	if (get_context(&uc) < 0 || init_local(&c, &uc) < 0)
+	if (!get_context || get_context(&uc) < 0 || init_local(&c, &uc) < 0)
 		return 0;
 	unsigned n = 0;
 	int own = 1;  /* still in the recorder's leading frames */
 	do {
-		unw_word_t ip;
+		unw_word_t ip, sp;
 		if (get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
 			break;
+		if (ip == (uintptr_t)rec_shadow_tramp) {
+			/* the caller's frame was patched: its slot is just below
+			 * the callee's CFA, which is this frame's SP */
+			if (translate && get_reg(&c, UNW_REG_SP, &sp) == 0)
+				n += rec_shadow_chain(sp - sizeof(uintptr_t), out + n, max - n, &cut);
+			break;
+		}
 		if (own && ip >= own_lo && ip < own_hi)
 			continue;
 		own = 0;
-		out[n++] = ip;
+		out[n++] = (void *)ip;
 	} while (n < max && step_out(&c) > 0);
+	if (cut && n < max) {
+		/* the shadow ends before the stack does: walk it all again
+		 * with the slots put back */
+		rec_shadow_drop();
+		return rec_unwind_full(out, max, 0);
+	}
 	return n;
 }
 
@@ -121,9 +138,14 @@ static int equal(const uintptr_t *a, unsigned na, const uintptr_t *b, unsigned n
 
 void rec_stack_check(void *const *ips, unsigned n, int same)
 {
-	uintptr_t full[REC_DEPTH_MAX];
+	void *walked[REC_DEPTH_MAX];
+	const uintptr_t *full = (const uintptr_t *)(const void *)walked;
 	unsigned depth = rec_s.depth < REC_DEPTH_MAX ? rec_s.depth : REC_DEPTH_MAX;
-	unsigned nf = full_walk(full, depth);
+	if (rec_shadow_on)
+		rec_shadow_hide();  /* libunwind must see the real stack, not the shadow's */
+	unsigned nf = rec_unwind_full(walked, depth, 0);
+	if (rec_shadow_on)
+		rec_shadow_show();
 	atomic_fetch_add_explicit(&rec_s.stack_checks, 1, memory_order_relaxed);
 	const uintptr_t *fast = (const uintptr_t *)(const void *)ips;
 	if (!equal(fast, n, full, nf)) {

@@ -634,7 +634,11 @@ static void stats(void)
 	p = rec_utoa(p, e, allocator_ns / 1000u);
 	if (rec_check_stacks) {
 		p = rec_cat(p, e, " stack_checks=");
-		rec_utoa(p, e, atomic_load(&rec_s.stack_checks));
+		p = rec_utoa(p, e, atomic_load(&rec_s.stack_checks));
+		if (rec_shadow_on) {
+			p = rec_cat(p, e, " shadow_hits=");
+			rec_utoa(p, e, atomic_load(&rec_s.shadow_hits));
+		}
 	}
 	rec_writer_mark(rec_now(), label);
 }

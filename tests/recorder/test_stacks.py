@@ -5,7 +5,14 @@ siglongjmp across allocating frames, C++ exceptions unwinding through
 allocating frames, allocations in signal handlers (on the thread's stack
 and on an alternate one), swapcontext coroutines, short threads on reused
 stacks, fork from a deep stack, dlclose then another library at the same
-address, and two callers of equal frames calling one helper.
+address, and two callers of equal frames calling one helper; and what the shadow
+stack (REC_SHADOW=1) must survive: exceptions whose cleanups allocate,
+pthread_exit from a deep stack, backtrace() and _Unwind_Backtrace from
+the program, stacks deeper than REC_DEPTH and than the shadow.
+
+With --shadow (argv[2]) the case runs with REC_SHADOW=1, and the walks
+that met the shadow's trampoline are counted too (shadow_hits in the
+heapreel.stats mark): there must be some.
 
 Each case (argv[1]) runs tests/programs/stk_hard CASE (or stk_throw) and
 checks: the program exits 0 (no difference found); the heapreel.stats
@@ -27,7 +34,12 @@ ROUNDS = 3
 DEEP = 12               # stk_hard.c's DEEP
 THROW_DEEP = 8          # stk_throw.cc's DEEP
 THREADS = 60
-OURS = ("stk_hard", "stk_throw", "libstk_dl_a.so", "libstk_dl_b.so")
+OURS = ("stk_hard", "stk_throw", "stk_shadow", "libstk_dl_a.so", "libstk_dl_b.so")
+DEPTH = 64              # REC_DEPTH's default
+SHADOW_DEEP = 10        # stk_shadow.cc's DEEP
+BT_AFTER = 150          # stk_shadow.cc's BT_AFTER
+LIBC_START = ["(libc)", "(libc)"]  # between main and _start: __libc_start_call_main, _main_impl
+SHADOW = "--shadow" in sys.argv[2:]
 TOP = ["main", "_start"]
 
 
@@ -48,7 +60,9 @@ class Names:
         return next((m for m in ms if os.path.basename(m["path"]) == self.prefer), ms[0])
 
     def frames(self, sid):
-        ips = self.t.stack(sid)
+        return self.of(self.t.stack(sid))
+
+    def of(self, ips):
         todo = {}
         for ip in ips:
             if ip not in self.cache:
@@ -67,23 +81,33 @@ class Names:
 
 
 def record(argv, tag, env=None):
+    return record_out(argv, tag, env)[0]
+
+
+def record_out(argv, tag, env=None):
+    """The trace of argv and what it printed."""
     d = hrtest.tmpdir("rec-stacks-" + tag)
     trace = os.path.join(d, tag + ".trc")
-    e = {"REC_CHECK_STACKS": "1"}
+    e = {"REC_CHECK_STACKS": "1", "REC_SHADOW": "1" if SHADOW else "0"}
     e.update(env or {})
     p = rectest.record(argv, trace, env=e, check=False)
     assert p.returncode == 0, "%s exited %d (a stack differs?):\n%s" % (argv, p.returncode, p.stderr)
-    return trace
+    return trace, p.stdout
 
 
-def checked(path):
-    """The trace, its checks counted: one per allocation recorded."""
+def checked(path, hits=True):
+    """The trace, its checks counted: one per allocation recorded; with
+    --shadow and hits, some walks met the shadow's trampoline."""
     t = Trace(path)
     st = t.stats()
     allocs = len(t.allocs())
     assert st.get("stack_checks") == allocs, \
         "%s: %s stacks checked, %d allocations" % (path, st.get("stack_checks"), allocs)
     assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
+    if SHADOW and hits:
+        assert st.get("shadow_hits", 0) > 0, "%s: the shadow was never met: %s" % (path, st)
+    elif not SHADOW:
+        assert "shadow_hits" not in st, st
     return t
 
 
@@ -161,7 +185,7 @@ def case_signal():
 
 
 def case_coroutine():
-    t = checked(stk("coroutine"))
+    t = checked(stk("coroutine"), hits=False)  # each switch puts the slots back
     n = Names(t)
     expect(t, n, 1400, [["take", "co_leaf", "co_body"]] * ROUNDS)
     expect(t, n, 1401, [["take", "main_leaf", "run_coroutine"] + TOP] * ROUNDS)
@@ -183,7 +207,7 @@ def case_fork():
     top = ["run_fork"] + TOP
     expect(t, n, 1600, [["take", "fork_leaf"] + down("fork_down", DEEP, top)])
     expect(t, n, 1601, [["take", "child_leaf"] + top])
-    t = checked(parent)
+    t = checked(parent, hits=False)  # one allocation
     expect(t, Names(t), 1602, [["take", "parent_leaf"] + top])
 
 
@@ -219,9 +243,74 @@ def case_throw():
         assert n.ours(r["stack"]) == down("throw_down", THROW_DEEP, top), n.frames(r["stack"])
 
 
+def shadow_prog(case):
+    prog = hrtest.prog("stk_shadow")
+    rectest.need(prog, "stk_shadow (no C++ compiler)")
+    return record_out([prog, case], case)
+
+
+def case_unwind():
+    trace, _ = shadow_prog("unwind")
+    t = checked(trace)
+    n = Names(t)
+    top = ["unwind_catcher", "run_unwind"] + TOP
+    expect(t, n, 1900, descents(["take"], "unwind_down", SHADOW_DEEP, top))
+    # the cleanups run innermost first, each in the frame being unwound
+    expect(t, n, 1901, [["take", "Noisy::~Noisy"] + down("unwind_down", k, top)
+                        for _ in range(ROUNDS) for k in range(SHADOW_DEEP, 0, -1)])
+    expect(t, n, 1902, [["take", "after_unwind"] + top] * ROUNDS)
+
+
+def case_exit():
+    trace, _ = shadow_prog("exit")
+    t = checked(trace)
+    n = Names(t)
+    deep = SHADOW_DEEP
+    expect(t, n, 1910, [["take"] + down("exit_down", k, ["exit_body"]) for k in range(1, deep + 1)])
+    expect(t, n, 1911, [["take", "Noisy::~Noisy"] + down("exit_down", k, ["exit_body"])
+                        for k in range(deep, 0, -1)])
+    expect(t, n, 1912, [["take", "after_exit", "run_exit"] + TOP])
+
+
+def case_backtrace():
+    trace, out = shadow_prog("backtrace")
+    t = checked(trace)  # bt_after's second allocation, after backtrace() returned
+    n = Names(t)
+    deep = SHADOW_DEEP
+    top = down("bt_down", deep, ["run_backtrace"] + TOP)
+    top = ["bt_bottom"] + top
+    expect(t, n, 1920, [["take", "bt_leaf"] + top] * 2)
+    ips = [int(line, 16) for line in out.split()]
+    got = [fn for mod, fn in n.of(ips) if mod in OURS]
+    assert got == ["bt_grab"] + top, "backtrace() saw\n  %s\nexpected\n  %s" % (got, ["bt_grab"] + top)
+    after = ["take"] + ["bt_after"] * BT_AFTER + ["run_backtrace", "main"] + LIBC_START + ["_start"]
+    expect(t, n, 1921, [[fn for fn in after[:DEPTH] if fn != "(libc)"]] * 2)
+
+
+def deep_stacks(size, levels):
+    """deep_down's allocations of `size` (down) and size + 1 (up), cut at
+    REC_DEPTH frames as the recorder cuts them."""
+    at = [lv for lv in range(levels, 0, -1) if lv % 25 == 0]
+    def one(lv):
+        frames = ["take"] + ["deep_down"] * (levels - lv + 1) + ["run_deep", "main"] + LIBC_START + ["_start"]
+        return [fn for fn in frames[:DEPTH] if fn != "(libc)"]
+    return ([one(lv) for lv in at], [one(lv) for lv in reversed(at)])
+
+
+def case_deep():
+    trace, _ = shadow_prog("deep")
+    t = checked(trace)
+    n = Names(t)
+    for size, levels in ((1930, 300), (1932, 100)):
+        down_, up = deep_stacks(size, levels)
+        expect(t, n, size, down_ * ROUNDS)
+        expect(t, n, size + 1, up * ROUNDS)
+
+
 CASES = {"ab": case_ab, "longjmp": case_longjmp, "siglongjmp": case_siglongjmp,
          "signal": case_signal, "coroutine": case_coroutine, "threads": case_threads,
-         "fork": case_fork, "dlclose": case_dlclose, "throw": case_throw}
+         "fork": case_fork, "dlclose": case_dlclose, "throw": case_throw,
+         "unwind": case_unwind, "exit": case_exit, "backtrace": case_backtrace, "deep": case_deep}
 
 
 def main():
