@@ -35,13 +35,9 @@
 static const char *const names[] = {
 	"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign",
 	"aligned_alloc", "memalign", "valloc", "pvalloc",
-	"_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
-	"_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",
-	"_ZnwmSt11align_val_tRKSt9nothrow_t", "_ZnamSt11align_val_tRKSt9nothrow_t",
-	"_ZdlPv", "_ZdaPv", "_ZdlPvm", "_ZdaPvm", "_ZdlPvRKSt9nothrow_t", "_ZdaPvRKSt9nothrow_t",
-	"_ZdlPvSt11align_val_t", "_ZdaPvSt11align_val_t",
-	"_ZdlPvmSt11align_val_t", "_ZdaPvmSt11align_val_t",
-	"_ZdlPvSt11align_val_tRKSt9nothrow_t", "_ZdaPvSt11align_val_tRKSt9nothrow_t",
+#define CXX_NAME(name, fn, shape) #name,
+	REC_CXX_ENTRY_POINTS(CXX_NAME)
+#undef CXX_NAME
 	"mmap", "mmap64", "munmap", "mremap", "dlclose",
 };
 _Static_assert(sizeof names / sizeof names[0] <= REC_ATTACH_ROUTES_MAX,
