@@ -285,6 +285,10 @@ int imp_db_create(struct imp_db **dbp, const char *out, bool force,
 	*dbp = db;
 	return 0;
 err:
+	if (db->unwritable) {   /* disk full while making the schema: as run.c says it */
+		imp_errf(e, "%s: cannot write it: %s", out, db->err);
+		e->unwritable = true;
+	}
 	imp_db_abort(db);
 	return -1;
 }

@@ -9,6 +9,8 @@ usage: test_full.py CASE
          database's size: EFBIG, and SIGXFSZ, which must not kill it.
   tmpfs  a TMPFS_SIZE tmpfs the database does not fit in: ENOSPC. Skips
          (77, saying why) when a tmpfs cannot be mounted.
+  tmpfs_tiny  a TINY_SIZE tmpfs too small for the empty database's
+         schema: the same exit and line, from the database's creation.
 """
 import os
 import resource
@@ -23,6 +25,7 @@ from imptest import MKTRACE  # noqa: E402
 SYNTH = ["2", "20000", "7"]            # mktrace --synth THREADS ALLOCS SEED: a ~1 MB database
 FSIZE = 256 << 10                      # bytes: a quarter of that database
 TMPFS_SIZE = "256k"
+TINY_SIZE = "16k"                      # less than the schema's pages (8 KiB each)
 
 
 def synth_trace(d):
@@ -50,12 +53,12 @@ def case_fsize(d):
     assert err == "trace-import: %s: cannot write it: File too large\n" % db, err
 
 
-def case_tmpfs(d):
+def case_tmpfs(d, size=TMPFS_SIZE):
     fs = os.path.join(d, "tmpfs")
     os.mkdir(fs)
     if os.geteuid() != 0 or not shutil.which("mount"):
         hrtest.skip("cannot mount a tmpfs: not root, or no mount command")
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % TMPFS_SIZE,
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=%s,mode=0700" % size,
                         "heapreel-test", fs], capture_output=True, text=True)
     if p.returncode:
         hrtest.skip("cannot mount a tmpfs: %s" % (p.stderr.strip() or p.returncode))
@@ -65,6 +68,10 @@ def case_tmpfs(d):
         assert err == "trace-import: %s: cannot write it: No space left on device\n" % db, err
     finally:
         subprocess.run(["umount", fs], check=True)
+
+
+def case_tmpfs_tiny(d):
+    case_tmpfs(d, TINY_SIZE)
 
 
 def main():
