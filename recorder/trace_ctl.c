@@ -60,7 +60,8 @@
 static const char usage_text[] =
 	"usage: trace-ctl PID start | stop | mark LABEL | flush | status | detach\n"
 	"       trace-ctl PID record --for DURATION [--sample BYTES]\n"
-	"DURATION: 60s, 500ms, 1.5m, 1h, 5 (a bare number is seconds; units ns us ms s m h)\n"
+	"DURATION: 60s, 500ms, 1.5m, 1h, 5 (a bare number is seconds;\n"
+	"units ns us ms s m h)\n"
 	"exit: 0 done; 1 not recorded, refused, or the recorder said error; 2 usage;\n"
 	"      4 no such process\n";
 

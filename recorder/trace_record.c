@@ -23,8 +23,8 @@
  *
  * Exit status: the program's; 128 + N if signal N killed it; 127 if the
  * program could not be run; before running anything, 2 for a usage error,
- * 3 if the trace exists (without --force; --force replaces only a trace)
- * or the run directory is not empty, 1 if it cannot record (directory
+ * 3 if the trace or an earlier run's PATH.N beside it exists (without
+ * --force; --force replaces only traces) or the run directory is not empty, 1 if it cannot record (directory
  * missing or not writable, the library not found). While waiting it ignores
  * SIGINT and SIGQUIT (the terminal sends them to the program too) and
  * passes SIGTERM and SIGHUP on.
@@ -76,26 +76,30 @@ static const char usage_text[] =
 	"                      traces DIR/run.trc, and run.trc.N for its forks and\n"
 	"                      execs (default heapreel-out/PROGRAM.YYYYmmdd-HHMMSS/)\n"
 	"  -o, --output PATH   one trace file instead (%p = pid)\n"
-	"  -f, --force         replace an existing trace file\n"
-	"  --sample BYTES      record a Poisson sample, one every BYTES allocated on average\n"
-	"  --paused            start with recording stopped (trace-ctl PID start, rec_start)\n"
+	"  -f, --force         replace an existing trace file, and the traces an earlier\n"
+	"                      run's forks and execs left beside it (PATH.N)\n"
+	"  --sample BYTES      record a Poisson sample, one every BYTES allocated\n"
+	"                      on average\n"
+	"  --paused            start with recording stopped (until trace-ctl PID\n"
+	"                      start, or rec_start)\n"
 	"  --depth N           stack frames kept, 1 to 256 (default 64)\n"
 	"  --max-size SIZE     bounded recording: the trace is a ring of SIZE bytes\n"
 	"                      (K, M, G suffixes; at least 4M) keeping the latest window\n"
 	"  -p, --pid PID       attach to a running process instead of running a program:\n"
-	"                      record from now until Ctrl-C, --for or its end, then detach\n"
+	"                      record from now until Ctrl-C, --for or its end, then\n"
+	"                      detach\n"
 	"                      (it runs on); with -o and --force only\n"
 	"  --for DURATION      with -p: record this long (60s, 1.5m, 500ms; a bare number\n"
 	"                      is seconds)\n"
 	"\n"
 	"Exit status: the program's; 128+N if signal N killed it; 127 the program\n"
 	"could not be run; before running it: 1 cannot record (directory missing\n"
-	"or not writable), 2 usage error, 3 the trace exists (no --force) or the\n"
-	"run directory is not empty. With -p: 0 recorded and detached (or the\n"
-	"process ended); 1 cannot record (also: gdb missing, the load failed);\n"
-	"2 usage; 3 as above; 4 no such process; 6 not permitted to trace it\n"
-	"(ptrace_scope); 7 another user's process; 8 a static program (no dynamic\n"
-	"loader); 9 already being recorded.\n";
+	"or not writable), 2 usage error, 3 the trace or an earlier run's PATH.N\n"
+	"exists (no --force) or the run directory is not empty. With -p: 0\n"
+	"recorded and detached (or the process ended); 1 cannot record (also:\n"
+	"gdb missing, the load failed); 2 usage; 3 as above; 4 no such process;\n"
+	"6 not permitted to trace it (ptrace_scope); 7 another user's process;\n"
+	"8 a static program (no dynamic loader); 9 already being recorded.\n";
 
 enum { OPT_SAMPLE = 256, OPT_PAUSED, OPT_DEPTH, OPT_MAX_SIZE, OPT_FOR, OPT_HELP };
 
@@ -336,33 +340,96 @@ void rec_unmake(const struct rec_dest *d)
 		rmdir(d->parent);
 }
 
-/* Does path hold a trace (its magic)? --force replaces only those. */
-static int is_trace(const char *path)
+/* Does the file at dirfd/name begin with magic? --force replaces only
+ * traces (TF_FILE_MAGIC) and their rings (TF_RING_MAGIC). */
+static int has_magic(int dirfd, const char *name, const void *magic, size_t len)
 {
-	char head[TF_FILE_MAGIC_LEN];
-	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	char head[16];
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
-	ssize_t n = read(fd, head, sizeof head);
+	ssize_t n = read(fd, head, len);
 	close(fd);
-	return n == TF_FILE_MAGIC_LEN && !memcmp(head, TF_FILE_MAGIC, TF_FILE_MAGIC_LEN);
+	return n == (ssize_t)len && !memcmp(head, magic, len);
+}
+
+static int is_trace_at(int dirfd, const char *name)
+{
+	return has_magic(dirfd, name, TF_FILE_MAGIC, TF_FILE_MAGIC_LEN);
+}
+
+static int is_ring_at(int dirfd, const char *name)
+{
+	uint64_t magic = TF_RING_MAGIC;
+	return has_magic(dirfd, name, &magic, sizeof magic);
+}
+
+/* Is name base.N (1) or base.N.ring (2), what the forked and exec'd
+ * processes of a run recorded as base write beside it (session.c)? */
+static int child_name(const char *base, const char *name)
+{
+	size_t b = strlen(base), n;
+	if (strncmp(name, base, b) || name[b] != '.' || !(n = strspn(name + b + 1, "0123456789")))
+		return 0;
+	name += b + 1 + n;
+	return !*name ? 1 : !strcmp(name, ".ring") ? 2 : 0;
+}
+
+/* Traces an earlier run left beside path (path.N and their rings): this
+ * run's children would be numbered after them and the import command's
+ * glob would take them in. Without force they make the run refuse; with
+ * force they go with the trace they belonged to, but only when every one
+ * is a trace or a ring (checked before anything is removed). */
+static int claim_children(const char *path, int force)
+{
+	char dir[PATH_MAX];
+	const char *slash = strrchr(path, '/'), *base = slash ? slash + 1 : path;
+	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path + 1) : 1, slash ? path : ".");
+	DIR *d = opendir(dir);
+	if (!d)
+		return 0;      /* the directory's own errors are reported when the trace is opened */
+	int rc = 0, k;
+	struct dirent *de;
+	for (int removing = 0; !rc && removing < 2; removing++, rewinddir(d))
+		while (!rc && (de = readdir(d))) {
+			if (!(k = child_name(base, de->d_name)))
+				continue;
+			if (!force)
+				rc = rec_fail(EXIT_EXISTS, "%s.%s exists, left by an earlier run; not "
+					      "recording beside it (--force replaces that run)", path,
+					      de->d_name + strlen(base) + 1);
+			else if (!removing && !(k == 1 ? is_trace_at(dirfd(d), de->d_name)
+						       : is_ring_at(dirfd(d), de->d_name)))
+				rc = rec_fail(EXIT_EXISTS, "%s.%s exists and is not a trace; not "
+					      "replacing the run, even with --force", path,
+					      de->d_name + strlen(base) + 1);
+			else if (removing && unlinkat(dirfd(d), de->d_name, 0) && errno != ENOENT)
+				rc = rec_fail(EXIT_CANNOT, "cannot replace %s.%s: %s", path,
+					      de->d_name + strlen(base) + 1, strerror(errno));
+		}
+	closedir(d);
+	return rc;
 }
 
 /* May the trace path be written? 0, or an exit code after one line. With
- * force an existing trace and its leftover .ring are removed (the recorder
- * never writes over a file); nothing but a trace is ever replaced. */
+ * force an existing trace, its leftover .ring and the traces its run's
+ * children wrote beside it are removed (the recorder never writes over a
+ * file); nothing but a trace or its ring is ever replaced. */
 int rec_claim_trace(const char *path, int force)
 {
 	struct stat st;
 	char ring[PATH_MAX];
 	if (lstat(path, &st) != 0)
-		return 0;
+		return claim_children(path, force);
 	if (!force)
 		return rec_fail(EXIT_EXISTS, "%s already exists; not replacing it (--force replaces "
 			    "a trace)", path);
-	if (!S_ISREG(st.st_mode) || !is_trace(path))
+	if (!S_ISREG(st.st_mode) || !is_trace_at(AT_FDCWD, path))
 		return rec_fail(EXIT_EXISTS, "%s exists and is not a trace; not replacing it, even "
 			    "with --force", path);
+	int rc = claim_children(path, force);
+	if (rc)
+		return rc;
 	snprintf(ring, sizeof ring, "%s.ring", path);
 	if (unlink(path) != 0 || (lstat(ring, &st) == 0 && S_ISREG(st.st_mode) && unlink(ring)))
 		return rec_fail(EXIT_CANNOT, "cannot replace %s: %s", path, strerror(errno));

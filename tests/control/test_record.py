@@ -2,7 +2,8 @@
 where the trace went (and counts the traces of its forks and execs), exits
 with the program's status (128 + N for a signal), goes first in LD_PRELOAD,
 refuses a --max-size below 4M or not a size, bad values, an existing
-trace file (exit 3; --force replaces only a trace) and a directory it
+trace file or an earlier run's fork and exec traces beside it (exit 3;
+--force replaces only traces) and a directory it
 cannot write to (exit 1) before running anything; puts a run's traces in a
 directory of its own (-o DIR/, by default heapreel-out/PROGRAM.STAMP/) and
 prints the exact command that imports them; preloads libheapreel.so by its
@@ -63,12 +64,9 @@ assert p.stderr.strip() == ("trace-record: trace written to %s/pid-%s.trc; impor
                             "trace-import %s/pid-%s.trc %s/pid-%s.db" % ((d, pid) * 3)), p.stderr
 
 # A run that forks and execs (forker: the child execs true) leaves three
-# traces; trace-record counts those written since it started, not an older
-# file of the same name, and names them for trace-import.
+# traces; trace-record counts them and names them for trace-import (an
+# earlier run's beside them: below).
 forker = hrtest.prog("forker")
-stale = os.path.join(d, "f.trc.7")
-open(stale, "w").close()
-os.utime(stale, (1e9, 1e9))
 t = os.path.join(d, "f.trc")
 p = rec(["-o", t, "--", forker, "exec", "/bin/true"])
 assert p.returncode == 0, p.stderr
@@ -76,7 +74,6 @@ assert p.stderr.splitlines()[-1] == (
     "trace-record: 3 traces written: %s, and beside it 2 of the programs it exec'd and "
     "the processes it forked (f.trc.1, f.trc.2); import them together: trace-import %s* %s"
     % (t, t, os.path.join(d, "f.db"))), p.stderr
-os.unlink(stale)
 db = os.path.join(d, "f.db")
 hrtest.trace_import([t, t + ".1", t + ".2", db])
 c = hrtest.connect(db)
@@ -199,6 +196,28 @@ t = os.path.join(d, "code143.trc")
 assert os.path.exists(t + ".ring")
 p = rec(["-f", "-o", t, "--", "sh", "-c", "exit 0"])
 assert p.returncode == 0 and not os.path.exists(t + ".ring"), p.stderr
+
+# An earlier run's children beside a fixed -o (fam.trc.1, .2): refused
+# without --force, replaced with it, so this run's children are numbered
+# from .1 again and the printed glob takes in no stale trace; a file there
+# that is not a trace is never removed.
+t = os.path.join(d, "fam.trc")
+fam = ["sh", "-c", "/bin/true; /bin/true"]
+p = rec(["-o", t, "--"] + fam)
+assert p.returncode == 0 and "3 traces written" in p.stderr, p.stderr
+os.unlink(t)
+p = rec(["-o", t, "--", "sh", "-c", "touch " + marker])
+assert p.returncode == 3 and len(p.stderr.splitlines()) == 1, p.stderr
+assert "fam.trc.1 exists, left by an earlier run" in p.stderr and not os.path.exists(marker)
+p = rec(["--force", "-o", t, "--", "sh", "-c", "exit 0"])
+assert p.returncode == 0 and not os.path.exists(t + ".1") and not os.path.exists(t + ".2")
+p = rec(["-o", t + ".x", "--"] + fam)
+os.rename(t + ".x", t + ".9")                  # a trace where a child's would be
+with open(t + ".12", "w") as f:
+    f.write("not a trace")
+p = rec(["--force", "-o", t, "--", "sh", "-c", "touch " + marker])
+assert p.returncode == 3 and "fam.trc.12 exists and is not a trace" in p.stderr, p.stderr
+assert os.path.exists(t + ".9") and os.path.exists(t + ".12") and not os.path.exists(marker)
 
 # exit() from a worker while the main thread waits for it: the .ring is left
 # for the threads still running then, and trace-record says so

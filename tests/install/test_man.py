@@ -4,7 +4,8 @@ each page renders without a warning (groff -ww, else man --warnings; skip
 when neither is installed), has the sections a man page is read for, with
 EXIT STATUS (commands) or RETURN VALUE (the API), and its OPTIONS (and
 COMMANDS) sections name exactly the options the command's --help names
-(-h and --help aside: not every --help lists itself)."""
+(-h and --help aside: not every --help lists itself); every --help fits 80
+columns."""
 import json
 import os
 import re
@@ -17,6 +18,7 @@ MAN = os.path.join(hrtest.SRC, "man")
 SECTIONS = ("NAME", "SYNOPSIS", "DESCRIPTION", "SEE ALSO")
 RESULT = {"1": "EXIT STATUS", "3": "RETURN VALUE"}   # how a page's section says it ends
 SELF_HELP = {"-h", "--help"}
+HELP_WIDTH = 80                 # a --help fits the terminal the TUI asks for
 OPTION = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)")
 
 if shutil.which("groff"):
@@ -82,6 +84,8 @@ for page in sorted(pages):
     src = [s for d, s in files.items() if os.path.basename(d) == name][0]
     h = subprocess.run([src, "--help"], capture_output=True, text=True, stdin=subprocess.DEVNULL)
     assert h.returncode == 0, "%s --help: exit %d\n%s" % (name, h.returncode, h.stderr)
+    wide = [line for line in h.stdout.splitlines() if len(line) > HELP_WIDTH]
+    assert not wide, "%s --help is wider than %d columns: %r" % (name, HELP_WIDTH, wide)
     helped = set(OPTION.findall(h.stdout))
     assert listed - SELF_HELP == helped - SELF_HELP, \
         "%s: only in the man page %s, only in --help %s" % (
