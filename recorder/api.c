@@ -166,25 +166,21 @@ static int queue_mark(uint64_t t, const char *label, uint32_t pool, enum queuer 
 	}
 }
 
-/* The marks from which answers lack something (rec_ctl_lack), per trace:
- * the session (rec_s.gen + 1) whose trace has it, and the earliest
- * instant of one that the queue turned away, which the writer writes. */
-static const char *const lack_label[REC_LACKS] = {
-	[REC_LACK_CUSTOM] = TF_MARK_CUSTOM_UNRECORDED,
-	[REC_LACK_MMAP] = TF_MARK_MMAP_UNRECORDED,
-};
-static _Atomic uint32_t lack_told[REC_LACKS];
-static _Atomic uint64_t lack_missed[REC_LACKS];
+/* The marks of what a trace lacks (rec_ctl_lack), per trace: the session
+ * (rec_s.gen + 1) whose trace has it, and the earliest instant of one that
+ * the queue turned away, which the writer writes. */
+static _Atomic uint32_t lack_told[TF_LACKS];
+static _Atomic uint64_t lack_missed[TF_LACKS];
 static int test_queue_full;  /* REC_TEST_MARK_QUEUE_FULL: every HURRIED mark turned away */
 
-void rec_ctl_lack(enum rec_lack k, int can_wait)
+void rec_ctl_lack(enum tf_lack k, int can_wait)
 {
 	uint32_t gen = atomic_load(&rec_s.gen) + 1;
 	if (atomic_load(&lack_told[k]) == gen)
 		return;
 	uint64_t t = rec_now();
-	int r = can_wait ? queue_mark(t, lack_label[k], 0, WAITER)
-	        : test_queue_full ? -2 : queue_mark(t, lack_label[k], 0, HURRIED);
+	int r = can_wait ? queue_mark(t, tf_lack_mark(k), 0, WAITER)
+	        : test_queue_full ? -2 : queue_mark(t, tf_lack_mark(k), 0, HURRIED);
 	if (r == 0) {
 		atomic_store(&lack_told[k], gen);
 		return;
@@ -202,10 +198,10 @@ void rec_ctl_lack(enum rec_lack k, int can_wait)
 static void drain_lacks(void)
 {
 	uint32_t gen = atomic_load(&rec_s.gen) + 1;
-	for (int k = 0; k < REC_LACKS; k++) {
+	for (int k = 0; k < TF_LACKS; k++) {
 		uint64_t t = atomic_exchange(&lack_missed[k], 0);
 		if (t && atomic_load(&lack_told[k]) != gen) {
-			rec_writer_mark(t, lack_label[k]);
+			rec_writer_mark(t, tf_lack_mark((enum tf_lack)k));
 			atomic_store(&lack_told[k], gen);
 		}
 	}
@@ -396,7 +392,7 @@ void rec_ctl_session_start(void)
 	 * sampled blocks and no queued marks yet. */
 	for (unsigned i = 0; i < MARK_SLOTS; i++)
 		atomic_store(&slots[i].state, SLOT_FREE);
-	for (int k = 0; k < REC_LACKS; k++)
+	for (int k = 0; k < TF_LACKS; k++)
 		atomic_store(&lack_missed[k], 0);
 	rec_sample_reset();
 	uint64_t old = atomic_load(&rec_ctl_word), now;

@@ -37,7 +37,7 @@ enum take { TAKE_NONE, TAKE_FREE, TAKE_ALL };
 /* A call the trace cannot hold (sampled, bounded): the trace says so once. */
 static void unrecorded(void)
 {
-	rec_ctl_lack(REC_LACK_CUSTOM, 1);
+	rec_ctl_lack(TF_LACK_CUSTOM, 1);
 }
 
 /* What may be recorded now; -1 without a trace. */

@@ -81,7 +81,7 @@ static int program_call(uintptr_t caller, int anon_map)
 	if (!(w >> REC_M_PERIOD_SHIFT) && !rec_s.max_size)
 		return 1;
 	if (anon_map && (w & REC_M_ALLOCS))
-		rec_ctl_lack(REC_LACK_MMAP, 0);
+		rec_ctl_lack(TF_LACK_MMAP, 0);
 	return 0;
 }
 

@@ -178,12 +178,11 @@ int rec_ctl_set_ready(void);
 int rec_ctl_start(int can_wait);
 int rec_ctl_stop(int can_wait);
 int rec_ctl_mark(const char *label, int can_wait);
-/* The marks from which answers lack something, each once per trace. */
-enum rec_lack { REC_LACK_CUSTOM, REC_LACK_MMAP, REC_LACKS };
-/* Its mark at this instant, unless the trace has it. A program thread
- * that may not wait for the writer (can_wait 0) leaves it, if the queue
- * is full, for the writer's next round. */
-void rec_ctl_lack(enum rec_lack k, int can_wait);
+/* The mark of what the trace lacks from this instant on (tf_lack_mark),
+ * unless the trace has it: once per trace. A program thread that may not
+ * wait for the writer (can_wait 0) leaves it, if the queue is full, for
+ * the writer's next round. */
+void rec_ctl_lack(enum tf_lack k, int can_wait);
 /* A new pool id, its name queued for the writer's POOL record; 0 if there
  * is no trace or TF_POOL_MAX pools were made. */
 uint32_t rec_ctl_pool_create(const char *name);

@@ -195,31 +195,26 @@ void rec_writer_meta(const struct tf_record *r)
 	meta_dirty = 1;
 }
 
-/* The marks that say what a trace lacks from their instant on (an attach:
- * the blocks allocated before it), and the instant each was written at (0:
- * not written this session). A bounded trace's ring overwrites them; every
- * keyframe writes them again, or its answers would not say they lack what
- * the trace never held. */
-static const char *const lack_labels[] = { TF_MARK_CUSTOM_UNRECORDED, TF_MARK_MMAP_UNRECORDED,
-					   TF_MARK_ATTACH };
-#define NLACK (sizeof lack_labels / sizeof lack_labels[0])
-static uint64_t lack_t[NLACK];
+/* The instant each mark of what the trace lacks (tf_lack_mark) was
+ * written at (0: not written this session), for the keyframes. */
+static uint64_t lack_t[TF_LACKS];
 
 void rec_writer_mark(uint64_t t, const char *label)
 {
 	struct tf_record r = { .kind = TF_MARK, .t = t, .str = label };
 	rec_writer_meta(&r);
 	mark_dirty = 1;
-	for (size_t i = 0; i < NLACK; i++)
-		if (!lack_t[i] && !strcmp(label, lack_labels[i]))
-			lack_t[i] = t ? t : 1;
+	int k = tf_lack_of(label);
+	if (k >= 0 && !lack_t[k])
+		lack_t[k] = t ? t : 1;
 }
 
 void rec_writer_lack_marks(void)
 {
-	for (size_t i = 0; i < NLACK; i++)
-		if (lack_t[i]) {
-			struct tf_record r = { .kind = TF_MARK, .t = lack_t[i], .str = lack_labels[i] };
+	for (int k = 0; k < TF_LACKS; k++)
+		if (lack_t[k]) {
+			struct tf_record r = { .kind = TF_MARK, .t = lack_t[k],
+					       .str = tf_lack_mark((enum tf_lack)k) };
 			rec_writer_meta(&r);
 		}
 }

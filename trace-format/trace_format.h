@@ -26,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #define TF_VERSION 2 /* bumped on any incompatible change of FORMAT.md (2: mappings) */
 
@@ -117,6 +118,26 @@ enum tf_key_phase { TF_KEY_BEGIN = 0, TF_KEY_CUT = 1, TF_KEY_END = 2 };
  * -p), at this instant: blocks allocated before it are unknown, and frees
  * of them are expected (FORMAT.md "Attached traces"). */
 #define TF_MARK_ATTACH TF_MARK_RESERVED "attach"
+
+/* The marks above from which a trace lacks something for good. A bounded
+ * trace's ring may overwrite them, so every keyframe writes again each one
+ * the trace has, at its first instant, and readers keep one copy. */
+enum tf_lack { TF_LACK_CUSTOM, TF_LACK_MMAP, TF_LACK_ATTACH, TF_LACKS };
+
+static inline const char *tf_lack_mark(enum tf_lack k)
+{
+	return k == TF_LACK_CUSTOM ? TF_MARK_CUSTOM_UNRECORDED
+	     : k == TF_LACK_MMAP ? TF_MARK_MMAP_UNRECORDED : TF_MARK_ATTACH;
+}
+
+/* Which lack a mark's label says, or -1 for any other mark. */
+static inline int tf_lack_of(const char *label)
+{
+	for (int k = 0; k < TF_LACKS; k++)
+		if (!strcmp(label, tf_lack_mark((enum tf_lack)k)))
+			return k;
+	return -1;
+}
 
 /* Which allocator entry point produced an ALLOC / REALLOC (for tests and
  * debugging; the importer keeps only "came from realloc"). */
