@@ -244,9 +244,8 @@ static int inject(long pid, const char *lib, const char *trace)
 	snprintf(pidstr, sizeof pidstr, "%ld", pid);
 	snprintf(load, sizeof load, "set $h = ((void *(*)(const char *, int))dlopen)(\"%s\", %d)",
 		 lib, RTLD_NOW_VALUE);
-	snprintf(call, sizeof call, "printf \"" RESULT_TAG "%%d %%s\\n\", $h ? ((int (*)(const char"
-		 " *))((void *(*)(void *, const char *))dlsym)($h, \"heapreel_attach\"))(\"%s\")"
-		 " : %d, $h ? \"\" : ((char *(*)(void))dlerror)()", trace, NO_HANDLE);
+	snprintf(call, sizeof call, "set $r = $h ? ((int (*)(const char *))((void *(*)(void *,"
+		 " const char *))dlsym)($h, \"heapreel_attach\"))(\"%s\") : %d", trace, NO_HANDLE);
 	/* No debug information is read (the process is stopped while gdb
 	 * reads, and the calls need none: a second less). The program's own
 	 * signals reach it during the calls (its handlers run, the call goes
@@ -259,7 +258,12 @@ static int inject(long pid, const char *lib, const char *trace)
 		"-ex", "handle all nostop noprint pass",
 		"-ex", "handle SIGSEGV SIGBUS SIGILL SIGFPE SIGABRT stop print nopass",
 		"-ex", "call ((char *(*)(void))dlerror)()",   /* no stale error */
-		"-ex", load, "-ex", call, NULL,
+		"-ex", load, "-ex", call,
+		/* No string literal once the trace runs: gdb would malloc it in
+		 * the process, a block of gdb's recorded (printf "%s" of NULL
+		 * prints "(null)") */
+		"-ex", "printf \"" RESULT_TAG "%d %s\\n\", $r, $h ? (char *)0 :"
+		" ((char *(*)(void))dlerror)()", NULL,
 	};
 	static char out[OUTPUT_MAX];
 	int rc = run_captured(argv, out, sizeof out);
