@@ -24,10 +24,11 @@
  * Exit status: the program's; 128 + N if signal N killed it; 127 if the
  * program could not be run; before running anything, 2 for a usage error,
  * 3 if the trace or an earlier run's PATH.N beside it exists (without
- * --force; --force replaces only traces) or the run directory is not empty, 1 if it cannot record (directory
- * missing or not writable, the library not found). While waiting it ignores
- * SIGINT and SIGQUIT (the terminal sends them to the program too) and
- * passes SIGTERM and SIGHUP on.
+ * --force; --force replaces only traces) or the run directory is not
+ * empty, 1 if it cannot record (directory missing or not writable, the
+ * library not found). While waiting it ignores SIGINT and SIGQUIT (the
+ * terminal sends them to the program too) and passes SIGTERM and SIGHUP
+ * on.
  *
  * Must never: run the program when it cannot record it, print more than
  * one line of its own on success (a .ring left beside the trace adds one),
@@ -87,8 +88,7 @@ static const char usage_text[] =
 	"                      (K, M, G suffixes; at least 4M) keeping the latest window\n"
 	"  -p, --pid PID       attach to a running process instead of running a program:\n"
 	"                      record from now until Ctrl-C, --for or its end, then\n"
-	"                      detach\n"
-	"                      (it runs on); with -o and --force only\n"
+	"                      detach (it runs on); with -o and --force only\n"
 	"  --for DURATION      with -p: record this long (60s, 1.5m, 500ms; a bare number\n"
 	"                      is seconds)\n"
 	"\n"
@@ -345,7 +345,7 @@ void rec_unmake(const struct rec_dest *d)
 static int has_magic(int dirfd, const char *name, const void *magic, size_t len)
 {
 	char head[16];
-	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int fd = len > sizeof head ? -1 : openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	ssize_t n = read(fd, head, len);
