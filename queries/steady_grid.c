@@ -1,7 +1,7 @@
 /* steady_grid.c - the steady windows between every two instants of a grid
- * (q_steady_grid, for trace-report), from one filtered read of the
- * allocations instead of one per window, and from the same read, when
- * asked, the temporary allocations.
+ * (q_steady_grid, for trace-report), from one filtered pass over the
+ * allocations (a statement per grid interval) instead of a read per
+ * window, and from the same pass, when asked, the temporary allocations.
  *
  * Grid interval a is (t[a-1], t[a]] (0: up to t[0]; n: after t[n-1]); its
  * rows are an id range (ids follow t_alloc). What window (t[i], t[j]]

@@ -5,8 +5,10 @@
  * and reads the selection and the fragment again, taking a screenshot of
  * each state into OUTDIR. Prints one JSON object on stdout: {console:
  * [every console error and page error], at: {fragment: reading}, opened:
- * reading, hover_search: {details, share} (a flame graph frame hovered,
- * then "main" typed in the search box), click: reading, drag: reading}; a
+ * reading, hover_search: {details, share, frames} (a flame graph frame
+ * hovered, then "main" typed in the search box; frames: each one's label
+ * and whether it is drawn in the search's colour), click: reading, drag:
+ * reading}; a
  * reading is the process shown, the #selection-total element's data
  * (bytes, kind, t1, t2), the fragment, and the table's first row.
  * With --diff instead of fragments, the page compares two runs
@@ -80,7 +82,9 @@ async function selections(browser, base, out) {
   await p.type('#search', 'main');
   out.hover_search = await p.evaluate(() => ({
     details: document.getElementById('details').textContent,
-    share: document.getElementById('search-share').textContent }));
+    share: document.getElementById('search-share').textContent,
+    frames: [...document.querySelectorAll('#flame svg g.frame')].map((g) =>
+      [g.textContent, g.querySelector('rect').getAttribute('fill') === '#E600E6']) }));
   const box = await (await p.$('#timeline .u-over')).boundingBox();
   const y = box.y + box.height / 2;
   await p.mouse.click(box.x + box.width * CLICK_AT, y);
