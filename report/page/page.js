@@ -240,7 +240,7 @@ function fnsOf(s) {
 /* The flame graph's tree: callers first (root to leaf) or allocators first
  * (leaf to root), nodes merged by function, values of the chosen pair. */
 function tree(rows, view, colB, colN) {
-  const root = { name: 'all', value: 0, objects: 0, children: [], kids: new Map() };
+  const root = { name: 'all', value: 0, objects: 0, children: [], kids: new Map(), key: '' };
   for (let i = 0; i < rows.length; i += ROW) {
     const b = rows[i + colB], n = rows[i + colN];
     if (b <= 0) continue;      // a flame graph has no negative widths: the table shows them
@@ -254,7 +254,8 @@ function tree(rows, view, colB, colN) {
       if (!kid) {
         const fr = frameOf(f);
         kid = { name: D.fns[fn], value: 0, objects: 0, children: [], kids: new Map(),
-                where: fr.file ? fr.file + (fr.line ? ':' + fr.line : '') : '', parent: node };
+                where: fr.file ? fr.file + (fr.line ? ':' + fr.line : '') : '', parent: node,
+                key: node.key + '/' + fn };
         node.kids.set(fn, kid);
         node.children.push(kid);
       }
@@ -269,12 +270,13 @@ function tree(rows, view, colB, colN) {
 /* ---- the flame graph of a selection ------------------------------------------ */
 
 /* Drawn here, not by d3-flame-graph (which draws the comparison's): a
- * selection's graph is one SVG text given to the browser at once, frames
- * with an SVG label, no per-frame listeners or transitions; d3-flame-graph
- * spent most of a click on those (style, layout and paint of its HTML
- * labels, a timer per frame). Same layout: a frame's width is its bytes,
- * children left to right by name, frames of MIN_FRAME_PX or less not
- * drawn, a click zooms into a frame (its ancestors full width, faded). */
+ * selection's graph reuses the SVG elements of the call paths drawn last
+ * time, frames have an SVG label, no per-frame listeners or transitions;
+ * d3-flame-graph spent most of a click on those (style, layout and paint
+ * of its HTML labels, a timer per frame). Same layout: a frame's width is
+ * its bytes, children left to right by name, frames of MIN_FRAME_PX or
+ * less not drawn, a click zooms into a frame (its ancestors full width,
+ * faded). */
 
 const CELL_PX = 18;            // height of a frame
 const LABEL_PX = 35;           // narrower frames show no name
@@ -295,11 +297,6 @@ function frameColor(name) {
   const v = most ? h / most : 0;
   return 'rgb(' + Math.round(200 + 55 * v) + ',' + Math.round(230 * (1 - v)) + ',' +
     Math.round(55 * v) + ')';
-}
-
-function escapeXml(text) {
-  return text.replace(/[&<>"]/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;',
-                                          '"': '&quot;' })[c]);
 }
 
 function labelOf(n) {
@@ -328,30 +325,72 @@ function flameFrames(root, zoom, width) {
   return out;
 }
 
-/* Draws flame's frames into #flame, as one SVG text. */
+const SVG_NS = 'http://www.w3.org/2000/svg';
+let frameEls = new Map();      // a drawn frame's <g> by its call path, reused by the next drawing
+
+/* Sets an attribute only if it changed (an unchanged one costs no style work). */
+function setAttr(el, name, value) {
+  if (el.getAttribute(name) !== value) el.setAttribute(name, value);
+}
+
+/* The <g> of the frame of call path key: the one drawn last time, or new. */
+function frameEl(svg, key) {
+  let g = frameEls.get(key);
+  if (g) {
+    frameEls.delete(key);
+    return g;
+  }
+  g = svg.appendChild(document.createElementNS(SVG_NS, 'g'));
+  g.appendChild(document.createElementNS(SVG_NS, 'rect')).setAttribute('height', CELL_PX);
+  return g;
+}
+
+/* Draws flame's frames into #flame: the frames of the call paths drawn
+ * last time are moved, not made again (most of a new selection's frames). */
 function renderFlame() {
   const el = $('flame'), width = Math.max(el.clientWidth, 600), term = $('search').value;
   const inverted = $('view').value === 'allocators';
   const frames = flameFrames(flame.root, flame.zoom, width);
   const depth = frames.reduce((m, f) => Math.max(m, f[3]), 0), h = (depth + 3) * CELL_PX;
-  const parts = ['<svg class="d3-flame-graph" width="' + width + '" height="' + h + '">'];
+  let svg = el.querySelector('svg');
+  if (!svg) {
+    svg = el.appendChild(document.createElementNS(SVG_NS, 'svg'));
+    svg.setAttribute('class', 'd3-flame-graph');
+  }
+  setAttr(svg, 'width', String(width));
+  setAttr(svg, 'height', String(h));
+  const drawn = new Map();
   frames.forEach(([n, x, w, d, faded], i) => {
-    const y = inverted ? d * CELL_PX : h - (d + 1) * CELL_PX;
-    const hit = term && n.name.includes(term);
-    let text = '';
-    if (w >= LABEL_PX) {
-      const fit = Math.floor((w - 2 * LABEL_PAD) / CHAR_PX);
-      text = '<text x="' + LABEL_PAD + '" y="' + (CELL_PX - 5) + '">' +
-        escapeXml(n.name.length > fit ? n.name.slice(0, Math.max(fit - 1, 0)) + '…' : n.name) +
-        '</text>';
+    const g = frameEl(svg, n.key), rect = g.firstChild;
+    drawn.set(n.key, g);
+    setAttr(g, 'class', faded ? 'frame fade' : 'frame');
+    setAttr(g, 'data-i', String(i));
+    setAttr(g, 'transform', 'translate(' + x.toFixed(2) + ',' +
+            (inverted ? d * CELL_PX : h - (d + 1) * CELL_PX) + ')');
+    setAttr(rect, 'width', w.toFixed(2));
+    setAttr(rect, 'fill', term && n.name.includes(term) ? SEARCH_COLOR : frameColor(n.name));
+    const fit = Math.floor((w - 2 * LABEL_PAD) / CHAR_PX);
+    const label = w < LABEL_PX ? '' : n.name.length > fit ?
+      n.name.slice(0, Math.max(fit - 1, 0)) + '…' : n.name;
+    let text = rect.nextSibling;
+    if (text && text.localName === 'title') {       // its tooltip: of last time's figures
+      text.remove();
+      text = rect.nextSibling;
     }
-    parts.push('<g class="frame' + (faded ? ' fade' : '') + '" data-i="' + i +
-      '" transform="translate(' + x.toFixed(2) + ',' + y + ')"><rect width="' + w.toFixed(2) +
-      '" height="' + CELL_PX + '" fill="' + (hit ? SEARCH_COLOR : frameColor(n.name)) + '"/>' +
-      text + '</g>');
+    if (label && !text) {
+      text = g.appendChild(document.createElementNS(SVG_NS, 'text'));
+      text.setAttribute('x', LABEL_PAD);
+      text.setAttribute('y', CELL_PX - 5);
+    }
+    if (label) {
+      if (text.textContent !== label) text.textContent = label;
+      if (text.nextSibling) text.nextSibling.remove();
+    } else if (text) {
+      text.remove();
+    }
   });
-  parts.push('</svg>');
-  el.innerHTML = parts.join('');
+  for (const g of frameEls.values()) g.remove();
+  frameEls = drawn;
   flame.nodes = frames.map((f) => f[0]);
 }
 
@@ -372,7 +411,7 @@ function listenFlame() {
     $('details').textContent = x.name + (x.where ? '  ' + x.where : '') + '  ' +
       bytes(x.value) + '  ' + x.objects + ' objects  ' + pct + ' %';
     if (!f.g.querySelector('title'))
-      f.g.appendChild(document.createElementNS('http://www.w3.org/2000/svg', 'title'))
+      f.g.appendChild(document.createElementNS(SVG_NS, 'title'))
         .textContent = labelOf(x);
   });
   el.addEventListener('click', (e) => {

@@ -8,9 +8,10 @@
  * reading, hover_search: {details, share, frames} (a flame graph frame
  * hovered, then "main" typed in the search box; frames: each one's label
  * and whether it is drawn in the search's colour), click: reading, drag:
- * reading}; a
+ * reading, inverted: reading (then the allocators-first view)}; a
  * reading is the process shown, the #selection-total element's data
- * (bytes, kind, t1, t2), the fragment, and the table's first row.
+ * (bytes, kind, t1, t2), the fragment, the table's first row, and the
+ * numbers (data-i) of the flame graph's frames as they lie in the SVG.
  * With --diff instead of fragments, the page compares two runs
  * (trace-report --base; test_diff.py): it prints {console, diff: the
  * #diff-total element's data (bytes, base, new) and text, the table's
@@ -36,7 +37,9 @@ async function reading(p) {
     return { pid: document.getElementById('proc').value,
              bytes: Number(el.dataset.bytes), kind: el.dataset.kind, t1: Number(el.dataset.t1),
              t2: Number(el.dataset.t2), hash: location.hash, text: el.textContent,
-             first_row: row ? [...row.cells].map((c) => c.textContent) : null };
+             first_row: row ? [...row.cells].map((c) => c.textContent) : null,
+             frame_ids: [...document.querySelectorAll('#flame svg g.frame')].map((g) =>
+               Number(g.dataset.i)) };
   });
 }
 
@@ -96,6 +99,8 @@ async function selections(browser, base, out) {
   await p.mouse.up();
   out.drag = await reading(p);
   await p.screenshot({ path: path.join(outdir, 'drag.png'), fullPage: true });
+  await p.select('#view', 'allocators');
+  out.inverted = await reading(p);
 }
 
 async function main() {

@@ -10,7 +10,8 @@ hovering a flame graph frame shows its figures and a search for "main"
 gives its share (all of it) and draws the matching frames in the search's
 colour; a click on the timeline selects an instant
 and a drag a growth window, each changing the fragment, with trace-snap's
-figures for what the page then shows; in forker's report (two processes),
+figures for what the page then shows and the flame graph's frames its
+own (none left from the drawing before); in forker's report (two processes),
 the fragment's &pid= picks the child, with trace-snap --pid's figure.
 Screenshots go to BUILD/tests/report/browser-shots/. Skips (77), saying
 why, without trace-report, Chromium, node or puppeteer-core."""
@@ -92,6 +93,8 @@ assert click["bytes"] == snap("--at", "%dns" % click["t1"]), click
 assert drag["kind"] == "growth" and drag["t1"] < drag["t2"], drag
 assert drag["hash"] == "#growth=%dns..%dns" % (drag["t1"], drag["t2"]), drag
 assert drag["bytes"] == snap("--growth", "%dns..%dns" % (drag["t1"], drag["t2"])), drag
+for r in (opened, click, drag, got["inverted"]):   # each drawing's frames, none left from before
+    assert r["frame_ids"] and sorted(r["frame_ids"]) == list(range(len(r["frame_ids"]))), r
 shots = sorted(os.listdir(SHOTS))
 assert len(shots) == len(CASES) + 2, shots
 
