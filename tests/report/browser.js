@@ -7,8 +7,9 @@
  * [every console error and page error], at: {fragment: reading}, opened:
  * reading, hover_search: {details, share, frames} (a flame graph frame
  * hovered, then "main" typed in the search box; frames: each one's label
- * and whether it is drawn in the search's colour), click: reading, drag:
- * reading, inverted: reading (then the allocators-first view)}; a
+ * and whether it is drawn in the search's colour), inverted: reading (the
+ * allocators-first view chosen then, for the rest), click: reading, drag:
+ * reading}; a
  * reading is the process shown, the #selection-total element's data
  * (bytes, kind, t1, t2), the fragment, the table's first row, and the
  * numbers (data-i) of the flame graph's frames as they lie in the SVG.
@@ -87,7 +88,10 @@ async function selections(browser, base, out) {
     details: document.getElementById('details').textContent,
     share: document.getElementById('search-share').textContent,
     frames: [...document.querySelectorAll('#flame svg g.frame')].map((g) =>
-      [g.textContent, g.querySelector('rect').getAttribute('fill') === '#E600E6']) }));
+      [(g.querySelector('text') || {}).textContent || '',
+       g.querySelector('rect').getAttribute('fill') === '#E600E6']) }));
+  await p.select('#view', 'allocators');
+  out.inverted = await reading(p);
   const box = await (await p.$('#timeline .u-over')).boundingBox();
   const y = box.y + box.height / 2;
   await p.mouse.click(box.x + box.width * CLICK_AT, y);
@@ -99,8 +103,6 @@ async function selections(browser, base, out) {
   await p.mouse.up();
   out.drag = await reading(p);
   await p.screenshot({ path: path.join(outdir, 'drag.png'), fullPage: true });
-  await p.select('#view', 'allocators');
-  out.inverted = await reading(p);
 }
 
 async function main() {
