@@ -1071,8 +1071,11 @@ def bench_report(tools, work, quick):
     if not r.ok:
         print("  trace-report      FAILED (exit %d): %s" % (r.rc, last_line(r.err)))
         return
-    print("  trace-report      %.2f s, peak RSS %.1f MiB, page %.2f MB (%d bytes)" % (
-        r.wall, r.rss / MIB, os.path.getsize(page) / 1e6, os.path.getsize(page)))
+    # the CPU time and the load beside the wall time: on a shared machine
+    # the wall time measures the others' load as much as trace-report
+    print("  trace-report      %.2f s (CPU %.2f s, load average %.1f), peak RSS %.1f MiB, "
+          "page %.2f MB (%d bytes)" % (r.wall, r.cpu, os.getloadavg()[0], r.rss / MIB,
+                                       os.path.getsize(page) / 1e6, os.path.getsize(page)))
     if not chromium or not node or not os.path.isdir(os.path.join(puppeteer, "puppeteer-core")):
         print("  browser           skipped: chromium, node or puppeteer-core missing")
         return

@@ -140,8 +140,9 @@ int q_top(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, struct q_profile
 void q_profile_free(struct q_profile *p);
 /* The steady windows between every two instants of t[0..n) (ascending):
  * out[k], for the k-th pair i < j in the order (0,1), (0,2) ... (1,2) ...,
- * as q_steady(t[i], t[j]) fills it, from one read of the process's
- * allocations in (t[0], t[n-1]] (steady_grid.c). out holds n(n-1)/2
+ * as q_steady(t[i], t[j]) fills it, from a snapshot at each t[k] and one
+ * read of the process's allocations in (t[0], t[n-1]] that keeps only the
+ * rows outliving their grid interval (steady_grid.c). out holds n(n-1)/2
  * profiles, zeroed before first use. temporary, unless NULL: the process's
  * temporary allocations, as q_temporary fills it, from the same read (which
  * then reads every row of the process). */

@@ -1,7 +1,8 @@
 /* page.js - the behaviour of trace-report's page: reads the data that
  * trace-report wrote (the <script id="data"> element), draws the timeline
- * (uPlot), the flame graph (d3-flame-graph) and the table of functions of
- * the selection, and keeps the selection and the URL fragment in step.
+ * (uPlot), the flame graph (its own SVG; d3-flame-graph draws a
+ * comparison's) and the table of functions of the selection, and keeps the
+ * selection and the URL fragment in step.
  *
  * The data (report/json.c writes it): {db, default_pid, procs, stacks,
  * frames, fns, files}. A stack is a list of frame indexes, leaf first; a
@@ -46,7 +47,7 @@ const TABLE_ROWS = 300;        // functions shown; the rest are summed in a note
 const CLICK_PX = 3;            // a drag shorter than this is a click
 const MARK_LABEL = 24;         // characters of a mark's label drawn on the timeline
 const KIND_COLORS = ['#2a9d4b', '#9b4dca'];   // the timeline's lines of mmap, custom
-const MIN_FRAME_PX = 5;        // narrower flame graph frames are not drawn (1 px: 5x slower)
+const MIN_FRAME_PX = 5;        // narrower flame graph frames are not drawn (1 px: 3x slower)
 const UNITS = { ns: 1n, us: 1000n, ms: 1000000n, s: 1000000000n,
                 m: 60000000000n, h: 3600000000000n, '': 1000000000n };
 
@@ -54,7 +55,6 @@ const $ = (id) => document.getElementById(id);
 let proc = null;               // the process shown
 let sel = null;                // the selection: {kind, t1, t2, asked1, asked2}
 let plot = null;               // the uPlot timeline
-let chart = null;              // the d3-flame-graph chart
 let shown = null;              // the selection's profile: {rows, title, note, lacks}
 let sortCol = 'self_b';
 
@@ -240,7 +240,7 @@ function fnsOf(s) {
 /* The flame graph's tree: callers first (root to leaf) or allocators first
  * (leaf to root), nodes merged by function, values of the chosen pair. */
 function tree(rows, view, colB, colN) {
-  const root = { name: 'all', value: 0, objects: 0, children: [], kids: new Map() };
+  const root = { name: 'all', value: 0, objects: 0, children: [], kids: new Map(), key: '' };
   for (let i = 0; i < rows.length; i += ROW) {
     const b = rows[i + colB], n = rows[i + colN];
     if (b <= 0) continue;      // a flame graph has no negative widths: the table shows them
@@ -254,7 +254,8 @@ function tree(rows, view, colB, colN) {
       if (!kid) {
         const fr = frameOf(f);
         kid = { name: D.fns[fn], value: 0, objects: 0, children: [], kids: new Map(),
-                where: fr.file ? fr.file + (fr.line ? ':' + fr.line : '') : '' };
+                where: fr.file ? fr.file + (fr.line ? ':' + fr.line : '') : '', parent: node,
+                key: node.key + '/' + fn };
         node.kids.set(fn, kid);
         node.children.push(kid);
       }
@@ -266,35 +267,172 @@ function tree(rows, view, colB, colN) {
   return root;
 }
 
-function showDetails(d, total) {
-  const x = d.data, pct = total ? (100 * x.value / total).toFixed(2) : '0';
-  $('details').textContent = x.name + (x.where ? '  ' + x.where : '') + '  ' + bytes(x.value) +
-    '  ' + x.objects + ' objects  ' + pct + ' %';
+/* ---- the flame graph of a selection ------------------------------------------ */
+
+/* Drawn here, not by d3-flame-graph (which draws the comparison's): a
+ * selection's graph reuses the SVG elements of the call paths drawn last
+ * time, frames have an SVG label, no per-frame listeners or transitions;
+ * d3-flame-graph spent most of a click on those (style, layout and paint
+ * of its HTML labels, a timer per frame). Same layout: a frame's width is
+ * its bytes, children left to right by name, frames of MIN_FRAME_PX or
+ * less not drawn, a click zooms into a frame (its ancestors full width,
+ * faded). */
+
+const CELL_PX = 18;            // height of a frame
+const LABEL_PX = 35;           // narrower frames show no name
+const LABEL_PAD = 4;           // px between a frame's edge and its name
+const CHAR_PX = 7.3;           // width of a character of the label's font, to cut names
+const SEARCH_COLOR = '#E600E6';   // frames matching the search (d3-flame-graph's)
+const HASH_CHARS = 7;          // characters of a name its colour depends on
+
+let flame = null;              // {root, zoom, nodes: the frames drawn, by data-i}
+
+/* A frame's colour: d3-flame-graph's warm palette, from its name. */
+function frameColor(name) {
+  let h = 0, most = 0, w = 1;
+  for (let i = 0; i < name.length && i < HASH_CHARS; i++, w *= 0.7) {
+    h += w * (name.charCodeAt(i) % 10);
+    most += w * 9;
+  }
+  const v = most ? h / most : 0;
+  return 'rgb(' + Math.round(200 + 55 * v) + ',' + Math.round(230 * (1 - v)) + ',' +
+    Math.round(55 * v) + ')';
+}
+
+function labelOf(n) {
+  return n.name + (n.where ? ' ' + n.where : '') + ': ' + bytes(n.value) + ', ' + n.objects +
+    ' objects';
+}
+
+/* The frames to draw: [node, x, width, depth, faded] each; x and width in
+ * px of a graph `width` wide, zoomed into node `zoom` (or the root). */
+function flameFrames(root, zoom, width) {
+  const out = [], top = zoom || root, kx = top.value ? width / top.value : 0;
+  const up = [];                         // the zoomed frame's ancestors, full width
+  for (let a = top.parent; a; a = a.parent) up.unshift(a);
+  up.forEach((n, d) => out.push([n, 0, width, d, true]));
+  const walk = (n, x, d) => {
+    const w = n.value * kx;
+    if (w <= MIN_FRAME_PX) return;
+    out.push([n, x, w, d, false]);
+    const kids = [...n.children].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    for (const k of kids) {
+      walk(k, x, d + 1);
+      x += k.value * kx;
+    }
+  };
+  walk(top, 0, up.length);
+  return out;
+}
+
+const SVG_NS = 'http://www.w3.org/2000/svg';
+let frameEls = new Map();      // a drawn frame's <g> by its call path, reused by the next drawing
+
+/* Sets an attribute only if it changed (an unchanged one costs no style work). */
+function setAttr(el, name, value) {
+  if (el.getAttribute(name) !== value) el.setAttribute(name, value);
+}
+
+/* The <g> of the frame of call path key: the one drawn last time, or new. */
+function frameEl(svg, key) {
+  let g = frameEls.get(key);
+  if (g) {
+    frameEls.delete(key);
+    return g;
+  }
+  g = svg.appendChild(document.createElementNS(SVG_NS, 'g'));
+  g.appendChild(document.createElementNS(SVG_NS, 'rect')).setAttribute('height', CELL_PX);
+  return g;
+}
+
+/* Draws flame's frames into #flame: the frames of the call paths drawn
+ * last time are moved, not made again (most of a new selection's frames). */
+function renderFlame() {
+  const el = $('flame'), width = Math.max(el.clientWidth, 600), term = $('search').value;
+  const inverted = $('view').value === 'allocators';
+  const frames = flameFrames(flame.root, flame.zoom, width);
+  const depth = frames.reduce((m, f) => Math.max(m, f[3]), 0), h = (depth + 3) * CELL_PX;
+  let svg = el.querySelector('svg');
+  if (!svg) {
+    svg = el.appendChild(document.createElementNS(SVG_NS, 'svg'));
+    svg.setAttribute('class', 'd3-flame-graph');
+  }
+  setAttr(svg, 'width', String(width));
+  setAttr(svg, 'height', String(h));
+  const drawn = new Map();
+  frames.forEach(([n, x, w, d, faded], i) => {
+    const g = frameEl(svg, n.key), rect = g.firstChild;
+    drawn.set(n.key, g);
+    setAttr(g, 'class', faded ? 'frame fade' : 'frame');
+    setAttr(g, 'data-i', String(i));
+    setAttr(g, 'transform', 'translate(' + x.toFixed(2) + ',' +
+            (inverted ? d * CELL_PX : h - (d + 1) * CELL_PX) + ')');
+    setAttr(rect, 'width', w.toFixed(2));
+    setAttr(rect, 'fill', term && n.name.includes(term) ? SEARCH_COLOR : frameColor(n.name));
+    const fit = Math.floor((w - 2 * LABEL_PAD) / CHAR_PX);
+    const label = w < LABEL_PX ? '' : n.name.length > fit ?
+      n.name.slice(0, Math.max(fit - 1, 0)) + '…' : n.name;
+    let text = rect.nextSibling;
+    if (text && text.localName === 'title') {       // its tooltip: of last time's figures
+      text.remove();
+      text = rect.nextSibling;
+    }
+    if (label && !text) {
+      text = g.appendChild(document.createElementNS(SVG_NS, 'text'));
+      text.setAttribute('x', LABEL_PAD);
+      text.setAttribute('y', CELL_PX - 5);
+    }
+    if (label) {
+      if (text.textContent !== label) text.textContent = label;
+      if (text.nextSibling) text.nextSibling.remove();
+    } else if (text) {
+      text.remove();
+    }
+  });
+  for (const g of frameEls.values()) g.remove();
+  frameEls = drawn;
+  flame.nodes = frames.map((f) => f[0]);
+}
+
+/* The node of the frame an event is on, or null. */
+function frameAt(e) {
+  const g = e.target.closest && e.target.closest('g.frame');
+  return g && flame ? { g, n: flame.nodes[Number(g.dataset.i)] } : null;
+}
+
+/* Hovering a frame says what it is (and gives it its tooltip); a click
+ * zooms into it. */
+function listenFlame() {
+  const el = $('flame');
+  el.addEventListener('mouseover', (e) => {
+    const f = frameAt(e);
+    if (!f) return;
+    const x = f.n, total = flame.root.value, pct = total ? (100 * x.value / total).toFixed(2) : '0';
+    $('details').textContent = x.name + (x.where ? '  ' + x.where : '') + '  ' +
+      bytes(x.value) + '  ' + x.objects + ' objects  ' + pct + ' %';
+    if (!f.g.querySelector('title'))
+      f.g.appendChild(document.createElementNS(SVG_NS, 'title'))
+        .textContent = labelOf(x);
+  });
+  el.addEventListener('click', (e) => {
+    const f = frameAt(e);
+    if (!f) return;
+    flame.zoom = f.n === flame.root ? null : f.n;
+    renderFlame();
+  });
 }
 
 function drawFlame() {
-  const live = $('metric').value === 'live', view = $('view').value;
-  const root = tree(shown.rows, view, live ? COL.liveB : COL.allocB, live ? COL.liveN : COL.allocN);
-  const el = $('flame');
-  el.textContent = '';
-  chart = flamegraph()
-    .width(Math.max(el.clientWidth, 600))
-    .cellHeight(18)
-    .transitionDuration(0)
-    .minFrameSize(MIN_FRAME_PX)
-    .sort(true)
-    .inverted(view === 'allocators')
-    .label((d) => d.data.name + (d.data.where ? ' ' + d.data.where : '') + ': ' +
-           bytes(d.data.value) + ', ' + d.data.objects + ' objects')
-    .onHover((d) => showDetails(d, root.value));
-  d3.select(el).datum(root).call(chart);
-  if ($('search').value) search();      // a search redraws every frame: only when asked
+  const live = $('metric').value === 'live';
+  flame = { root: tree(shown.rows, $('view').value, live ? COL.liveB : COL.allocB,
+                       live ? COL.liveN : COL.allocN), zoom: null, nodes: [] };
+  renderFlame();
+  if ($('search').value) searchShare();
 }
 
 /* The share of the stacks that hold a function matching the search box. */
-function search() {
+function searchShare() {
   const term = $('search').value;
-  chart.search(term);
   if (!term) { $('search-share').textContent = ''; return; }
   const live = $('metric').value === 'live', col = live ? COL.liveB : COL.allocB;
   let hit = 0, all = 0;
@@ -305,6 +443,11 @@ function search() {
   }
   $('search-share').textContent = 'matching: ' + bytes(hit) +
     (all ? ', ' + (100 * hit / all).toFixed(2) + ' %' : '');
+}
+
+function search() {
+  renderFlame();
+  searchShare();
 }
 
 /* Self (leaf frame) and total (anywhere in the stack, once) per function;
@@ -331,25 +474,32 @@ function functionTable(rows, colB, colN) {
   return [...m.values()].filter((r) => r.self_b || r.self_n || r.total_b || r.total_n);
 }
 
+const TABLE_COLS = ['self_b', 'self_n', 'total_b', 'total_n'];
+
+/* Sets an element's text only if it changed: an unchanged cell costs the
+ * browser no style or layout work. */
+function setText(el, text) {
+  if (el.textContent !== text) el.textContent = text;
+}
+
 function drawTable() {
   const live = $('metric').value === 'live';
   const rows = functionTable(shown.rows, live ? COL.liveB : COL.allocB,
                              live ? COL.liveN : COL.allocN);
   rows.sort(sortCol === 'name' ? (a, b) => a.name.localeCompare(b.name)
                                : (a, b) => b[sortCol] - a[sortCol] || a.name.localeCompare(b.name));
-  const body = document.querySelector('#functions tbody');
-  body.textContent = '';
-  for (const r of rows.slice(0, TABLE_ROWS)) {
+  const body = document.querySelector('#functions tbody'), first = rows.slice(0, TABLE_ROWS);
+  while (body.rows.length > first.length) body.deleteRow(-1);
+  while (body.rows.length < first.length) {     // rows are kept: a selection only sets text
     const tr = body.insertRow();
-    const fn = tr.insertCell();
-    fn.className = 'fn';
-    fn.textContent = r.name;
-    for (const c of ['self_b', 'self_n', 'total_b', 'total_n']) {
-      const td = tr.insertCell();
-      td.className = 'num';
-      td.textContent = r[c];
-    }
+    tr.insertCell().className = 'fn';
+    for (let k = 0; k < TABLE_COLS.length; k++) tr.insertCell().className = 'num';
   }
+  first.forEach((r, i) => {
+    const cells = body.rows[i].cells;
+    setText(cells[0], r.name);
+    TABLE_COLS.forEach((c, k) => setText(cells[k + 1], String(r[c])));
+  });
   for (const th of document.querySelectorAll('#functions th'))
     th.classList.toggle('sorted', th.dataset.col === sortCol);
   $('table-note').textContent = rows.length > TABLE_ROWS
@@ -378,7 +528,7 @@ function drawSelection() {
   for (const l of shown.lacks) ul.appendChild(document.createElement('li')).textContent = l;
   drawFlame();
   drawTable();
-  if (plot) plot.redraw(false);
+  if (plot) placeSelection(plot);
 }
 
 function select(s) {
@@ -427,7 +577,7 @@ function series(p) {
   return rows[0].map((_, c) => rows.map((r) => r[c]));
 }
 
-/* Marks, the peak and the selection, drawn over the chart. */
+/* Marks and the peak, drawn over the chart; the selection placed. */
 function overlay(u) {
   const c = u.ctx, top = u.bbox.top, h = u.bbox.height;
   const x = (t) => u.valToPos(t / NS_PER_S, 'x', true);
@@ -443,14 +593,26 @@ function overlay(u) {
   c.beginPath();
   c.arc(x(proc.peak_t), u.valToPos(proc.peak_bytes, 'y', true), 4, 0, 2 * Math.PI);
   c.fill();
-  if (sel && ['at', 'rsspeak', 'peak'].includes(sel.kind)) {
-    c.fillStyle = 'rgba(0, 90, 200, 0.8)';
-    c.fillRect(x(sel.t1) - 1, top, 2, h);
-  } else if (sel && sel.kind !== 'leaks' && sel.kind !== 'temporary') {
-    c.fillStyle = 'rgba(0, 90, 200, 0.15)';
-    c.fillRect(x(sel.t1), top, Math.max(x(sel.t2) - x(sel.t1), 1), h);
-  }
   c.restore();
+  placeSelection(u);
+}
+
+/* The selection on the timeline: a box in uPlot's over layer, moved at
+ * each selection instead of redrawing the whole chart (its axes, its
+ * thousands of buckets). A line at an instant, a band over a window. */
+function placeSelection(u) {
+  let box = u.over.querySelector('.selection');
+  if (!box) {
+    box = u.over.appendChild(document.createElement('div'));
+    box.className = 'selection';
+  }
+  const x = (t) => u.valToPos(t / NS_PER_S, 'x');
+  const instant = sel && ['at', 'rsspeak', 'peak'].includes(sel.kind);
+  box.hidden = !sel || sel.kind === 'leaks' || sel.kind === 'temporary';
+  if (box.hidden) return;
+  box.classList.toggle('instant', instant);
+  box.style.left = (instant ? x(sel.t1) - 1 : x(sel.t1)) + 'px';
+  box.style.width = (instant ? 2 : Math.max(x(sel.t2) - x(sel.t1), 1)) + 'px';
 }
 
 function windowKind() {
@@ -566,7 +728,8 @@ function init() {
   $('view').addEventListener('change', drawFlame);
   $('metric').addEventListener('change', () => { drawFlame(); drawTable(); });
   $('search').addEventListener('input', search);
-  $('reset-zoom').addEventListener('click', () => chart.resetZoom());
+  $('reset-zoom').addEventListener('click', () => { flame.zoom = null; renderFlame(); });
+  listenFlame();
   for (const th of document.querySelectorAll('#functions th'))
     th.addEventListener('click', () => { sortCol = th.dataset.col; drawTable(); });
   window.addEventListener('hashchange', applyFragment);

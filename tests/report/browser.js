@@ -5,10 +5,14 @@
  * and reads the selection and the fragment again, taking a screenshot of
  * each state into OUTDIR. Prints one JSON object on stdout: {console:
  * [every console error and page error], at: {fragment: reading}, opened:
- * reading, hover_search: {details, share} (a flame graph frame hovered,
- * then "main" typed in the search box), click: reading, drag: reading}; a
+ * reading, hover_search: {details, share, frames} (a flame graph frame
+ * hovered, then "main" typed in the search box; frames: each one's label
+ * and whether it is drawn in the search's colour), inverted: reading (the
+ * allocators-first view chosen then, for the rest), click: reading, drag:
+ * reading}; a
  * reading is the process shown, the #selection-total element's data
- * (bytes, kind, t1, t2), the fragment, and the table's first row.
+ * (bytes, kind, t1, t2), the fragment, the table's first row, and the
+ * numbers (data-i) of the flame graph's frames as they lie in the SVG.
  * With --diff instead of fragments, the page compares two runs
  * (trace-report --base; test_diff.py): it prints {console, diff: the
  * #diff-total element's data (bytes, base, new) and text, the table's
@@ -34,7 +38,9 @@ async function reading(p) {
     return { pid: document.getElementById('proc').value,
              bytes: Number(el.dataset.bytes), kind: el.dataset.kind, t1: Number(el.dataset.t1),
              t2: Number(el.dataset.t2), hash: location.hash, text: el.textContent,
-             first_row: row ? [...row.cells].map((c) => c.textContent) : null };
+             first_row: row ? [...row.cells].map((c) => c.textContent) : null,
+             frame_ids: [...document.querySelectorAll('#flame svg g.frame')].map((g) =>
+               Number(g.dataset.i)) };
   });
 }
 
@@ -80,7 +86,12 @@ async function selections(browser, base, out) {
   await p.type('#search', 'main');
   out.hover_search = await p.evaluate(() => ({
     details: document.getElementById('details').textContent,
-    share: document.getElementById('search-share').textContent }));
+    share: document.getElementById('search-share').textContent,
+    frames: [...document.querySelectorAll('#flame svg g.frame')].map((g) =>
+      [(g.querySelector('text') || {}).textContent || '',
+       g.querySelector('rect').getAttribute('fill') === '#E600E6']) }));
+  await p.select('#view', 'allocators');
+  out.inverted = await reading(p);
   const box = await (await p.$('#timeline .u-over')).boundingBox();
   const y = box.y + box.height / 2;
   await p.mouse.click(box.x + box.width * CLICK_AT, y);

@@ -7,9 +7,11 @@ growth and a steady window and for the leaks equal both the program's
 known figures and trace-snap --format text's Total for the same question
 and instant; the table's first row is the function that allocated;
 hovering a flame graph frame shows its figures and a search for "main"
-gives its share (all of it); a click on the timeline selects an instant
+gives its share (all of it) and draws the matching frames in the search's
+colour; a click on the timeline selects an instant
 and a drag a growth window, each changing the fragment, with trace-snap's
-figures for what the page then shows; in forker's report (two processes),
+figures for what the page then shows and the flame graph's frames its
+own (none left from the drawing before); in forker's report (two processes),
 the fragment's &pid= picks the child, with trace-snap --pid's figure.
 Screenshots go to BUILD/tests/report/browser-shots/. Skips (77), saying
 why, without trace-report, Chromium, node or puppeteer-core."""
@@ -81,12 +83,22 @@ opened, click, drag = got["opened"], got["click"], got["drag"]
 hs = got["hover_search"]           # rss_marks allocates from main only: all of it matches
 assert hs["share"] == "matching: %d B (112.0 MiB), 100.00 %%" % (BASE + BIG + SMALLS), hs
 assert " B (" in hs["details"] and " objects " in hs["details"], hs
+# every frame is as wide as the run (a label each): those whose function
+# holds "main" (main, libc's callers of it) are in the search's colour
+assert len(hs["frames"]) > 1 and any(hit for _, hit in hs["frames"]), hs
+assert all(hit == ("main" in label) for label, hit in hs["frames"]), hs
 assert opened["kind"] == "peak" and opened["hash"] == "", opened    # opens with the peak
 assert click["kind"] == "at" and click["hash"] == "#at=%dns" % click["t1"], click
 assert click["bytes"] == snap("--at", "%dns" % click["t1"]), click
 assert drag["kind"] == "growth" and drag["t1"] < drag["t2"], drag
 assert drag["hash"] == "#growth=%dns..%dns" % (drag["t1"], drag["t2"]), drag
 assert drag["bytes"] == snap("--growth", "%dns..%dns" % (drag["t1"], drag["t2"])), drag
+# each drawing's frames, none left from the one before: after a switch to
+# the allocators-first view (at the peak), whose call paths all differ, and
+# after the click and the drag (whose growth may be empty: no frame)
+assert opened["frame_ids"] and got["inverted"]["frame_ids"], (opened, got["inverted"])
+for r in (opened, got["inverted"], click, drag):
+    assert sorted(r["frame_ids"]) == list(range(len(r["frame_ids"]))), r
 shots = sorted(os.listdir(SHOTS))
 assert len(shots) == len(CASES) + 2, shots
 

@@ -121,6 +121,27 @@ def total(profile):
     return sum(profile["rows"][i + 2] for i in range(0, len(profile["rows"]), ROW))
 
 
+# trace-snap's metrics and their column in a profile's rows (report/json.c)
+METRICS = {"inuse_objects": 1, "inuse_space": 2, "alloc_objects": 3, "alloc_space": 4}
+
+
+def flat(profile, col):
+    """Column col of profile's rows summed per leaf function, zeros left out."""
+    out = {}
+    rows = profile["rows"]
+    for i in range(0, len(rows), ROW):
+        fn = data["fns"][data["frames"][3 * data["stacks"][rows[i]][0]]]
+        out[fn] = out.get(fn, 0) + rows[i + col]
+    return {fn: v for fn, v in out.items() if v}
+
+
+def snap_flat(p, metric, *args):
+    """trace-snap's flat column per function, zeros left out."""
+    out = hrtest.run([hrtest.TRACE_SNAP, DB, "--pid", str(p["pid"]), "--format", "text",
+                      "--metric", metric] + list(args)).stdout
+    return {r[-1]: int(r[0]) for r in hrtest.snap_table(out)[1] if int(r[0])}
+
+
 def check(p):
     """Every precomputed profile of process p as trace-snap answers it."""
     def snap(*args):
@@ -140,7 +161,11 @@ def check(p):
         for t2 in grid[i + 1:]:
             s = p["steady"][k]
             assert (s["t1"], s["t2"]) == (t1, t2), (s["t1"], s["t2"], t1, t2)
-            assert total(s) == snap("--steady", "%dns..%dns" % (t1, t2)), (p["pid"], t1, t2)
+            window = "%dns..%dns" % (t1, t2)
+            assert total(s) == snap("--steady", window), (p["pid"], t1, t2)
+            for metric, col in METRICS.items():     # what it allocated too, per function
+                assert flat(s, col) == snap_flat(p, metric, "--steady", window), \
+                    (p["pid"], t1, t2, metric)
             k += 1
     for q in ("peak", "leaks", "temporary"):
         assert total(p[q]) == snap("--" + q), (p["pid"], q)
