@@ -746,6 +746,76 @@ static uint8_t *put_column(uint8_t *o, unsigned tag, const uint64_t *v, size_t n
 	return o + len;
 }
 
+/* A STACKS record (FORMAT.md "STACKS") of nodes first .. first + n - 1 with
+ * the given parent and address codes, as a meta payload. */
+static size_t put_stacks(uint8_t *out, uint64_t first, uint64_t n,
+			 const uint64_t *pcode, const uint64_t *icode)
+{
+	uint8_t body[512], *b = body;
+	b = tf_put_varint(b, first);
+	b = tf_put_varint(b, n);
+	for (int c = 0; c < 2; c++) {
+		struct tf_entcode code;
+		const uint64_t *v = c ? icode : pcode;
+		uint8_t col[256];
+		tf_ent_plan(v, n, &code);
+		size_t len = tf_ent_write(v, n, &code, col);
+		b = tf_put_varint(b, len);
+		memcpy(b, col, len);
+		b += len;
+	}
+	uint8_t *o = out;
+	*o++ = TF_META_STACKS;
+	o = tf_put_varint(o, (uint64_t)(b - body));
+	memcpy(o, body, (size_t)(b - body));
+	return (size_t)(o - out) + (size_t)(b - body);
+}
+
+/* STACKS bodies by hand: a good one decodes to the nodes its codes say;
+ * an address code naming an empty context entry, a parent below 0, more
+ * nodes than the segment counts, no node or node id 0 are corrupt. */
+static void test_stacks_codes(void)
+{
+	struct tf_stkmodel *m = tf_stkmodel_new();
+	struct tf_record out[4];
+	char strbuf[64];
+	uint8_t p[1024];
+	struct tf_error e = { 0 };
+	struct tf_segment_info si = { .offset = 9, .count = 2, .first_seq = 10 };
+	/* node 5 under the root at 0x1000 (a literal against caller 0), node 6
+	 * under node 5 at 0x1010 (a literal against 0x1000) */
+	size_t len = put_stacks(p, 5, 2, (uint64_t[]){ 8, 0 }, (uint64_t[]){ 4 + 0x2000, 4 + 0x20 });
+	CHECK(m && tf_meta_decode(&si, p, len, out, strbuf, m, &e) == TF_OK, "%s", e.msg);
+	CHECK(out[0].kind == TF_STACK && out[0].id == 5 && out[0].parent == 0 &&
+	      out[0].ip == 0x1000 && out[0].seq == 10 && out[1].id == 6 &&
+	      out[1].parent == 5 && out[1].ip == 0x1010 && out[1].seq == 11,
+	      "stacks: %u/%u/%#llx %u/%u/%#llx", out[0].id, out[0].parent,
+	      (unsigned long long)out[0].ip, out[1].id, out[1].parent,
+	      (unsigned long long)out[1].ip);
+	/* the same node 6 named by its context's entry 0 after a sibling */
+	si.count = 3;
+	len = put_stacks(p, 5, 3, (uint64_t[]){ 8, 0, 2 }, (uint64_t[]){ 4 + 0x2000, 4 + 0x20, 0 });
+	CHECK(tf_meta_decode(&si, p, len, out, strbuf, m, &e) == TF_OK, "%s", e.msg);
+	CHECK(out[2].id == 7 && out[2].parent == 5 && out[2].ip == 0x1010, "context entry 0");
+	struct { uint64_t first, n, pcode[2], icode[2]; uint32_t count; const char *what; } bad[] = {
+		{ 5, 1, { 8 }, { 0 }, 1, "address code naming an empty entry" },
+		{ 5, 1, { 10 }, { 4 }, 1, "parent below 0" },
+		{ 5, 2, { 8, 0 }, { 4, 4 }, 1, "more nodes than the segment counts" },
+		{ 5, 0, { 0 }, { 0 }, 1, "no node" },
+		{ 0, 1, { 0 }, { 4 }, 1, "node id 0" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		len = put_stacks(p, bad[i].first, bad[i].n ? bad[i].n : 1, bad[i].pcode, bad[i].icode);
+		if (!bad[i].n)
+			p[3] = 0;  /* the count varint, after kind, length and first */
+		si.count = bad[i].count;
+		CHECK(tf_meta_decode(&si, p, len, out, strbuf, m, &e) == TF_E_CORRUPT &&
+		      e.offset == 9, "%s: not corrupt", bad[i].what);
+	}
+	tf_stkmodel_free(m);
+	checks += 8;
+}
+
 /* A future version's kinds: meta kind 200 with a body, an event kind 12
  * whose field lives in column 50, and a THREAD record with a trailing field
  * this version does not know. The reader must skip them and decode the rest. */
@@ -1619,6 +1689,7 @@ int main(int argc, char **argv)
 	test_round_trip_realistic();
 	test_unknown_kinds();
 	test_stack_runs();
+	test_stacks_codes();
 	test_counters();
 	test_pools();
 	test_time_contexts();
