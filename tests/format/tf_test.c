@@ -641,14 +641,14 @@ static void test_stack_runs(void)
 	CHECK(tf_writer_close(w, 1, &e) == TF_OK, "%s", e.msg);
 	close(fd);
 
+	uint64_t stored = 0;    /* bytes of the segments, headers included */
+	uint32_t next = 1, samples = 0;
 	struct tf_reader *rd;
 	struct tf_decoder *d;
+	open_decoding(path, &rd, &d);
 	struct tf_segment_info si;
 	const struct tf_record *r;
-	uint64_t stored = 0;
-	uint32_t next = 1, samples = 0;
 	int rc;
-	open_decoding(path, &rd, &d);
 	while ((rc = tf_reader_next_segment(rd, &si, &e)) == TF_OK) {
 		CHECK(tf_decode_segment(rd, d, &si, &r, &e) == TF_OK, "%s", e.msg);
 		stored += si.stored_bytes;
