@@ -28,6 +28,9 @@
 #define STK_CTX_BITS 12
 #define STK_WAYS 4              /* addresses kept per caller; codes 0..3 */
 #define STK_HASH 0x9E3779B97F4A7C15ull /* 2^64 / golden ratio: spreads addresses */
+/* Parent codes of 32-bit ids are below 2^34; a larger one is corrupt (and
+ * its difference would overflow a signed 64-bit subtraction). */
+#define STK_PCODE_MAX (1ull << 34)
 
 struct stk_ctx {
 	uint64_t key;            /* the caller's address */
@@ -200,6 +203,8 @@ static int decode_node(struct tf_stkmodel *m, struct tf_record *recs, uint32_t f
 		       uint32_t i, uint64_t pcode, uint64_t icode)
 {
 	uint32_t id = first + i;
+	if (pcode > STK_PCODE_MAX)
+		return -1;
 	int64_t parent = (int64_t)id - 1 - unzigzag(pcode);
 	if (parent < 0 || parent > (int64_t)UINT32_MAX)
 		return -1;
@@ -223,7 +228,8 @@ int tf_stacks_decode(struct tf_stkmodel *m, const uint8_t *p, size_t len,
 	const uint8_t *end = p + len;
 	uint64_t first, count;
 	if (tf_get_varint(&p, end, &first) < 0 || tf_get_varint(&p, end, &count) < 0 ||
-	    first == 0 || count == 0 || count > room || first + count - 1 > UINT32_MAX)
+	    first == 0 || count == 0 || count > TF_STACKS_MAX || count > room ||
+	    first > (uint64_t)UINT32_MAX - count + 1)
 		return -1;
 	struct tf_entdec col[2];
 	if (open_column(&col[0], &p, end) < 0 || open_column(&col[1], &p, end) < 0)

@@ -772,8 +772,9 @@ static size_t put_stacks(uint8_t *out, uint64_t first, uint64_t n,
 }
 
 /* STACKS bodies by hand: a good one decodes to the nodes its codes say;
- * an address code naming an empty context entry, a parent below 0, more
- * nodes than the segment counts, no node or node id 0 are corrupt. */
+ * an address code naming an empty context entry, a parent below 0 or
+ * beyond 64 bits, more nodes than the segment counts, no node, node id 0
+ * and ids past 32 bits are corrupt. */
 static void test_stacks_codes(void)
 {
 	struct tf_stkmodel *m = tf_stkmodel_new();
@@ -803,6 +804,9 @@ static void test_stacks_codes(void)
 		{ 5, 2, { 8, 0 }, { 4, 4 }, 1, "more nodes than the segment counts" },
 		{ 5, 0, { 0 }, { 0 }, 1, "no node" },
 		{ 0, 1, { 0 }, { 4 }, 1, "node id 0" },
+		{ UINT32_MAX, 2, { 0, 0 }, { 4, 4 }, 2, "node ids past 2^32 - 1" },
+		{ UINT64_MAX, 2, { 0, 1 }, { 4, 4 }, 2, "node ids wrapping around 2^64" },
+		{ 5, 1, { UINT64_MAX }, { 4 }, 1, "parent code of 64 bits" },
 	};
 	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
 		len = put_stacks(p, bad[i].first, bad[i].n ? bad[i].n : 1, bad[i].pcode, bad[i].icode);
@@ -813,7 +817,7 @@ static void test_stacks_codes(void)
 		      e.offset == 9, "%s: not corrupt", bad[i].what);
 	}
 	tf_stkmodel_free(m);
-	checks += 8;
+	checks += 11;
 }
 
 /* A future version's kinds: meta kind 200 with a body, an event kind 12
