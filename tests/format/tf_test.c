@@ -625,8 +625,8 @@ static void test_stack_runs(void)
 	uint32_t path_ids[DEPTH] = { 0 }, depth = 0;
 	uint8_t value[1] = { 7 };
 	for (uint32_t id = 1; id <= NODES; id++) {
-		if (depth == DEPTH || rnd() % 8 == 0)
-			depth = (uint32_t)(rnd() % (depth + 1));  /* return to a caller */
+		if (depth == DEPTH || rnd() % 8 == 0)   /* return to a caller */
+			depth = (uint32_t)(rnd() % (depth < DEPTH ? depth + 1 : DEPTH));
 		parent[id] = depth ? path_ids[depth - 1] : 0;
 		ip[id] = 0x555555554000ull + 0x1000 * depth + 16 * (rnd() % SITES);
 		path_ids[depth++] = id;
