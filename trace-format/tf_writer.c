@@ -432,13 +432,11 @@ int tf_writer_flush(struct tf_writer *w, struct tf_error *err)
 	return rc ? rc : flush_queue(w, err);
 }
 
-/* Queues r after the run before it, so that records keep their order. */
-static int queue_meta(struct tf_writer *w, const struct tf_record *r,
-		      struct tf_error *err)
+/* Encodes r into the queue. */
+static int queue_record(struct tf_writer *w, const struct tf_record *r,
+			struct tf_error *err)
 {
-	int rc = queue_run(w, err);
-	if (!rc)
-		rc = make_room(w, tf_meta_bound(r), 1, err);
+	int rc = make_room(w, tf_meta_bound(r), 1, err);
 	if (rc)
 		return rc;
 	size_t len;
@@ -452,6 +450,14 @@ static int queue_meta(struct tf_writer *w, const struct tf_record *r,
 		w->meta_tmax = r->t > w->meta_tmax ? r->t : w->meta_tmax;
 	}
 	return TF_OK;
+}
+
+/* Queues r after the run before it, so that records keep their order. */
+static int queue_meta(struct tf_writer *w, const struct tf_record *r,
+		      struct tf_error *err)
+{
+	int rc = queue_run(w, err);
+	return rc ? rc : queue_record(w, r, err);
 }
 
 /* A STACK record joins the run (FORMAT.md "STACKS"); one that does not
@@ -476,6 +482,11 @@ int tf_write_meta(struct tf_writer *w, const struct tf_record *r,
 		return tf_fail(err, TF_E_ARG, 0, "END is written by tf_writer_close");
 	if (r->kind == TF_STACK)
 		return gather_stack(w, r, err);
+	/* A SAMPLE passes the run: counter values are not tied to stack
+	 * nodes, and the recorder writes one every few ms, which would cut
+	 * runs, and their model, short (FORMAT.md "STACKS"). */
+	if (r->kind == TF_SAMPLE)
+		return queue_record(w, r, err);
 	return queue_meta(w, r, err);
 }
 

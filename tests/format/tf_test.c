@@ -609,8 +609,8 @@ static void put_raw_segment(int fd, uint32_t stream, uint32_t count,
 /* The stack trie of a deep, recursive program (a compiler's): every new
  * stack shares a prefix with the one before and adds a chain of frames, each
  * return address one of a few call sites of its depth. Written as STACK
- * records interrupted now and then by another record (a SAMPLE, as the
- * recorder's counters do), it must read back node for node and take less
+ * records interrupted now and then by a SAMPLE (as the recorder's counters
+ * do), which passes them, it must read back node for node and take less
  * than one byte a node: as one record each it took about eight (issue 25). */
 static void test_stack_runs(void)
 {
@@ -642,7 +642,7 @@ static void test_stack_runs(void)
 	close(fd);
 
 	uint64_t stored = 0;    /* bytes of the segments, headers included */
-	uint32_t next = 1, samples = 0;
+	uint32_t next = 1, samples = 0, first_sample_after = 0;
 	struct tf_reader *rd;
 	struct tf_decoder *d;
 	open_decoding(path, &rd, &d);
@@ -653,7 +653,8 @@ static void test_stack_runs(void)
 		CHECK(tf_decode_segment(rd, d, &si, &r, &e) == TF_OK, "%s", e.msg);
 		stored += si.stored_bytes;
 		for (uint32_t i = 0; i < si.count; i++) {
-			samples += r[i].kind == TF_SAMPLE;
+			if (r[i].kind == TF_SAMPLE && !samples++)
+				first_sample_after = next - 1;
 			if (r[i].kind != TF_STACK)
 				continue;
 			CHECK(r[i].id == next && r[i].parent == parent[next] && r[i].ip == ip[next],
@@ -665,11 +666,13 @@ static void test_stack_runs(void)
 	CHECK(rc == TF_DONE, "%s", e.msg);
 	CHECK(next == NODES + 1 && samples == NODES / SAMPLE_EVERY, "%u nodes, %u samples",
 	      next - 1, samples);
+	/* a SAMPLE passes the run it interrupts: runs of TF_STACKS_MAX nodes */
+	CHECK(first_sample_after == 0, "first SAMPLE read after %u nodes", first_sample_after);
 	CHECK(stored < NODES, "%llu bytes for %u nodes", (unsigned long long)stored,
 	      (unsigned)NODES);
 	tf_decoder_free(d);
 	tf_reader_close(rd);
-	checks += 4;
+	checks += 5;
 }
 
 /* Regular timing (the delta depends only on the two stacks around it): the
