@@ -9,7 +9,8 @@ and runs each one
 alternately without profiler, under libheapreel.so, under heaptrack and under
 `heaptrack -r` (record only), at least --runs times each. It prints, per
 workload: the median wall-time ratio vs the baseline with its min-max, trace
-bytes per event, the recorder's extra peak RSS, the writer thread's CPU time
+bytes per event (and heaptrack -r's trace bytes over the same events), the
+recorder's extra peak RSS, the writer thread's CPU time
 (its own figure, in the trace's heapreel.stats mark) and the issue-2 overhead
 target; then, for each later stage that is built, its figures (import,
 snapshots, TUI steps). A stage that is not built is skipped with one line.
@@ -408,6 +409,18 @@ def report_writer_cpu(res, db):
     res["row"]["writer"] = "%.2f s (%.2f core)" % (cpu, core)
 
 
+def report_htr_size(htr, events, row):
+    """heaptrack -r's trace bytes over the events libheapreel.so recorded
+    in its own run of the workload (the same calls: issue 25's target is a
+    trace no larger per allocation call)."""
+    if not htr or not events:
+        return
+    bpe = os.path.getsize(htr) / events
+    print("  heaptrack -r      %.2f B/event (its trace of %.1f MiB over the events above)" % (
+        bpe, os.path.getsize(htr) / MIB))
+    row["htr_bpe"] = "%.2f" % bpe
+
+
 def bench_recording(name, argv, tools, work, runs, wenv):
     """Alternating runs of every variant; prints the recording figures and
     returns what later stages need."""
@@ -472,6 +485,7 @@ def bench_recording(name, argv, tools, work, runs, wenv):
             print("  trace             %.2f B/event (%d events, %.1f MiB)" % (
                 bpe, events, size / MIB))
             row["bpe"] = "%.2f" % bpe
+            report_htr_size(keep.get("htr"), events, row)
     pairs = [r.rss - b.rss for b, r in zip(results["base"], results["rec"]) if b.ok and r.ok]
     if pairs:
         print("  recorder RSS      %s extra peak RSS (median of %d pairs)" % (
@@ -788,7 +802,8 @@ def check_target(stats, t_base):
 
 
 TABLE = (("workload", "workload"), ("rec", "libheapreel.so"), ("ht", "heaptrack"),
-         ("htr", "heaptrack -r"), ("bpe", "trace B/event"), ("rss", "extra RSS"),
+         ("htr", "heaptrack -r"), ("bpe", "trace B/event"),
+         ("htr_bpe", "heaptrack -r B/event"), ("rss", "extra RSS"),
          ("writer", "writer CPU"),
          ("target", "overhead target"))
 

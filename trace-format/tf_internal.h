@@ -164,6 +164,37 @@ int tf_coldec_decode(struct tf_coldec *d, const struct tf_segment_info *si,
 		     const uint8_t *p, size_t len, struct tf_record *recs,
 		     struct tf_error *err);
 
+/* ---- runs of stack nodes: the STACKS meta record (tf_stacks.c) ---------- */
+#define TF_META_STACKS 17        /* on-disk kind; readers hand out its nodes
+                                    as TF_STACK records */
+/* Nodes per STACKS record: long enough for its model to learn the program's
+ * call sites, short enough that a worst-case record (tf_stkrun_bound) fits
+ * in the meta queue. */
+#define TF_STACKS_MAX 8192
+
+struct tf_stkrun;     /* the writer's run of nodes being gathered */
+struct tf_stkmodel;   /* a decoder's model */
+
+/* Mapped with mmap (tf_segenc_new says why); NULL if out of memory. */
+struct tf_stkrun *tf_stkrun_new(void);
+void tf_stkrun_free(struct tf_stkrun *s);
+uint32_t tf_stkrun_count(const struct tf_stkrun *s);
+/* Appends STACK record r to the run; -1 if it does not continue the run
+ * (full, or r->id not the next id): encode the run first. */
+int tf_stkrun_add(struct tf_stkrun *s, const struct tf_record *r);
+/* Worst-case bytes of the run's STACKS record. */
+size_t tf_stkrun_bound(const struct tf_stkrun *s);
+/* Writes the run as one STACKS record (kind, length, body) at out, empties
+ * the run and returns the bytes written. */
+size_t tf_stkrun_encode(struct tf_stkrun *s, uint8_t *out);
+
+struct tf_stkmodel *tf_stkmodel_new(void);
+void tf_stkmodel_free(struct tf_stkmodel *m);
+/* Decodes a STACKS body of len bytes into at most room STACK records
+ * (recs[0..*n), seq left 0); -1 if it is corrupt or holds more. */
+int tf_stacks_decode(struct tf_stkmodel *m, const uint8_t *p, size_t len,
+		     struct tf_record *recs, uint32_t room, uint32_t *n);
+
 /* ---- meta records (tf_meta.c) ------------------------------------------ */
 /* Worst-case encoded size of r. */
 size_t tf_meta_bound(const struct tf_record *r);
@@ -171,10 +202,11 @@ size_t tf_meta_bound(const struct tf_record *r);
  * bytes written. */
 int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 		   struct tf_error *err);
-/* Decodes si->count meta records from p; strings and build ids are copied
- * to strbuf (at least len + count bytes). */
+/* Decodes si->count meta records from p (a STACKS record counts as its
+ * nodes, decoded with m); strings and build ids are copied to strbuf (at
+ * least len + count bytes). */
 int tf_meta_decode(const struct tf_segment_info *si, const uint8_t *p,
 		   size_t len, struct tf_record *recs, char *strbuf,
-		   struct tf_error *err);
+		   struct tf_stkmodel *m, struct tf_error *err);
 
 #endif

@@ -1,9 +1,11 @@
 /*
- * tf_meta.c - the record encoding of the meta stream (stream 0): STACK,
- * THREAD, MODULE, MARK, LOST, END, KEYFRAME, KEYEVENT, FORK, COUNTER,
- * SAMPLE. Each record is a kind byte, a varint body
- * length and the body, so a reader skips kinds (and trailing fields) it does
- * not know. FORMAT.md "Meta segments" is the specification.
+ * tf_meta.c - the record encoding of the meta stream (stream 0): THREAD,
+ * MODULE, MARK, LOST, END, KEYFRAME, KEYEVENT, FORK, COUNTER, SAMPLE, POOL;
+ * the decoding of STACK too (traces of version 2 and older; the writer now
+ * packs nodes into STACKS records, tf_stacks.c). Each record is a kind
+ * byte, a varint body length and the body, so a reader skips kinds (and
+ * trailing fields) it does not know. FORMAT.md "Meta segments" is the
+ * specification.
  *
  * The encoder runs on the recorder's writer thread: no allocation, no I/O.
  */
@@ -51,13 +53,6 @@ int tf_meta_encode(const struct tf_record *r, uint8_t *out, size_t *len,
 	int ntail = 0;
 
 	switch (r->kind) {
-	case TF_STACK:
-		if (r->id == 0)
-			return tf_fail(err, TF_E_ARG, 0, "stack node id 0 is the root");
-		b = tf_put_varint(b, r->id);
-		b = tf_put_varint(b, r->parent);
-		b = tf_put_varint(b, r->ip);
-		break;
 	case TF_THREAD:
 		b = tf_put_varint(b, r->tid);
 		tail[ntail] = r->str;
@@ -276,27 +271,48 @@ static int body(struct tf_mcur *c, struct tf_record *r)
 	return bad ? -1 : 0;
 }
 
+/* A STACKS body: its nodes become records recs[i..], *i moves past them. */
+static int stacks(const struct tf_segment_info *si, const uint8_t *p, size_t len,
+		  struct tf_record *recs, uint32_t *i, struct tf_stkmodel *m)
+{
+	uint32_t n;
+	if (tf_stacks_decode(m, p, len, recs + *i, si->count - *i, &n) < 0)
+		return -1;
+	for (uint32_t k = 0; k < n; k++)
+		recs[*i + k].seq = si->first_seq + *i + k;
+	*i += n;
+	return 0;
+}
+
 int tf_meta_decode(const struct tf_segment_info *si, const uint8_t *p,
 		   size_t len, struct tf_record *recs, char *strbuf,
-		   struct tf_error *err)
+		   struct tf_stkmodel *m, struct tf_error *err)
 {
 	const uint8_t *end = p + len;
 	struct tf_mcur c = { .str = strbuf };
-	for (uint32_t i = 0; i < si->count; i++) {
+	for (uint32_t i = 0; i < si->count;) {
 		struct tf_record *r = &recs[i];
 		uint64_t blen;
 		memset(r, 0, sizeof *r);
 		if (p >= end)
 			return tf_fail(err, TF_E_CORRUPT, si->offset,
 				       "meta segment: record %u missing", (uint64_t)i);
-		r->kind = *p++;
-		r->stream = 0;
-		r->seq = si->first_seq + i;
+		uint8_t kind = *p++;
 		if (tf_get_varint(&p, end, &blen) < 0 ||
 		    blen > (uint64_t)(end - p))
 			return tf_fail(err, TF_E_CORRUPT, si->offset,
 				       "meta segment: record %u: bad length",
 				       (uint64_t)i);
+		if (kind == TF_META_STACKS) {
+			if (stacks(si, p, (size_t)blen, recs, &i, m) < 0)
+				return tf_fail(err, TF_E_CORRUPT, si->offset,
+					       "meta segment: stacks record %u: bad body",
+					       (uint64_t)i);
+			p += blen;
+			continue;
+		}
+		r->kind = kind;
+		r->seq = si->first_seq + i;
 		c.p = p;
 		c.end = p + blen;
 		if (body(&c, r) < 0)
@@ -304,6 +320,7 @@ int tf_meta_decode(const struct tf_segment_info *si, const uint8_t *p,
 				       "meta segment: %s record %u: bad body",
 				       tf_kind_name(r->kind), (uint64_t)i);
 		p += blen;   /* fields added by newer versions are skipped */
+		i++;
 	}
 	return TF_OK;
 }

@@ -33,6 +33,7 @@ struct tf_reader {
 struct tf_decoder {
 	LZ4F_dctx *dctx;
 	struct tf_coldec *cols;
+	struct tf_stkmodel *stk;   /* STACKS records' model */
 	uint8_t *frame;          /* the compressed frame */
 	size_t frame_cap;
 	uint8_t *raw;            /* the decompressed payload */
@@ -383,7 +384,7 @@ int tf_decoder_new(struct tf_decoder **dp, struct tf_error *err)
 {
 	struct tf_decoder *d = calloc(1, sizeof *d);
 	*dp = NULL;
-	if (!d || !(d->cols = tf_coldec_new()) ||
+	if (!d || !(d->cols = tf_coldec_new()) || !(d->stk = tf_stkmodel_new()) ||
 	    LZ4F_isError(LZ4F_createDecompressionContext(&d->dctx, LZ4F_VERSION))) {
 		tf_decoder_free(d);
 		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
@@ -398,6 +399,7 @@ void tf_decoder_free(struct tf_decoder *d)
 		return;
 	LZ4F_freeDecompressionContext(d->dctx);
 	tf_coldec_free(d->cols);
+	tf_stkmodel_free(d->stk);
 	free(d->frame);
 	free(d->raw);
 	free(d->recs);
@@ -479,7 +481,7 @@ int tf_decode_segment(struct tf_reader *r, struct tf_decoder *d,
 	if ((rc = inflate(d, si, flen, raw, err)))
 		return rc;
 	if (si->stream == 0)
-		rc = tf_meta_decode(si, d->raw, raw, d->recs, d->str, err);
+		rc = tf_meta_decode(si, d->raw, raw, d->recs, d->str, d->stk, err);
 	else if (!(rc = tf_coldec_decode(d->cols, si, d->raw, raw, d->recs, err)))
 		rc = check_times(si, d->recs, err);
 	if (rc)

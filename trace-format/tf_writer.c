@@ -1,7 +1,8 @@
 /*
  * tf_writer.c - appends a trace: the file header, one segment per batch of
  * events of a stream (at most TF_SEG_EVENTS events each), the queued meta
- * records of stream 0, and END. A bounded writer (tf_writer_bound) wraps
+ * records of stream 0 (runs of STACK records packed as STACKS records,
+ * tf_stacks.c), and END. A bounded writer (tf_writer_bound) wraps
  * to the start of the ring when a segment would end past the bound and
  * stamps every segment with its lap.
  *
@@ -46,6 +47,7 @@ struct tf_writer {
 	uint32_t lap;               /* bounded: 1 + times the ring wrapped */
 	uint64_t written;           /* bytes appended, all laps */
 	struct tf_segenc se;
+	struct tf_stkrun *stk;      /* STACK records not yet queued: a run */
 	uint8_t *meta;              /* queued meta records (encoded) */
 	size_t meta_len;
 	uint32_t meta_count;
@@ -248,6 +250,7 @@ static int put_file_header(struct tf_writer *w, const struct tf_header *hd,
 static void writer_free(struct tf_writer *w)
 {
 	segenc_fini(&w->se);
+	tf_stkrun_free(w->stk);
 	free(w->meta);
 	free(w);
 }
@@ -263,8 +266,10 @@ int tf_writer_open(struct tf_writer **wp, int fd, const struct tf_header *h,
 		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
 	w->fd = fd;
 	w->meta = malloc(TF_META_QUEUE);
+	w->stk = tf_stkrun_new();
 	w->meta_tmin = UINT64_MAX;
-	if (segenc_init(&w->se, TF_FILE_FIXED + 2 * TF_MAX_STR + 4) < 0 || !w->meta) {
+	if (segenc_init(&w->se, TF_FILE_FIXED + 2 * TF_MAX_STR + 4) < 0 || !w->meta ||
+	    !w->stk) {
 		writer_free(w);
 		return tf_fail(err, TF_E_NOMEM, 0, "out of memory");
 	}
@@ -377,7 +382,8 @@ int tf_write_events(struct tf_writer *w, uint32_t stream, uint32_t tid,
 	return TF_OK;
 }
 
-int tf_writer_flush(struct tf_writer *w, struct tf_error *err)
+/* Writes the queued meta records as one segment. */
+static int flush_queue(struct tf_writer *w, struct tf_error *err)
 {
 	if (!w->meta_count)
 		return TF_OK;
@@ -395,16 +401,46 @@ int tf_writer_flush(struct tf_writer *w, struct tf_error *err)
 	return TF_OK;
 }
 
-static int queue_meta(struct tf_writer *w, const struct tf_record *r,
-		      struct tf_error *err)
+/* Room in the queue for count records of at most bytes: the segment's
+ * record limit counts a STACKS record's nodes. */
+static int make_room(struct tf_writer *w, size_t bytes, uint32_t count,
+		     struct tf_error *err)
 {
-	if (tf_meta_bound(r) > TF_META_QUEUE - w->meta_len) {
-		int rc = tf_writer_flush(w, err);
-		if (rc)
-			return rc;
-	}
+	if (bytes > TF_META_QUEUE - w->meta_len ||
+	    count > TF_SEG_MAX_RECORDS - w->meta_count)
+		return flush_queue(w, err);
+	return TF_OK;
+}
+
+/* Queues the run of STACK records gathered so far as one STACKS record. */
+static int queue_run(struct tf_writer *w, struct tf_error *err)
+{
+	uint32_t n = tf_stkrun_count(w->stk);
+	if (!n)
+		return TF_OK;
+	int rc = make_room(w, tf_stkrun_bound(w->stk), n, err);
+	if (rc)
+		return rc;  /* the run stays; a later record or flush retries it */
+	w->meta_len += tf_stkrun_encode(w->stk, w->meta + w->meta_len);
+	w->meta_count += n;
+	return TF_OK;
+}
+
+int tf_writer_flush(struct tf_writer *w, struct tf_error *err)
+{
+	int rc = queue_run(w, err);
+	return rc ? rc : flush_queue(w, err);
+}
+
+/* Encodes r into the queue. */
+static int queue_record(struct tf_writer *w, const struct tf_record *r,
+			struct tf_error *err)
+{
+	int rc = make_room(w, tf_meta_bound(r), 1, err);
+	if (rc)
+		return rc;
 	size_t len;
-	int rc = tf_meta_encode(r, w->meta + w->meta_len, &len, err);
+	rc = tf_meta_encode(r, w->meta + w->meta_len, &len, err);
 	if (rc)
 		return rc;
 	w->meta_len += len;
@@ -416,11 +452,41 @@ static int queue_meta(struct tf_writer *w, const struct tf_record *r,
 	return TF_OK;
 }
 
+/* Queues r after the run before it, so that records keep their order. */
+static int queue_meta(struct tf_writer *w, const struct tf_record *r,
+		      struct tf_error *err)
+{
+	int rc = queue_run(w, err);
+	return rc ? rc : queue_record(w, r, err);
+}
+
+/* A STACK record joins the run (FORMAT.md "STACKS"); one that does not
+ * continue it (ids not consecutive, run full) queues the run first. */
+static int gather_stack(struct tf_writer *w, const struct tf_record *r,
+			struct tf_error *err)
+{
+	if (r->id == 0)
+		return tf_fail(err, TF_E_ARG, 0, "stack node id 0 is the root");
+	if (tf_stkrun_add(w->stk, r) == 0)
+		return TF_OK;
+	int rc = queue_run(w, err);
+	if (!rc)
+		tf_stkrun_add(w->stk, r);  /* an empty run takes any node */
+	return rc;
+}
+
 int tf_write_meta(struct tf_writer *w, const struct tf_record *r,
 		  struct tf_error *err)
 {
 	if (r->kind == TF_END)
 		return tf_fail(err, TF_E_ARG, 0, "END is written by tf_writer_close");
+	if (r->kind == TF_STACK)
+		return gather_stack(w, r, err);
+	/* A SAMPLE passes the run: counter values are not tied to stack
+	 * nodes, and the recorder writes one every few ms, which would cut
+	 * runs, and their model, short (FORMAT.md "STACKS"). */
+	if (r->kind == TF_SAMPLE)
+		return queue_record(w, r, err);
 	return queue_meta(w, r, err);
 }
 

@@ -28,7 +28,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#define TF_VERSION 2 /* bumped on any incompatible change of FORMAT.md (2: mappings) */
+#define TF_VERSION 3 /* bumped on any incompatible change of FORMAT.md (2: mappings,
+                        3: STACKS records) */
 
 /* ---- status codes ------------------------------------------------------ */
 enum tf_status {
@@ -86,6 +87,7 @@ enum tf_kind {
 	TF_COUNTER = 14,       /* a counter's name: id, name (before its first SAMPLE) */
 	TF_SAMPLE = 15,        /* counter values at an instant: t, first counter id, values */
 	TF_POOL = 16,          /* a custom allocator's pool: id (>= 1), name (rec_pool_create) */
+	/* 17: STACKS on disk, a run of STACK nodes; readers hand out TF_STACK */
 };
 
 /* A SAMPLE holds at most this many values (readers refuse more): the

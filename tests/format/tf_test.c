@@ -606,6 +606,75 @@ static void put_raw_segment(int fd, uint32_t stream, uint32_t count,
 	      "write");
 }
 
+/* The stack trie of a deep, recursive program (a compiler's): every new
+ * stack shares a prefix with the one before and adds a chain of frames, each
+ * return address one of a few call sites of its depth. Written as STACK
+ * records interrupted now and then by a SAMPLE (as the recorder's counters
+ * do), which passes them, it must read back node for node and take less
+ * than one byte a node: as one record each it took about eight (issue 25). */
+static void test_stack_runs(void)
+{
+	enum { NODES = 60000, DEPTH = 40, SITES = 3, SAMPLE_EVERY = 1700 };
+	const char *path = tmp_path("stacks.trc");
+	int fd = create(path);
+	struct tf_writer *w;
+	struct tf_error e = { 0 };
+	CHECK(tf_writer_open(&w, fd, &hdr, &e) == TF_OK, "%s", e.msg);
+	static uint32_t parent[NODES + 1];
+	static uint64_t ip[NODES + 1];
+	uint32_t path_ids[DEPTH] = { 0 }, depth = 0;
+	uint8_t value[1] = { 7 };
+	for (uint32_t id = 1; id <= NODES; id++) {
+		if (depth == DEPTH || rnd() % 8 == 0)   /* return to a caller */
+			depth = (uint32_t)(rnd() % (depth < DEPTH ? depth + 1 : DEPTH));
+		parent[id] = depth ? path_ids[depth - 1] : 0;
+		ip[id] = 0x555555554000ull + 0x1000 * depth + 16 * (rnd() % SITES);
+		path_ids[depth++] = id;
+		struct tf_record r = { .kind = TF_STACK, .id = id, .parent = parent[id], .ip = ip[id] };
+		CHECK(tf_write_meta(w, &r, &e) == TF_OK, "stack %u: %s", id, e.msg);
+		if (id % SAMPLE_EVERY == 0) {
+			struct tf_record smp = { .kind = TF_SAMPLE, .t = id, .id = 1,
+						 .values = value, .values_len = 1 };
+			CHECK(tf_write_meta(w, &smp, &e) == TF_OK, "sample: %s", e.msg);
+		}
+	}
+	CHECK(tf_writer_close(w, 1, &e) == TF_OK, "%s", e.msg);
+	close(fd);
+
+	uint64_t stored = 0;    /* bytes of the segments, headers included */
+	uint32_t next = 1, samples = 0, first_sample_after = 0;
+	struct tf_reader *rd;
+	struct tf_decoder *d;
+	open_decoding(path, &rd, &d);
+	struct tf_segment_info si;
+	const struct tf_record *r;
+	int rc;
+	while ((rc = tf_reader_next_segment(rd, &si, &e)) == TF_OK) {
+		CHECK(tf_decode_segment(rd, d, &si, &r, &e) == TF_OK, "%s", e.msg);
+		stored += si.stored_bytes;
+		for (uint32_t i = 0; i < si.count; i++) {
+			if (r[i].kind == TF_SAMPLE && !samples++)
+				first_sample_after = next - 1;
+			if (r[i].kind != TF_STACK)
+				continue;
+			CHECK(r[i].id == next && r[i].parent == parent[next] && r[i].ip == ip[next],
+			      "node %u: id %u parent %u ip %#llx", next, r[i].id, r[i].parent,
+			      (unsigned long long)r[i].ip);
+			next++;
+		}
+	}
+	CHECK(rc == TF_DONE, "%s", e.msg);
+	CHECK(next == NODES + 1 && samples == NODES / SAMPLE_EVERY, "%u nodes, %u samples",
+	      next - 1, samples);
+	/* a SAMPLE passes the run it interrupts: runs of TF_STACKS_MAX nodes */
+	CHECK(first_sample_after == 0, "first SAMPLE read after %u nodes", first_sample_after);
+	CHECK(stored < NODES, "%llu bytes for %u nodes", (unsigned long long)stored,
+	      (unsigned)NODES);
+	tf_decoder_free(d);
+	tf_reader_close(rd);
+	checks += 5;
+}
+
 /* Regular timing (the delta depends only on the two stacks around it): the
  * writer must pick the context-coded time column (DTC) over DT, and the
  * reader must decode it exactly. Uses the codecs directly. */
@@ -678,6 +747,80 @@ static uint8_t *put_column(uint8_t *o, unsigned tag, const uint64_t *v, size_t n
 	o = tf_put_varint(o, len);
 	memcpy(o, body, len);
 	return o + len;
+}
+
+/* A STACKS record (FORMAT.md "STACKS") of nodes first .. first + n - 1 with
+ * the given parent and address codes, as a meta payload. */
+static size_t put_stacks(uint8_t *out, uint64_t first, uint64_t n,
+			 const uint64_t *pcode, const uint64_t *icode)
+{
+	uint8_t body[512], *b = body;
+	b = tf_put_varint(b, first);
+	b = tf_put_varint(b, n);
+	for (int c = 0; c < 2; c++) {
+		struct tf_entcode code;
+		const uint64_t *v = c ? icode : pcode;
+		uint8_t col[256];
+		tf_ent_plan(v, n, &code);
+		size_t len = tf_ent_write(v, n, &code, col);
+		b = tf_put_varint(b, len);
+		memcpy(b, col, len);
+		b += len;
+	}
+	uint8_t *o = out;
+	*o++ = TF_META_STACKS;
+	o = tf_put_varint(o, (uint64_t)(b - body));
+	memcpy(o, body, (size_t)(b - body));
+	return (size_t)(o - out) + (size_t)(b - body);
+}
+
+/* STACKS bodies by hand: a good one decodes to the nodes its codes say;
+ * an address code naming an empty context entry, a parent below 0 or
+ * beyond 64 bits, more nodes than the segment counts, no node, node id 0
+ * and ids past 32 bits are corrupt. */
+static void test_stacks_codes(void)
+{
+	struct tf_stkmodel *m = tf_stkmodel_new();
+	struct tf_record out[4];
+	char strbuf[64];
+	uint8_t p[1024];
+	struct tf_error e = { 0 };
+	struct tf_segment_info si = { .offset = 9, .count = 2, .first_seq = 10 };
+	/* node 5 under the root at 0x1000 (a literal against caller 0), node 6
+	 * under node 5 at 0x1010 (a literal against 0x1000) */
+	size_t len = put_stacks(p, 5, 2, (uint64_t[]){ 8, 0 }, (uint64_t[]){ 4 + 0x2000, 4 + 0x20 });
+	CHECK(m && tf_meta_decode(&si, p, len, out, strbuf, m, &e) == TF_OK, "%s", e.msg);
+	CHECK(out[0].kind == TF_STACK && out[0].id == 5 && out[0].parent == 0 &&
+	      out[0].ip == 0x1000 && out[0].seq == 10 && out[1].id == 6 &&
+	      out[1].parent == 5 && out[1].ip == 0x1010 && out[1].seq == 11,
+	      "stacks: %u/%u/%#llx %u/%u/%#llx", out[0].id, out[0].parent,
+	      (unsigned long long)out[0].ip, out[1].id, out[1].parent,
+	      (unsigned long long)out[1].ip);
+	/* the same node 6 named by its context's entry 0 after a sibling */
+	si.count = 3;
+	len = put_stacks(p, 5, 3, (uint64_t[]){ 8, 0, 2 }, (uint64_t[]){ 4 + 0x2000, 4 + 0x20, 0 });
+	CHECK(tf_meta_decode(&si, p, len, out, strbuf, m, &e) == TF_OK, "%s", e.msg);
+	CHECK(out[2].id == 7 && out[2].parent == 5 && out[2].ip == 0x1010, "context entry 0");
+	struct { uint64_t first, n, pcode[2], icode[2]; uint32_t count; const char *what; } bad[] = {
+		{ 5, 1, { 8 }, { 0 }, 1, "address code naming an empty entry" },
+		{ 5, 1, { 10 }, { 4 }, 1, "parent below 0" },
+		{ 5, 2, { 8, 0 }, { 4, 4 }, 1, "more nodes than the segment counts" },
+		{ 5, 0, { 0 }, { 0 }, 1, "no node" },
+		{ 0, 1, { 0 }, { 4 }, 1, "node id 0" },
+		{ UINT32_MAX, 2, { 0, 0 }, { 4, 4 }, 2, "node ids past 2^32 - 1" },
+		{ UINT64_MAX, 2, { 0, 1 }, { 4, 4 }, 2, "node ids wrapping around 2^64" },
+		{ 5, 1, { UINT64_MAX }, { 4 }, 1, "parent code of 64 bits" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		len = put_stacks(p, bad[i].first, bad[i].n ? bad[i].n : 1, bad[i].pcode, bad[i].icode);
+		if (!bad[i].n)
+			p[3] = 0;  /* the count varint, after kind, length and first */
+		si.count = bad[i].count;
+		CHECK(tf_meta_decode(&si, p, len, out, strbuf, m, &e) == TF_E_CORRUPT &&
+		      e.offset == 9, "%s: not corrupt", bad[i].what);
+	}
+	tf_stkmodel_free(m);
+	checks += 11;
 }
 
 /* A future version's kinds: meta kind 200 with a body, an event kind 12
@@ -1154,7 +1297,9 @@ static void test_fuzz_payloads(void)
 		recs += ev[i].kind != TF_EV_REALLOC_NEW;
 	struct tf_colenc *enc = tf_colenc_new();
 	struct tf_coldec *dec = tf_coldec_new();
-	CHECK(enc && dec, "out of memory");
+	struct tf_stkmodel *stk = tf_stkmodel_new();
+	struct tf_stkrun *run = tf_stkrun_new();
+	CHECK(enc && dec && stk && run, "out of memory");
 	size_t cap = tf_colenc_bound(n);
 	uint8_t *good = malloc(cap), *bad = malloc(cap);
 	struct tf_record *out = malloc(recs * sizeof *out);
@@ -1185,7 +1330,7 @@ static void test_fuzz_payloads(void)
 		      "event payload round %d: status %d", round, rc);
 		corrupt += rc == TF_E_CORRUPT;
 		struct tf_segment_info xsi = { .offset = 7, .count = (uint32_t)(1 + rnd() % 50) };
-		rc = tf_meta_decode(&xsi, bad, blen, out, strbuf, &e);
+		rc = tf_meta_decode(&xsi, bad, blen, out, strbuf, stk, &e);
 		CHECK(rc == TF_OK || rc == TF_E_CORRUPT, "meta payload: status %d", rc);
 	}
 	CHECK(corrupt > ROUNDS / 2, "only %d of %d damaged payloads detected", corrupt, ROUNDS);
@@ -1197,22 +1342,33 @@ static void test_fuzz_payloads(void)
 		  .build_id = build_id, .build_id_len = 20 },
 		{ .kind = TF_MARK, .t = 9, .str = "mark" },
 		{ .kind = TF_STACK, .id = 3, .parent = 1, .ip = 0x401000 },
+		{ .kind = TF_STACK, .id = 4, .parent = 3, .ip = 0x401010 },
 		{ .kind = TF_LOST, .t = 3, .count = 2 },
 	};
 	size_t mlen = 0, k;
-	for (size_t i = 0; i < 5; i++) {
+	for (size_t i = 0; i < 6; i++) {
+		if (meta[i].kind == TF_STACK) {   /* a run of two: one STACKS record */
+			CHECK(tf_stkrun_add(run, &meta[i]) == 0, "stack run");
+			continue;
+		}
+		if (tf_stkrun_count(run))
+			mlen += tf_stkrun_encode(run, good + mlen);
 		CHECK(tf_meta_encode(&meta[i], good + mlen, &k, &e) == TF_OK, "%s", e.msg);
 		mlen += k;
 	}
-	struct tf_segment_info msi = { .offset = 7, .count = 5 };
-	CHECK(tf_meta_decode(&msi, good, mlen, out, strbuf, &e) == TF_OK, "%s", e.msg);
+	struct tf_segment_info msi = { .offset = 7, .count = 6 };
+	CHECK(tf_meta_decode(&msi, good, mlen, out, strbuf, stk, &e) == TF_OK, "%s", e.msg);
+	CHECK(out[3].kind == TF_STACK && out[3].id == 3 && out[3].parent == 1 &&
+	      out[3].ip == 0x401000 && out[4].id == 4 && out[4].parent == 3 &&
+	      out[4].ip == 0x401010 && out[4].seq == 4 && out[5].kind == TF_LOST,
+	      "stacks record in a meta payload");
 	for (int round = 0; round < ROUNDS; round++) {
 		memcpy(bad, good, mlen);
 		size_t blen = round % 2 ? rnd() % mlen : mlen;
 		bad[rnd() % mlen] ^= (uint8_t)(1 << (rnd() % 8));
-		int rc = tf_meta_decode(&msi, bad, blen, out, strbuf, &e);
+		int rc = tf_meta_decode(&msi, bad, blen, out, strbuf, stk, &e);
 		CHECK(rc == TF_OK || rc == TF_E_CORRUPT, "meta payload: status %d", rc);
-		for (size_t i = 0; rc == TF_OK && i < 5; i++)
+		for (size_t i = 0; rc == TF_OK && i < 6; i++)
 			CHECK(out[i].str || (out[i].kind != TF_THREAD &&
 					     out[i].kind != TF_MODULE && out[i].kind != TF_MARK),
 			      "meta round %d: %s record without its string", round,
@@ -1220,12 +1376,14 @@ static void test_fuzz_payloads(void)
 	}
 	tf_colenc_free(enc);
 	tf_coldec_free(dec);
+	tf_stkmodel_free(stk);
+	tf_stkrun_free(run);
 	free(ev);
 	free(good);
 	free(bad);
 	free(out);
 	free(strbuf);
-	checks += 2 * ROUNDS;
+	checks += 2 * ROUNDS + 1;
 }
 
 #ifdef TF_TEST_COUNTS_ALLOCS
@@ -1537,6 +1695,8 @@ int main(int argc, char **argv)
 	test_round_trip();
 	test_round_trip_realistic();
 	test_unknown_kinds();
+	test_stack_runs();
+	test_stacks_codes();
 	test_counters();
 	test_pools();
 	test_time_contexts();

@@ -376,14 +376,15 @@ def set_version(trc, v):
 
 
 def case_version(d):
-    # version 1 (no mappings) is read as before
-    one = mktrace(os.path.join(d, "one.trc"), PAIRING)
-    assert set_version(one, 1) == 2
-    trace_import([one, os.path.join(d, "one.db")])
-    assert connect(os.path.join(d, "one.db")).execute(
-        "SELECT COUNT(*) FROM allocations").fetchone()[0] > 0
+    # versions 1 (no mappings) and 2 (no STACKS records) are read as before
+    for v in (1, 2):
+        old = mktrace(os.path.join(d, "v%d.trc" % v), PAIRING)
+        assert set_version(old, v) == 3
+        trace_import([old, os.path.join(d, "v%d.db" % v)])
+        assert connect(os.path.join(d, "v%d.db" % v)).execute(
+            "SELECT COUNT(*) FROM allocations").fetchone()[0] > 0
     trc = mktrace(os.path.join(d, "v.trc"), PAIRING)
-    assert set_version(trc, 99) == 2
+    assert set_version(trc, 99) == 3
     db = os.path.join(d, "v.db")
     p = trace_import([trc, db], expect=1)
     assert p.stderr.startswith("trace-import: " + trc + ": byte "), p.stderr
