@@ -36,6 +36,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -54,6 +55,10 @@ static ino_t l_ino, d_ino;
 static char name[32];           /* PID.sock */
 static unsigned rounds;
 static int swept;               /* this session swept the directory */
+/* Test only (REC_TEST_DETACH_KILL, read when the channel opens): a detach
+ * request kills the process instead, as an exit racing the detach would
+ * end it: the connection closes unanswered, the process left a zombie. */
+static int test_detach_kill;
 
 /* The control directory, made and verified; a descriptor or -1 (said why). */
 static int open_dir(void)
@@ -76,6 +81,7 @@ void rec_ctl_listen(void)
 {
 	rounds = 0;
 	swept = 0;
+	test_detach_kill = getenv("REC_TEST_DETACH_KILL") != NULL;
 	dfd = open_dir();
 	if (dfd < 0)
 		return;
@@ -204,6 +210,8 @@ static void serve(int c)
 		return;
 	}
 	if (!strcmp(req, "detach")) {
+		if (test_detach_kill)
+			raise(SIGKILL);
 		int keep = fcntl(c, F_DUPFD_CLOEXEC, 0);   /* answered when the trace is closed */
 		if (keep < 0) {
 			answer(c, "error out of descriptors", "");

@@ -60,6 +60,7 @@
 #define RTLD_NOW_VALUE 2                   /* dlopen's RTLD_NOW, written into gdb's call */
 #define NO_HANDLE (-100)                   /* the gdb call's answer when dlopen failed */
 #define RESULT_TAG "heapreel-attach "     /* the line gdb prints with the answer */
+#define EXIT_GRACE_MS 2000                 /* an exit under way ends within this */
 
 /* heapreel_attach's answers (recorder/rec_internal.h REC_ATTACH_*). */
 #define ANSWER_PRELOADED (-1)
@@ -332,9 +333,22 @@ static int wait_end(long pid, int64_t ns)
 	return ended;
 }
 
+/* Does process pid end within ms, or has it ended (a zombie its parent has
+ * not reaped yet counts: kill(pid, 0) still finds it)? */
+static int ends_within(long pid, int ms)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+	if (pfd < 0)
+		return errno == ESRCH;
+	struct pollfd pf = { .fd = pfd, .events = POLLIN };
+	int r = poll(&pf, 1, ms);
+	close(pfd);
+	return r > 0;
+}
+
 /* Asks the recorder to detach; the trace's path into trace (as the
  * recorder named it). 0, or an exit code after one line. */
-static int detach(long pid, const char *ctl, char *trace, size_t size)
+static int detach(long pid, const char *ctl, char *trace, size_t size, int *ended)
 {
 	static char out[OUTPUT_MAX];
 	char pidstr[32];
@@ -346,8 +360,12 @@ static int detach(long pid, const char *ctl, char *trace, size_t size)
 		snprintf(trace, size, "%.*s", (int)strcspn(ok + 9, "\n"), ok + 9);
 		return 0;
 	}
-	if (kill((pid_t)pid, 0) != 0)
-		return 0;                       /* it ended meanwhile: its exit closed the trace */
+	/* Its exit may have begun as the request came: its descriptors close
+	 * (the connection unanswered) before it becomes a zombie. */
+	if (ends_within(pid, EXIT_GRACE_MS)) {
+		*ended = 1;
+		return 0;               /* its exit closed the trace */
+	}
 	return rec_fail(EXIT_CANNOT, "cannot detach from process %ld: %.*s", pid,
 			(int)strcspn(out, "\n"), out);
 }
@@ -393,7 +411,7 @@ int rec_attach(const struct rec_attach_opts *o)
 	fprintf(stderr, "trace-record: attached to process %ld (%s); recording until %s\n", pid,
 		comm, o->for_ns >= 0 ? "--for passes, Ctrl-C or its end" : "Ctrl-C or its end");
 	int ended = wait_end(pid, o->for_ns);
-	if (!ended && (rc = detach(pid, ctl, trace, sizeof trace)))
+	if (!ended && (rc = detach(pid, ctl, trace, sizeof trace, &ended)))
 		return rc;
 	if (ended)
 		fprintf(stderr, "trace-record: process %ld ended\n", pid);

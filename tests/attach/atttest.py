@@ -33,10 +33,10 @@ def _end(p):
         p.wait()
 
 
-def start(argv, cwd=None):
-    """argv started unrecorded (stdout piped), in cwd; (process, pid) once
-    it printed "ready PID"."""
-    env = dict(os.environ)
+def start(argv, cwd=None, extra_env=None):
+    """argv started unrecorded (stdout piped), in cwd, with extra_env;
+    (process, pid) once it printed "ready PID"."""
+    env = dict(os.environ, **(extra_env or {}))
     env.pop("LD_PRELOAD", None)
     p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          env=env, cwd=cwd)
