@@ -52,16 +52,6 @@ struct tf_stkrun {
 	struct tf_stkmodel m;
 };
 
-static uint64_t zigzag(int64_t x)
-{
-	return ((uint64_t)x << 1) ^ (uint64_t)(x >> 63);
-}
-
-static int64_t unzigzag(uint64_t z)
-{
-	return (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
-}
-
 /* A new run: every context empty, without touching the table. */
 static void model_reset(struct tf_stkmodel *m)
 {
@@ -148,8 +138,8 @@ size_t tf_stkrun_encode(struct tf_stkrun *s, uint8_t *out)
 		uint32_t k = 0;
 		while (k < c->n && c->ip[k] != s->ip[i])
 			k++;
-		s->code[0][i] = zigzag((int64_t)id - 1 - (int64_t)s->parent[i]);
-		s->code[1][i] = k < c->n ? k : STK_WAYS + zigzag((int64_t)(s->ip[i] - key));
+		s->code[0][i] = tf_zigzag((int64_t)id - 1 - (int64_t)s->parent[i]);
+		s->code[1][i] = k < c->n ? k : STK_WAYS + tf_zigzag((int64_t)(s->ip[i] - key));
 		context_use(c, s->ip[i]);
 	}
 	uint8_t body[4 * TF_VARINT_MAX], *b = body;
@@ -205,7 +195,7 @@ static int decode_node(struct tf_stkmodel *m, struct tf_record *recs, uint32_t f
 	uint32_t id = first + i;
 	if (pcode > STK_PCODE_MAX)
 		return -1;
-	int64_t parent = (int64_t)id - 1 - unzigzag(pcode);
+	int64_t parent = (int64_t)id - 1 - tf_unzigzag(pcode);
 	if (parent < 0 || parent > (int64_t)UINT32_MAX)
 		return -1;
 	struct tf_record *r = &recs[i];
@@ -217,7 +207,7 @@ static int decode_node(struct tf_stkmodel *m, struct tf_record *recs, uint32_t f
 	struct stk_ctx *c = context(m, key);
 	if (icode < STK_WAYS && icode >= c->n)
 		return -1;
-	r->ip = icode < STK_WAYS ? c->ip[icode] : key + (uint64_t)unzigzag(icode - STK_WAYS);
+	r->ip = icode < STK_WAYS ? c->ip[icode] : key + (uint64_t)tf_unzigzag(icode - STK_WAYS);
 	context_use(c, r->ip);
 	return 0;
 }
