@@ -334,12 +334,13 @@ static int wait_end(long pid, int64_t ns)
 }
 
 /* Does process pid end within ms, or has it ended (a zombie its parent has
- * not reaped yet counts: kill(pid, 0) still finds it)? */
+ * not reaped yet counts: kill(pid, 0) still finds it)? Without a pidfd (an
+ * old kernel, as wait_end allows) only a reaped process is seen as ended. */
 static int ends_within(long pid, int ms)
 {
 	int pfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
 	if (pfd < 0)
-		return errno == ESRCH;
+		return errno == ESRCH || (kill((pid_t)pid, 0) != 0 && errno == ESRCH);
 	struct pollfd pf = { .fd = pfd, .events = POLLIN };
 	int r = poll(&pf, 1, ms);
 	close(pfd);
