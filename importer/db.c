@@ -285,10 +285,7 @@ int imp_db_create(struct imp_db **dbp, const char *out, bool force,
 	*dbp = db;
 	return 0;
 err:
-	if (db->unwritable) {   /* disk full while making the schema: as run.c says it */
-		imp_errf(e, "%s: cannot write it: %s", out, db->err);
-		e->unwritable = true;
-	}
+	imp_db_blame(db, e);     /* disk full while making the schema */
 	imp_db_abort(db);
 	return -1;
 }
@@ -487,9 +484,12 @@ const char *imp_db_errmsg(const struct imp_db *db)
 	return db->err;
 }
 
-bool imp_db_unwritable(const struct imp_db *db)
+void imp_db_blame(const struct imp_db *db, struct imp_err *e)
 {
-	return db->unwritable;
+	if (db->unwritable) {
+		imp_errf(e, "%s: cannot write it: %s", db->out, db->err);
+		e->unwritable = true;
+	}
 }
 
 const char *imp_db_dir(const struct imp_db *db)

@@ -213,9 +213,10 @@ int imp_db_finish(struct imp_db *db, struct imp_err *e);
 void imp_db_abort(struct imp_db *db);
 const char *imp_db_path(const struct imp_db *db); /* the final path */
 const char *imp_db_errmsg(const struct imp_db *db); /* last SQLite error */
-/* A write to the database failed (disk full, file size limit, I/O error);
- * imp_db_errmsg says why. */
-bool imp_db_unwritable(const struct imp_db *db);
+/* If a write to the database failed (disk full, file size limit, I/O
+ * error): e says so in one line naming it and the reason, and marks the
+ * output unwritable (exit 3) whatever error e held. */
+void imp_db_blame(const struct imp_db *db, struct imp_err *e);
 /* Directory to put scratch files in (the output's). */
 const char *imp_db_dir(const struct imp_db *db);
 

@@ -435,11 +435,7 @@ int imp_run(struct imp_run *r, struct imp_err *e)
 dbfail:
 	imp_errf(e, "%s: sqlite: %s", r->out, imp_db_errmsg(db));
 fail:
-	/* one line for every way the database could not be written */
-	if (imp_db_unwritable(db)) {
-		imp_errf(e, "%s: cannot write it: %s", r->out, imp_db_errmsg(db));
-		e->unwritable = true;
-	}
+	imp_db_blame(db, e);   /* one line for every way it could not be written */
 	imp_symcache_free(syms);
 	imp_db_abort(db);
 	return -1;
