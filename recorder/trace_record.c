@@ -394,18 +394,17 @@ static int claim_children(const char *path, int force)
 		while (!rc && (de = readdir(d))) {
 			if (!(k = child_name(base, de->d_name)))
 				continue;
+			const char *n = de->d_name + strlen(base) + 1;   /* N or N.ring */
 			if (!force)
 				rc = rec_fail(EXIT_EXISTS, "%s.%s exists, left by an earlier run; not "
-					      "recording beside it (--force replaces that run)", path,
-					      de->d_name + strlen(base) + 1);
+					      "recording beside it (--force replaces that run)", path, n);
 			else if (!removing && !(k == 1 ? is_trace_at(dirfd(d), de->d_name)
 						       : is_ring_at(dirfd(d), de->d_name)))
 				rc = rec_fail(EXIT_EXISTS, "%s.%s exists and is not a trace; not "
-					      "replacing the run, even with --force", path,
-					      de->d_name + strlen(base) + 1);
+					      "replacing the run, even with --force", path, n);
 			else if (removing && unlinkat(dirfd(d), de->d_name, 0) && errno != ENOENT)
-				rc = rec_fail(EXIT_CANNOT, "cannot replace %s.%s: %s", path,
-					      de->d_name + strlen(base) + 1, strerror(errno));
+				rc = rec_fail(EXIT_CANNOT, "cannot replace %s.%s: %s", path, n,
+					      strerror(errno));
 		}
 	closedir(d);
 	return rc;

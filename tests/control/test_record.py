@@ -13,6 +13,7 @@ preloads one recorder."""
 import os
 import re
 import shutil
+import struct
 import subprocess
 
 import ctltest
@@ -20,6 +21,7 @@ import hrtest
 
 ctltest.need(ctltest.TRACE_RECORD, hrtest.LIBREC, hrtest.TRACE_DUMP)
 d = hrtest.tmpdir("record")
+RING_MAGIC = 0x31474e4952524845    # trace_format.h TF_RING_MAGIC, "EHRRING1"
 
 
 def rec(args, **kw):
@@ -218,6 +220,20 @@ with open(t + ".12", "w") as f:
 p = rec(["--force", "-o", t, "--", "sh", "-c", "touch " + marker])
 assert p.returncode == 3 and "fam.trc.12 exists and is not a trace" in p.stderr, p.stderr
 assert os.path.exists(t + ".9") and os.path.exists(t + ".12") and not os.path.exists(marker)
+# a child's .ring (a killed child's) goes with the run; a file so named
+# that is not a ring stops it
+os.unlink(t + ".12")
+with open(t + ".9.ring", "wb") as f:
+    f.write(struct.pack("<Q", RING_MAGIC) + bytes(56))
+with open(t + ".3.ring", "w") as f:
+    f.write("not a ring")
+p = rec(["--force", "-o", t, "--", "sh", "-c", "touch " + marker])
+assert p.returncode == 3 and "fam.trc.3.ring exists and is not a trace" in p.stderr, p.stderr
+assert os.path.exists(t + ".9.ring") and not os.path.exists(marker)
+os.unlink(t + ".3.ring")
+p = rec(["--force", "-o", t, "--", "sh", "-c", "exit 0"])
+assert p.returncode == 0, p.stderr
+assert not [f for f in os.listdir(d) if re.fullmatch(r"fam\.trc\.\d+(\.ring)?", f)], os.listdir(d)
 
 # exit() from a worker while the main thread waits for it: the .ring is left
 # for the threads still running then, and trace-record says so
