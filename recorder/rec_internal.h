@@ -334,6 +334,7 @@ struct rec_session {
 	_Atomic uint64_t lent_calls;  /* calls recorded through a lent ring (no ring free) */
 	_Atomic uint64_t stack_checks; /* captures checked (REC_CHECK_STACKS) */
 	_Atomic uint64_t shadow_hits; /* of those, walks that met the shadow's trampoline */
+	_Atomic uint64_t memo_hits;   /* of those, walks that took the rest from the memo */
 	_Atomic uint64_t stacks_unknown; /* events stored with stack 0: trie full, or a
 	                                    new stack in a handler that interrupted
 	                                    this thread's trie insert */

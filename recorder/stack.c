@@ -3,7 +3,12 @@
  *
  * Fast path: a walk driven by the DWARF CFI rules cfi.c caches per return
  * address: per frame one probe of a per-thread cache (none when the frame is
- * where it was in this thread's previous walk) and two loads from the stack. The
+ * where it was in this thread's previous walk) and two loads from the stack.
+ * On a deep stack (walk_memo) the walk stops at the first frame that starts
+ * as one of the thread's previous walk and whose outer frames' loaded words
+ * all still hold: the rest is that walk's, checked with independent loads
+ * instead of a chain of dependent ones (the memo's comment says why it is
+ * exact). The
  * recorder's own frames are left through their frame pointers (libheapreel.so is
  * built with -fno-omit-frame-pointer), which gives the call site's return
  * address, stack pointer and frame pointer without unw_getcontext.
@@ -58,6 +63,7 @@
 #include "rec_internal.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <link.h>
 #include <libunwind.h>
 #include <string.h>
@@ -71,21 +77,72 @@
  * fewer than REC_STACK_SLOTS - REC_DEPTH_MAX. */
 #define OWN_FRAMES_MAX (REC_STACK_SLOTS - REC_DEPTH_MAX)
 
-/* Per thread, the rules of the previous walk's first MEMO_FRAMES frames,
- * by depth: consecutive stacks of a thread share most frames, and a rule is
- * a function of the return address alone (within one cfi.c epoch), so a
- * frame whose address matches needs no probe of the shared cache. The
- * memo's address does not depend on the stack, so a hit takes the hash and
- * the probe off the chain of dependent loads a walk is. A stack whose
- * every frame hits, with the previous walk's depth, is the previous stack:
- * the caller reuses its id. */
-#define MEMO_FRAMES REC_DEPTH_DEFAULT
-struct memo {
-	uint64_t ip, rule;
+/* Per thread, the previous walk: every frame's return address, the stack
+ * and frame pointers it was found with and its rule, outermost first, and
+ * what stepping out of the outermost gave. Consecutive stacks of a thread
+ * share their outer frames, and a walk is a function of its start (return
+ * address, stack and frame pointers), of the rules (fixed for a return
+ * address within one cfi.c epoch) and of the words it loads from the
+ * stack. So when the walk meets a frame that starts as one the previous
+ * walk met, it only checks that each word that walk loaded beyond it
+ * still holds what it held: the rest of the stack is then exactly the
+ * previous walk's. Those loads come from known addresses and are
+ * independent, where a walk is a chain of dependent loads (each frame's
+ * address says where the next one is): the cost of the unchanged outer
+ * frames all but goes. The previous walk's frames are met in order of
+ * their stack pointers, not of their depth, so a stack whose inner end
+ * grew or shrank (a deep interpreter's) still finds them; a frame met
+ * with its return address but another frame pointer takes its rule.
+ *
+ * The list is circular (logical index i, 0 the outermost, is slot
+ * (memo_base + i) % MEMO_FRAMES), so that dropping outer frames (a deeper
+ * stack cut at the depth limit) or adding them moves no entry. A stack
+ * deeper than MEMO_FRAMES is not kept. */
+#define MEMO_FRAMES REC_DEPTH_DEFAULT   /* a power of two */
+struct frame {
+	uintptr_t ip, sp, bp;
+	uint64_t rule;
+	const uintptr_t *slot;    /* where the walk loaded ip from */
+	const uintptr_t *bpload;  /* and bp (NULL: the inner frame's) */
+	const uintptr_t *bpslot;  /* bpload if a frame from here outward reads bp,
+				   * else &bp: what holds() checks */
+	int bp_read;              /* the walk from here outward reads bp as it is here */
 };
-static REC_TLS struct memo memo[MEMO_FRAMES];
+static REC_TLS struct frame memo[MEMO_FRAMES];
+static REC_TLS unsigned memo_base;
+static REC_TLS unsigned memo_n;         /* frames of the previous capture; 0 = not a walk */
 static REC_TLS uint64_t memo_epoch;
-static REC_TLS unsigned memo_n;  /* frames of the previous capture; 0 = not a walk */
+/* Past the outermost frame: the state its step gave (ip 0 when the stack
+ * ended there, or the frame the depth limit left out), if memo_more;
+ * else its rule said it was the outermost. */
+static REC_TLS struct frame memo_past;
+static REC_TLS int memo_more;
+/* Only a thread whose previous stack was at least MEMO_DEEP frames deep
+ * keeps and looks for its frames: on a shallower stack the bookkeeping
+ * (and the look's mispredicted branches, where stacks change at random
+ * depths) costs more than the frames it saves. */
+#define MEMO_DEEP 48
+static REC_TLS unsigned walk_depth;    /* frames of the thread's previous walk */
+/* The previous shallow walk (walk_plain), by depth. */
+struct plain {
+	uintptr_t ip;
+	uint64_t rule;
+};
+static REC_TLS struct plain plain[MEMO_FRAMES];
+static REC_TLS unsigned plain_n;       /* its frames; 0 = not a shallow walk */
+/* This walk's new frames, innermost first, before they join the memo
+ * (where their words were loaded from follows from the inner frame's
+ * rule: memo_join works it out). */
+struct fresh {
+	uintptr_t ip, sp, bp;
+	uint64_t rule;
+};
+static REC_TLS struct fresh fresh[MEMO_FRAMES];
+
+static inline struct frame *memo_at(unsigned i)
+{
+	return &memo[(memo_base + i) & (MEMO_FRAMES - 1)];
+}
 
 /* Per thread, rules by return address, direct-mapped, behind the memo and
  * in front of cfi.c's shared cache: a frame the memo misses is most often
@@ -188,6 +245,219 @@ static inline int step(uint64_t rule, uintptr_t *ip, uintptr_t *sp, uintptr_t *b
 	return 1;
 }
 
+/* The words the walk loaded to reach frame f still hold what they did. */
+static inline int holds(const struct frame *f)
+{
+	return (*f->slot == f->ip) & (*f->bpslot == f->bp);
+}
+
+/* The outermost frame of the memo from which the previous walk would no
+ * longer go on as it did (a word it loaded changed): i if frame i - 1
+ * no longer holds, 0 if what lay past the outermost frame does not;
+ * -1 if the walk from frame k would still give all it gave. */
+static int memo_broken(unsigned k)
+{
+	if (memo_more && !holds(&memo_past))
+		return 0;
+	for (unsigned i = 0; i < k; i++)
+		if (!holds(memo_at(i)))
+			return (int)i + 1;
+	return -1;
+}
+
+/* Where holds() checks a frame's bp, once the frame is where it stays
+ * and its bp_read is known. */
+static inline void set_bpslot(struct frame *m)
+{
+	m->bpslot = m->bpload && m->bp_read ? m->bpload : &m->bp;
+}
+
+/* Frame m's words were loaded by the step out of a frame with rule
+ * `inner` (m.sp is that step's CFA). */
+static inline void set_loads(struct frame *m, uint64_t inner)
+{
+	int16_t rbp = rec_rule_rbp_off(inner);
+	m->slot = (const uintptr_t *)(m->sp + (intptr_t)rec_rule_ra_off(inner));
+	m->bpload = rbp ? (const uintptr_t *)(m->sp + rbp) : NULL;
+}
+
+/* Whether a walk from frame f reads its frame pointer before it reloads
+ * it: its own rule's CFA, or a frame beyond it that gets the same value. */
+static inline int reads_bp(uint64_t rule, int beyond)
+{
+	return (rec_rule_flags(rule) & REC_RULE_CFA_RBP) || (!rec_rule_rbp_off(rule) && beyond);
+}
+
+/* The walk's new frames fresh[0..c) (innermost first) become the memo's
+ * inner end, above its frame k (none: k = -1, the walk met no frame of
+ * the memo); the memo's frames below `keep_from` (logical) are dropped. */
+static void memo_join(unsigned c, int k, unsigned keep_from)
+{
+	if (k < 0) {
+		memo_base = 0;
+		memo_past.bp_read = memo_more;  /* a later walk may go on from it */
+		set_bpslot(&memo_past);
+	} else {
+		memo_base += keep_from;
+		k -= (int)keep_from;
+	}
+	int beyond = k < 0 ? memo_past.bp_read : memo_at((unsigned)k)->bp_read;
+	for (unsigned j = 0; j < c; j++) {
+		const struct fresh *fr = &fresh[c - 1 - j];
+		struct frame *m = memo_at((unsigned)(k + 1) + j);
+		m->ip = fr->ip;
+		m->sp = fr->sp;
+		m->bp = fr->bp;
+		m->rule = fr->rule;
+		if (j + 1 < c)
+			set_loads(m, fresh[c - 2 - j].rule);
+		m->bp_read = beyond = reads_bp(m->rule, beyond);
+		set_bpslot(m);
+	}
+	memo_n = (unsigned)(k + 1) + c;
+	/* no walk checks the innermost frame's words (a walk that meets it
+	 * checks only the frames beyond): it points at its own */
+	struct frame *in = memo_at(memo_n - 1);
+	in->slot = &in->ip;
+	in->bpslot = &in->bp;
+}
+
+/* Walks on outward from the memo's outermost frame's successor
+ * (memo_past) while buf has room: the memo gains the frames at its outer
+ * end. The new n, or -1 if the rules cannot say. */
+static int walk_past(void **buf, unsigned n, unsigned max, uint64_t epoch)
+{
+	struct frame f = memo_past, to;
+	int more = 1;
+	while (f.ip && n < max) {
+		f.rule = rule_of(f.ip, epoch);
+		buf[n++] = (void *)f.ip;
+		to = f;
+		int s = step(f.rule, &to.ip, &to.sp, &to.bp);
+		if (s < 0)
+			return -1;
+		set_loads(&to, f.rule);
+		if (memo_n && memo_n < MEMO_FRAMES) {
+			memo_base--;
+			memo_n++;
+			struct frame *m = memo_at(0);
+			*m = f;
+			m->bp_read = 1;  /* what lies beyond is not known yet */
+			set_bpslot(m);
+		} else {
+			memo_n = 0;  /* deeper than the memo holds */
+		}
+		if (s == 0) {
+			more = 0;
+			break;
+		}
+		f = to;
+	}
+	memo_past = f;
+	memo_past.bp_read = 1;
+	set_bpslot(&memo_past);
+	memo_more = more;
+	return (int)n;
+}
+
+/* The CFI walk of a shallow stack, from its innermost frame f: the
+ * previous shallow walk's return addresses and rules by depth stand in
+ * front of the rule caches (a hit needs no hash), and a walk whose every
+ * frame hits, at the previous walk's depth, is the previous stack. As
+ * walk(). */
+static int walk_plain(struct frame f, void **buf, unsigned max, int *same, uint64_t epoch)
+{
+	unsigned n = 0, hits = 0;
+	while (n < max) {
+		if (n < MEMO_FRAMES && plain[n].ip == f.ip) {
+			f.rule = plain[n].rule;
+			hits++;
+		} else {
+			f.rule = rule_of(f.ip, epoch);
+			if (n < MEMO_FRAMES)
+				plain[n] = (struct plain){ f.ip, f.rule };
+		}
+		buf[n++] = (void *)f.ip;
+		int s = step(f.rule, &f.ip, &f.sp, &f.bp);
+		if (s < 0)
+			return -1;
+		if (s == 0 || !f.ip)
+			break;
+	}
+	*same = hits == n && n == plain_n;  /* hits only count below MEMO_FRAMES */
+	plain_n = n;
+	return (int)n;
+}
+
+/* The CFI walk of a deep stack, from its innermost frame f, with the
+ * memo: as walk(). */
+static int walk_memo(struct frame f, void **buf, unsigned max, int *same, uint64_t epoch)
+{
+	unsigned mn = memo_n, q = mn, c = 0;  /* memo frames below q: not yet passed */
+	int broken = -2;                      /* memo_broken(), once asked */
+	int more = 1;                         /* the walk's memo_more */
+	while (c < max) {
+		while (q && memo_at(q - 1)->sp < f.sp)
+			q--;  /* frames of the previous walk that returned */
+		struct frame *m = q ? memo_at(q - 1) : NULL;
+		if (m && m->sp == f.sp && m->ip == f.ip) {
+			if (broken == -2)
+				broken = memo_broken(q - 1);
+			if ((!m->bp_read || m->bp == f.bp) && (int)(q - 1) < (broken < 0 ? INT_MAX : broken)) {
+				/* the rest is the previous walk's */
+				if (REC_UNLIKELY(rec_check_stacks))
+					atomic_fetch_add_explicit(&rec_s.memo_hits, 1, memory_order_relaxed);
+				unsigned k = q - 1, take = k + 1 < max - c ? k + 1 : max - c;
+				for (unsigned i = 0; i < take; i++)
+					buf[c + i] = (void *)memo_at(k - i)->ip;
+				*same = c == 0 && k == mn - 1;
+				if (*same)
+					return (int)mn;
+				unsigned n = c + take, drop = k + 1 - take;
+				if (n > MEMO_FRAMES) {
+					memo_n = 0;
+					return (int)n;
+				}
+				if (c) {  /* its inner frame is this walk's now */
+					struct frame *mk = memo_at(k);
+					set_loads(mk, fresh[c - 1].rule);
+					set_bpslot(mk);
+				}
+				if (drop) {
+					memo_past = *memo_at(drop - 1);
+					set_bpslot(&memo_past);
+					memo_more = 1;
+				}
+				memo_join(c, (int)k, drop);
+				if (!drop && memo_more && memo_past.ip && n < max)
+					return walk_past(buf, n, max, epoch);
+				return (int)n;
+			}
+			f.rule = m->rule;
+		} else {
+			f.rule = rule_of(f.ip, epoch);
+		}
+		if (c < MEMO_FRAMES)
+			fresh[c] = (struct fresh){ f.ip, f.sp, f.bp, f.rule };
+		buf[c++] = (void *)f.ip;
+		int s = step(f.rule, &f.ip, &f.sp, &f.bp);
+		if (s < 0)
+			return -1;  /* not expressible, or not moving up: let libunwind judge */
+		if (s == 0 || !f.ip) {
+			more = s != 0;
+			break;
+		}
+	}
+	memo_past = f;
+	set_loads(&memo_past, fresh[(c - 1) & (MEMO_FRAMES - 1)].rule);
+	memo_more = more;
+	if (c <= MEMO_FRAMES)
+		memo_join(c, -1, 0);
+	else
+		memo_n = 0;
+	return (int)c;
+}
+
 /* The CFI walk: the number of frames put in buf, or -1 to use libunwind.
  * *same: the frames are exactly those of the thread's previous capture. */
 static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
@@ -195,36 +465,26 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 	uint64_t epoch = rec_cfi_epoch();
 	if (epoch == UINT64_MAX)
 		return -1;
-	uintptr_t ip, sp, bp;
-	if (!call_site(__builtin_frame_address(0), &ip, &sp, &bp))
+	struct frame f = { 0 };
+	if (!call_site(__builtin_frame_address(0), &f.ip, &f.sp, &f.bp))
 		return -1;
 	if (REC_UNLIKELY(memo_epoch != epoch)) {
-		memset(memo, 0, sizeof memo);
 		memset(near, 0, sizeof near);
+		memset(plain, 0, sizeof plain);
 		memo_epoch = epoch;
+		memo_n = plain_n = 0;
+	}
+	*same = 0;
+	int n;
+	if (walk_depth >= MEMO_DEEP) {
+		plain_n = 0;
+		n = walk_memo(f, buf, max, same, epoch);
+	} else {
 		memo_n = 0;
+		n = walk_plain(f, buf, max, same, epoch);
 	}
-	unsigned n = 0, hits = 0;
-	while (ip && n < max) {
-		uint64_t rule;
-		if (n < MEMO_FRAMES && memo[n].ip == ip) {
-			rule = memo[n].rule;
-			hits++;
-		} else {
-			rule = rule_of(ip, epoch);
-			if (n < MEMO_FRAMES)
-				memo[n] = (struct memo){ ip, rule };
-		}
-		buf[n++] = (void *)ip;
-		int s = step(rule, &ip, &sp, &bp);
-		if (s == 0)
-			break;
-		if (s < 0)
-			return -1;  /* not expressible, or not moving up: let libunwind judge */
-	}
-	*same = hits == n && n == memo_n;  /* hits only count below MEMO_FRAMES */
-	memo_n = n;
-	return (int)n;
+	walk_depth = n < 0 ? 0 : (unsigned)n;
+	return n;
 }
 
 /* The innermost frames a shadow walk leaves unpatched: the allocation's
@@ -488,7 +748,7 @@ static void *const *capture(void **buf, unsigned *n, int *same)
 		*n = (unsigned)fast;
 		return buf;
 	}
-	memo_n = 0;  /* memo[] no longer lists one whole capture */
+	memo_n = plain_n = walk_depth = 0;  /* no list holds one whole capture */
 	*same = 0;
 	if (rec_shadow_on) {
 		/* libunwind stops at the trampoline; the shadow goes on from there */

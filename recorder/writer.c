@@ -630,6 +630,8 @@ static void stats(void)
 	if (rec_check_stacks) {
 		p = rec_cat(p, e, " stack_checks=");
 		p = rec_utoa(p, e, atomic_load(&rec_s.stack_checks));
+		p = rec_cat(p, e, " memo_hits=");
+		p = rec_utoa(p, e, atomic_load(&rec_s.memo_hits));
 		if (rec_shadow_on) {
 			p = rec_cat(p, e, " shadow_hits=");
 			rec_utoa(p, e, atomic_load(&rec_s.shadow_hits));

@@ -41,6 +41,9 @@
  *               argv[3] (libstk_dl_b.so, the same size: the loader maps it
  *               where the first was), whose dl_run allocates 1701 bytes
  *               (dl_leaf_b < dl_mid_b < dl_run < main); then the first again
+ * With STK_PAD=N in the environment, main runs the case under N frames of
+ * pad (< main), so that every stack is deep (the recorder's walk of deep
+ * stacks, which reuses the thread's previous walk, then meets each case).
  * Prints nothing; exits 0 (1 on bad arguments or a failed call).
  */
 #include <dlfcn.h>
@@ -332,10 +335,21 @@ static const struct {
 	{ "fork", run_fork }, { "dlclose", run_dlclose },
 };
 
+/* Runs the case under n + 1 frames of pad. */
+__attribute__((noinline)) static int pad(int n, int (*run)(int, char **), int argc, char **argv)
+{
+	int r = n > 0 ? pad(n - 1, run, argc, argv) : run(argc, argv);
+	sink++;  /* not a tail call: the frame stays */
+	return r;
+}
+
 int main(int argc, char **argv)
 {
+	const char *padding = getenv("STK_PAD");
+	int frames = padding ? atoi(padding) : 0;
 	for (size_t i = 0; argc >= 2 && i < sizeof cases / sizeof cases[0]; i++)
 		if (!strcmp(argv[1], cases[i].name))
-			return cases[i].run(argc, argv);
+			return frames > 0 ? pad(frames - 1, cases[i].run, argc, argv)
+					  : cases[i].run(argc, argv);
 	return 1;
 }

@@ -12,6 +12,8 @@
  *   unique_ptrs' destructors free the blocks while it unwinds;
  *   then catcher allocates 1801 bytes in other_down, DEEP levels deep
  *   (the same depth, another path), and 1802 bytes in after_catch < catcher.
+ * With STK_PAD=N in the environment, each catcher runs under N frames of
+ * pad (< main): every stack is deep.
  * Prints nothing; exits 0.
  */
 #include <cstdlib>
@@ -64,9 +66,25 @@ __attribute__((noinline)) static void catcher()
 	after_catch();
 }
 
+// catcher under n + 1 frames of pad
+__attribute__((noinline)) static void pad(int n)
+{
+	if (n > 0)
+		pad(n - 1);
+	else
+		catcher();
+	sink++;  // not a tail call: the frame stays
+}
+
 int main()
 {
-	for (int i = 0; i < ROUNDS; i++)
-		catcher();
+	const char *padding = std::getenv("STK_PAD");
+	int frames = padding ? std::atoi(padding) : 0;
+	for (int i = 0; i < ROUNDS; i++) {
+		if (frames > 0)
+			pad(frames - 1);
+		else
+			catcher();
+	}
 	return 0;
 }

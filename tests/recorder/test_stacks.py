@@ -12,7 +12,12 @@ the program, stacks deeper than REC_DEPTH and than the shadow.
 
 With --shadow (argv[2]) the case runs with REC_SHADOW=1, and the walks
 that met the shadow's trampoline are counted too (shadow_hits in the
-heapreel.stats mark): there must be some.
+heapreel.stats mark): there must be some. With --pad, the case runs under
+PAD frames (STK_PAD), so that every stack is deep enough for the walk that
+reuses the thread's previous walk (recorder/stack.c, walk_memo): some
+walks must have (memo_hits), each expected stack gets the pad frames
+between the case and main, and a stack cut at REC_DEPTH frames must be a
+prefix of the expected one.
 
 Each case (argv[1]) runs tests/programs/stk_hard CASE (or stk_throw) and
 checks: the program exits 0 (no difference found); the heapreel.stats
@@ -40,6 +45,7 @@ SHADOW_DEEP = 10        # stk_shadow.cc's DEEP
 BT_AFTER = 150          # stk_shadow.cc's BT_AFTER
 LIBC_START = ["(libc)", "(libc)"]  # between main and _start: __libc_start_call_main, _main_impl
 SHADOW = "--shadow" in sys.argv[2:]
+PAD = 56 if "--pad" in sys.argv[2:] else 0  # with main and libc: past walk_memo's 48
 TOP = ["main", "_start"]
 
 
@@ -88,16 +94,17 @@ def record_out(argv, tag, env=None):
     """The trace of argv and what it printed."""
     d = hrtest.tmpdir("rec-stacks-" + tag)
     trace = os.path.join(d, tag + ".trc")
-    e = {"REC_CHECK_STACKS": "1", "REC_SHADOW": "1" if SHADOW else "0"}
+    e = {"REC_CHECK_STACKS": "1", "REC_SHADOW": "1" if SHADOW else "0", "STK_PAD": str(PAD)}
     e.update(env or {})
     p = rectest.record(argv, trace, env=e, check=False)
     assert p.returncode == 0, "%s exited %d (a stack differs?):\n%s" % (argv, p.returncode, p.stderr)
     return trace, p.stdout
 
 
-def checked(path, hits=True):
+def checked(path, hits=True, memo=True):
     """The trace, its checks counted: one per allocation recorded; with
-    --shadow and hits, some walks met the shadow's trampoline."""
+    --shadow and hits, some walks met the shadow's trampoline; with --pad
+    and memo, some took their outer frames from the previous walk."""
     t = Trace(path)
     st = t.stats()
     allocs = len(t.allocs())
@@ -108,18 +115,31 @@ def checked(path, hits=True):
         assert st.get("shadow_hits", 0) > 0, "%s: the shadow was never met: %s" % (path, st)
     elif not SHADOW:
         assert "shadow_hits" not in st, st
+    if PAD and memo and not SHADOW:
+        assert st.get("memo_hits", 0) > 0, "%s: no walk reused the previous one: %s" % (path, st)
     return t
 
 
-def expect(t, names, size, stacks, exact_order=True):
+def padded(stack):
+    """An expected stack (innermost first) as the case gives it under PAD
+    frames of pad: between the case and main."""
+    if not PAD or "main" not in stack:
+        return stack
+    i = stack.index("main")
+    return stack[:i] + ["pad"] * PAD + stack[i:]
+
+
+def expect(t, names, size, stacks):
     """The allocations of `size`, in time order, have our frames `stacks`
-    (a list, one per allocation; or with exact_order False, the same
-    multiset)."""
-    got = [names.ours(r["stack"]) for r in t.allocs(size=size)]
-    if not exact_order:
-        got, stacks = sorted(got), sorted(stacks)
-    assert len(got) == len(stacks), "size %d: %d allocations, expected %d" % (size, len(got), len(stacks))
-    for i, (g, w) in enumerate(zip(got, stacks)):
+    (a list, one per allocation; under PAD with the pad frames added, and
+    a stack the recorder cut at REC_DEPTH frames compared as far as it
+    goes)."""
+    rows = t.allocs(size=size)
+    assert len(rows) == len(stacks), "size %d: %d allocations, expected %d" % (size, len(rows), len(stacks))
+    for i, (r, w) in enumerate(zip(rows, stacks)):
+        g, w = names.ours(r["stack"]), padded(w)
+        if PAD and len(t.stack(r["stack"])) == DEPTH:
+            w = w[:len(g)]
         assert g == w, "size %d, allocation %d: stack\n  %s\nexpected\n  %s" % (size, i, g, w)
 
 
@@ -174,7 +194,7 @@ def case_siglongjmp():
 
 
 def case_signal():
-    t = checked(stk("signal"))
+    t = checked(stk("signal"), memo=False)  # each handler's walk goes to libunwind
     n = Names(t)
     top = ["run_signal"] + TOP
     expect(t, n, 1300, [["take", "on_signal"] + down("sig_down", DEEP, top)] * ROUNDS)
@@ -185,7 +205,9 @@ def case_signal():
 
 
 def case_coroutine():
-    t = checked(stk("coroutine"), hits=False)  # each switch puts the slots back
+    # each switch puts the slots back; a walk on the coroutine's shallow
+    # stack comes between any two deep ones
+    t = checked(stk("coroutine"), hits=False, memo=False)
     n = Names(t)
     expect(t, n, 1400, [["take", "co_leaf", "co_body"]] * ROUNDS)
     expect(t, n, 1401, [["take", "main_leaf", "run_coroutine"] + TOP] * ROUNDS)
@@ -202,12 +224,12 @@ def case_fork():
     parent = stk("fork")
     child = parent + ".1"
     assert os.path.exists(child), "no child trace %s" % child
-    t = checked(child)
+    t = checked(child, memo=False)  # two allocations
     n = Names(t)
     top = ["run_fork"] + TOP
     expect(t, n, 1600, [["take", "fork_leaf"] + down("fork_down", DEEP, top)])
     expect(t, n, 1601, [["take", "child_leaf"] + top])
-    t = checked(parent, hits=False)  # one allocation
+    t = checked(parent, hits=False, memo=False)  # one allocation
     expect(t, Names(t), 1602, [["take", "parent_leaf"] + top])
 
 
@@ -240,7 +262,10 @@ def case_throw():
               if n.frames(r["stack"])[0][1] == "__cxa_allocate_exception"]
     assert len(thrown) == ROUNDS, "exceptions allocated: %d, expected %d" % (len(thrown), ROUNDS)
     for r in thrown:
-        assert n.ours(r["stack"]) == down("throw_down", THROW_DEEP, top), n.frames(r["stack"])
+        g, w = n.ours(r["stack"]), padded(down("throw_down", THROW_DEEP, top))
+        if PAD and len(t.stack(r["stack"])) == DEPTH:
+            w = w[:len(g)]
+        assert g == w, n.frames(r["stack"])
 
 
 def shadow_prog(case):
