@@ -2,8 +2,8 @@
  * maps - anonymous mappings of known sizes from known functions, for the
  * test of mmap tracking (tests/recorder/test_maps.py). PAGE is 4096. Steps,
  * each ended by a mark "maps-N":
- *   maps-0: map_a maps 16 pages, map_b 12 pages and unmaps the last 4
- *           (8 stay, and grow_b has room to grow in place), heap_big
+ *   maps-0: map_a maps 16 pages, map_b 8 pages (in a reservation that
+ *           keeps room for grow_b to grow in place), heap_big
  *           mallocs 64 MiB (glibc maps it: heap)
  *   maps-1: unmap_mid unmaps pages 4..7 of a's region (12 pages stay, in
  *           two pieces, still map_a's); b grown in place to 12 pages by
@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -47,12 +48,15 @@ static void *check(void *p, const char *what)
 }
 
 static void *map_a(void) { return check(mmap(NULL, 16 * PAGE, RW, ANON, -1, 0), "map_a"); }
+/* b's 8 pages lie at the start of a 12-page reservation made by a raw
+ * system call (not recorded), so that the room grow_b needs stays taken
+ * until then: a hole left open would be taken by another mapping of the
+ * process (the recorder's own threads map small regions at any time). */
 static void *map_b(void)
 {
-	char *b = check(mmap(NULL, 12 * PAGE, RW, ANON, -1, 0), "map_b");
-	if (munmap(b + 8 * PAGE, 4 * PAGE))
-		check(NULL, "map_b");
-	return b;
+	long res = syscall(SYS_mmap, NULL, 12 * PAGE, PROT_NONE, ANON | MAP_NORESERVE, -1, 0);
+	check(res < 0 ? MAP_FAILED : (void *)res, "map_b reserve");
+	return check(mmap((void *)res, 8 * PAGE, RW, ANON | MAP_FIXED, -1, 0), "map_b");
 }
 static void *heap_big(void) { return check(malloc(BIG), "heap_big"); }
 
@@ -72,8 +76,12 @@ static void unmap_mid(char *a)
 		check(NULL, "unmap_mid");
 }
 
+/* The reservation's last 4 pages go (unrecorded) right before b grows
+ * into them. */
 static void *grow_b(void *b)
 {
+	if (syscall(SYS_munmap, (char *)b + 8 * PAGE, 4 * PAGE))
+		check(NULL, "grow_b unreserve");
 	return check(mremap(b, 8 * PAGE, 12 * PAGE, 0), "grow_b");
 }
 
