@@ -88,8 +88,8 @@
  * still holds what it held: the rest of the stack is then exactly the
  * previous walk's. Those loads come from known addresses and are
  * independent, where a walk is a chain of dependent loads (each frame's
- * address says where the next one is): the cost of the unchanged outer
- * frames all but goes. The previous walk's frames are met in order of
+ * address says where the next one is): the unchanged outer frames cost
+ * far less, though still a load each. The previous walk's frames are met in order of
  * their stack pointers, not of their depth, so a stack whose inner end
  * grew or shrank (a deep interpreter's) still finds them; a frame met
  * with its return address but another frame pointer takes its rule.
