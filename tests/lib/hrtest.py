@@ -34,6 +34,9 @@ TRACE_CTL = os.path.join(REC_BUILD, "recorder", "trace-ctl")
 MKTRACE = os.path.join(BUILD, "tests", "importer", "mktrace")  # a trace from a text script
 NOBODY = 65534                # uid and gid of nobody: tests that drop root use it
 SKIP = 77
+# What meson's --timeout-multiplier is for this run (./heapreel test sets
+# it): a test's own time limits on what it runs grow with it.
+SLOWER = float(os.environ.get("HR_TIMEOUT_MULTIPLIER", "1"))
 
 
 def prog(name):

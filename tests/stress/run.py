@@ -149,7 +149,8 @@ def run_once(build, tests, k, mult, out):
     with open(os.path.join(out, base + ".meson.txt"), "w") as f:
         subprocess.run(["meson", "test", "-C", build, "--no-rebuild", "--logbase", base,
                         "-t", str(mult)] + tests, stdout=f, stderr=subprocess.STDOUT,
-                       stdin=subprocess.DEVNULL)
+                       stdin=subprocess.DEVNULL,
+                       env=dict(os.environ, HR_TIMEOUT_MULTIPLIER=str(mult)))  # hrtest.SLOWER
     jlog = os.path.join(build, "meson-logs", base + ".json")
     res = []
     try:
