@@ -112,7 +112,9 @@ static uint64_t change(uint64_t set, uint64_t clear)
 
 void rec_ctl_overflow(void)
 {
-	change(F_OVERFLOW, 0);
+	/* every insert without room calls: one CAS loop is enough */
+	if (!(atomic_load(&rec_ctl_word) & F_OVERFLOW))
+		change(F_OVERFLOW, 0);
 }
 
 uint64_t rec_ctl_period(void)

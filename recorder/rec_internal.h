@@ -276,7 +276,7 @@ static inline int rec_sampled_maybe(uint64_t addr)
 #define REC_SAMPLE_F_COUNT 7u               /* the count's bits */
 #define REC_SAMPLE_F_FP_SHIFT 3
 #define REC_SAMPLE_F_FP_BITS 5
-extern _Atomic uint8_t *rec_sample_filter;
+extern _Atomic uint8_t *_Atomic rec_sample_filter;
 static inline uint8_t rec_sample_fingerprint(uint64_t h)
 {
 	return (uint8_t)((h >> (64 - REC_SAMPLE_F_LOG - REC_SAMPLE_F_FP_BITS)) &
@@ -868,6 +868,10 @@ void rec_stopset_start(void);         /* a session's writer starts */
 void rec_stopset_end(void);           /* and ends */
 int rec_stopset_tracking(void);       /* the keymap takes every chunk written */
 void rec_stopset_round(void);         /* between writer rounds: the next step */
+/* custom.c, writer side: the keys of destroyed pools out of the sampled
+ * set; is k a custom block's key (which the stop set's sweep keeps)? */
+void rec_custom_round(void);
+int rec_custom_key(uint64_t k);
 void rec_stopset_settle(void);        /* rec_flush: every step left */
 /* A hook published ev[0..n) and then saw REC_M_SETBUILD (ring.c). */
 void rec_stopset_published(const struct tf_event *ev, unsigned n);

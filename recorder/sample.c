@@ -58,8 +58,16 @@
  * only bigger: frees of unsampled blocks are unmatched frees for the
  * importer) and the heapreel.stats mark says so.
  *
+ * The same set holds, while not sampling, the stop set's heap blocks
+ * (stopset.c) and the recorded custom blocks (custom.c, keys with the top
+ * bit set); those can be added while recording every free, so an insert
+ * without room always marks the set overflowed. The tables may be mapped
+ * by racing program threads (custom.c's first block): the pointers are
+ * published by compare-exchange.
+ *
  * Must never: allocate, lock, or call into the dynamic loader (everything
- * here runs inside allocation hooks; the tables are mapped once at start).
+ * here runs inside allocation hooks; the tables are mapped once, at start
+ * or by the first recorded custom block).
  */
 #include "rec_internal.h"
 
@@ -79,15 +87,15 @@ _Alignas(64) _Atomic uint8_t rec_sample_l0[1u << REC_SAMPLE_L0_LOG];
 static REC_TLS uint64_t rng;           /* 0: this thread has not drawn yet */
 static _Atomic int drawn;              /* a countdown was drawn in this process */
 
-_Atomic uint8_t *rec_sample_filter;
-static _Atomic uint64_t *set;          /* the near table, then the far one */
+_Atomic uint8_t *_Atomic rec_sample_filter;
+static _Atomic uint64_t *_Atomic set;  /* the near table, then the far one */
 static _Atomic int far_used;           /* an insert went on to the far table */
 static _Atomic uint64_t overflowed;    /* inserts that found no room */
 static int keep_set;                   /* forked child: its first reset keeps the set */
 
 int rec_sample_init(void)
 {
-	if (rec_sample_filter)
+	if (atomic_load_explicit(&rec_sample_filter, memory_order_acquire))
 		return 0;
 	size_t fbytes = (size_t)1 << REC_SAMPLE_F_LOG;
 	size_t sbytes = SET_SLOTS * sizeof *set;
@@ -102,8 +110,14 @@ int rec_sample_init(void)
 			munmap(s, sbytes);
 		return -1;
 	}
-	rec_sample_filter = f;
-	set = s;
+	/* Program threads may race here (custom.c's first block): the set
+	 * before the filter, which says both are there; a loser unmaps its own. */
+	_Atomic uint64_t *none_set = NULL;
+	_Atomic uint8_t *none = NULL;
+	if (!atomic_compare_exchange_strong(&set, &none_set, s))
+		munmap(s, sbytes);
+	if (!atomic_compare_exchange_strong(&rec_sample_filter, &none, f))
+		munmap(f, fbytes);
 	return 0;
 }
 
@@ -326,8 +340,7 @@ void rec_sampled_add(uint64_t addr)
 	 * recorded before handing the block out: the first to overflow may
 	 * still be on its way there when this block is freed. */
 	atomic_fetch_add(&overflowed, 1);
-	if (!(atomic_load_explicit(&rec_ctl_word, memory_order_acquire) & REC_M_FREES))
-		rec_ctl_overflow();
+	rec_ctl_overflow();
 }
 
 int rec_sampled_take(uint64_t addr)

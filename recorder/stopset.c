@@ -39,6 +39,11 @@
  * whose block was freed during FILL makes the next free of that address
  * written, which the importer counts as an unknown free.
  *
+ * Custom blocks (custom.c) are not in the keymap: custom.c puts each one
+ * it records in the set itself under a key no heap address has, so SWEEP
+ * keeps those keys and a hook's publication (rec_stopset_published) leaves
+ * custom events to custom.c.
+ *
  * A forked child whose parent had recorded blocks never builds: its trace
  * lacks the blocks it inherited (the importer takes them from the
  * parent's), so while stopped it writes every free, as before.
@@ -197,9 +202,10 @@ static int barrier(void)
 	return barrier_cmd > 0 && syscall(SYS_membarrier, barrier_cmd, 0, 0) == 0 ? 0 : -1;
 }
 
+/* A custom block's key stays: custom.c keeps those exact itself. */
 static int keep(uint64_t addr)
 {
-	return rec_keymap_live(addr);
+	return rec_custom_key(addr) || rec_keymap_live(addr);
 }
 
 /* SWEEP, FLAG, FILL. */
@@ -262,6 +268,6 @@ void rec_stopset_published(const struct tf_event *ev, unsigned n)
 {
 	for (unsigned i = 0; i < n; i++)
 		if ((ev[i].kind == TF_EV_ALLOC || ev[i].kind == TF_EV_REALLOC_NEW) &&
-		    !rec_sampled_has(ev[i].addr))
+		    !tf_fn_custom(ev[i].fn) && !rec_sampled_has(ev[i].addr))
 			rec_sampled_add(ev[i].addr);
 }

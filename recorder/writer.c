@@ -750,6 +750,7 @@ static void *writer_main(void *arg)
 		if (rec_s.max_size)
 			keyframe_step();
 		rec_stopset_round();
+		rec_custom_round();
 		rec_ctl_round();
 		uint64_t sample_in = rec_counters_tick(0);
 		period = wrote ? ROUND_MIN_NS : period * 2 > ROUND_MAX_NS ? ROUND_MAX_NS : period * 2;

@@ -17,10 +17,14 @@
  *
  * Argument "threads": 4 threads allocate and free blocks of their own
  * while the main thread stops and starts recording 200 times (each racer
- * makes calls in every phase; a rec_flush every tenth stop, the others
- * race the filling of the set): every block is freed by the end, so the import must
- * show no live block (a recorded block whose free went unwritten would
- * stay live). Uses rec.h's weak declarations; exits 2 without libheapreel.so.
+ * makes calls in every phase; a rec_flush every tenth stop, then a
+ * phase of calls with the set filled, the others race the filling of the
+ * set): every block is freed by the end, so the import must show no live
+ * block and no missed free (a recorded block whose free went unwritten
+ * would stay live, or end when its address is recorded again). Each racer
+ * also holds WINDOW custom blocks (rec.h), by turns in its own pool and in
+ * none, at addresses of its own, ended the same way. Uses rec.h's weak
+ * declarations; exits 2 without libheapreel.so.
  */
 #define REC_WEAK
 #include "rec.h"
@@ -35,9 +39,14 @@
 #define CHURN 100000
 #define THREADS 4
 #define TOGGLES 200
+#define FLUSH_EVERY 10                 /* stops whose set is filled before a phase */
+#define PHASES (2 * TOGGLES + TOGGLES / FLUSH_EVERY)
 #define WINDOW 64                      /* blocks a racing thread holds */
 #define STEPS 50                       /* a racer's steps per phase, at least */
 #define RACER_SIZE 5000                /* 5000..6008 bytes: none of libc's own */
+#define CUSTOM_BASE 0x10000000u        /* a racer's custom blocks: numbers, never touched */
+#define CUSTOM_SPAN 0x100000u          /* between two racers' custom addresses */
+#define CUSTOM_STEP 0x40u
 
 static void *kept[KEPT], *unknown[KEPT];
 
@@ -68,6 +77,25 @@ static int one_stop(void)
 	return 0;
 }
 
+/* Racer me's custom block k ends (if held) and another starts in its
+ * place: even k in the racer's pool, odd k in none. */
+static void custom_step(int me, rec_pool_t pool, unsigned k, int held, size_t size)
+{
+	const void *a = (const void *)(uintptr_t)(CUSTOM_BASE + (unsigned)me * CUSTOM_SPAN +
+						  k * CUSTOM_STEP);
+	if (k % 2 == 0) {
+		if (held)
+			rec_pool_free(pool, a);
+		if (size)
+			rec_pool_alloc(pool, a, size);
+	} else {
+		if (held)
+			rec_free(a);
+		if (size)
+			rec_alloc(a, size);
+	}
+}
+
 static _Atomic int phase;               /* bumped by each stop and start */
 static _Atomic int seen[THREADS];      /* a racer's STEPS steps in that phase done */
 
@@ -79,12 +107,13 @@ static _Atomic int seen[THREADS];      /* a racer's STEPS steps in that phase do
 static void *racer(void *arg)
 {
 	int me = (int)(uintptr_t)arg;
+	rec_pool_t pool = rec_pool_create("racer");
 	void *held[WINDOW] = { 0 };
 	unsigned x = (unsigned)me * 2654435761u + 1;
 	for (int ph = 0, n = 0;;) {
 		if (n == STEPS) {
 			seen[me] = ph;
-			if (ph == 2 * TOGGLES)
+			if (ph == PHASES)
 				break;   /* the main thread's last phase */
 		}
 		if (n >= STEPS) {
@@ -97,12 +126,15 @@ static void *racer(void *arg)
 		}
 		x = x * 1103515245u + 12345u;
 		unsigned k = (x >> 8) % WINDOW;
+		custom_step(me, pool, k, held[k] != NULL, RACER_SIZE + (x >> 16) % 1009);
 		free(held[k]);
 		held[k] = malloc(RACER_SIZE + (x >> 16) % 1009);
 		n++;
 	}
-	for (int k = 0; k < WINDOW; k++)
+	for (unsigned k = 0; k < WINDOW; k++) {
+		custom_step(me, pool, k, held[k] != NULL, 0);
 		free(held[k]);
+	}
 	return NULL;
 }
 
@@ -127,8 +159,10 @@ static int threads(void)
 		rec_stop();
 		next_phase();
 		churn(64, 500);
-		if (c % 10 == 0)
-			rec_flush();
+		if (c % FLUSH_EVERY == 0) {
+			rec_flush();   /* the racers then free while probing */
+			next_phase();
+		}
 		rec_start();
 		next_phase();
 		churn(64, 500);

@@ -2,7 +2,8 @@
 recorded and nothing else (ctl_stopped.c lists the calls): exactly, once
 rec_flush has returned after rec_stop, from a first stop (the trace read
 back) and a second one, in an unbounded and a bounded trace; and with
-threads racing 200 stops and starts, no recorded block loses its free."""
+threads racing 200 stops and starts, no recorded block loses its free
+(heap blocks and custom ones)."""
 import os
 
 import ctltest
@@ -68,5 +69,13 @@ recorded = hrtest.one(c, "SELECT COUNT(*) FROM allocations WHERE size BETWEEN 50
 live = hrtest.one(c, "SELECT COUNT(*) FROM allocations WHERE t_free IS NULL "
                      "AND size BETWEEN 5000 AND 6008")
 assert recorded > 0 and live == 0, (recorded, live)
+# a recorded block whose free went unwritten, its address handed out and
+# recorded again, would show as a missed free
+assert hrtest.meta(c, "missed_frees") == 0, hrtest.meta(c, "missed_frees")
+# the racers' custom blocks too, in their pools and in none
+recorded = hrtest.one(c, "SELECT COUNT(*) FROM allocations WHERE kind = 2")
+live = hrtest.one(c, "SELECT COUNT(*) FROM allocations WHERE kind = 2 AND t_free IS NULL")
+pooled = hrtest.one(c, "SELECT COUNT(*) FROM allocations WHERE kind = 2 AND pool_id != 0")
+assert recorded > pooled > 0 and live == 0, (recorded, pooled, live)
 c.close()
 print("ok")
