@@ -251,18 +251,19 @@ static inline int holds(const struct frame *f)
 	return (*f->slot == f->ip) & (*f->bpslot == f->bp);
 }
 
-/* The outermost frame of the memo from which the previous walk would no
- * longer go on as it did (a word it loaded changed): i if frame i - 1
- * no longer holds, 0 if what lay past the outermost frame does not;
- * -1 if the walk from frame k would still give all it gave. */
-static int memo_broken(unsigned k)
+/* How many of the memo's frames, from the outermost, a walk may stop at
+ * and take the rest from, as far as frame k: a walk stopping at frame j
+ * relies on the words that gave frames 0..j-1 and what lay past the
+ * outermost, so the first of those that no longer holds (a word changed)
+ * bounds j; k + 1 if all up to frame k still hold. */
+static unsigned memo_valid(unsigned k)
 {
 	if (memo_more && !holds(&memo_past))
 		return 0;
 	for (unsigned i = 0; i < k; i++)
 		if (!holds(memo_at(i)))
-			return (int)i + 1;
-	return -1;
+			return i + 1;
+	return k + 1;
 }
 
 /* Where holds() checks a frame's bp, once the frame is where it stays
@@ -394,16 +395,16 @@ static int walk_plain(struct frame f, void **buf, unsigned max, int *same, uint6
 static int walk_memo(struct frame f, void **buf, unsigned max, int *same, uint64_t epoch)
 {
 	unsigned mn = memo_n, q = mn, c = 0;  /* memo frames below q: not yet passed */
-	int broken = -2;                      /* memo_broken(), once asked */
+	unsigned valid = UINT_MAX;            /* memo_valid(), once asked */
 	int more = 1;                         /* the walk's memo_more */
 	while (c < max) {
 		while (q && memo_at(q - 1)->sp < f.sp)
 			q--;  /* frames of the previous walk that returned */
 		struct frame *m = q ? memo_at(q - 1) : NULL;
 		if (m && m->sp == f.sp && m->ip == f.ip) {
-			if (broken == -2)
-				broken = memo_broken(q - 1);
-			if ((!m->bp_read || m->bp == f.bp) && (int)(q - 1) < (broken < 0 ? INT_MAX : broken)) {
+			if (valid == UINT_MAX)
+				valid = memo_valid(q - 1);  /* later matches are further out */
+			if ((!m->bp_read || m->bp == f.bp) && q - 1 < valid) {
 				/* the rest is the previous walk's */
 				if (REC_UNLIKELY(rec_check_stacks))
 					atomic_fetch_add_explicit(&rec_s.memo_hits, 1, memory_order_relaxed);
@@ -449,7 +450,7 @@ static int walk_memo(struct frame f, void **buf, unsigned max, int *same, uint64
 		}
 	}
 	memo_past = f;
-	set_loads(&memo_past, fresh[(c - 1) & (MEMO_FRAMES - 1)].rule);
+	set_loads(&memo_past, f.rule);  /* f.rule: the frame it stepped out of */
 	memo_more = more;
 	if (c <= MEMO_FRAMES)
 		memo_join(c, -1, 0);
