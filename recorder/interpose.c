@@ -53,13 +53,20 @@ static uint32_t current_stack(void)
 {
 	void *buf[REC_STACK_SLOTS];
 	unsigned n;
-	int same;
-	void *const *ips = rec_stack_capture(buf, &n, &same);
+	int same, hashed;
+	struct rec_sh h;
+	void *const *ips = rec_stack_capture(buf, &n, &same, &h, &hashed);
 	uint32_t gen = atomic_load_explicit(&rec_s.gen, memory_order_relaxed);
 	if (same && last_id && last_gen == gen)
 		return last_id;
-	last_id = rec_stackid(ips, n);
 	last_gen = gen;
+	if (hashed) {
+		last_id = rec_stackid_known(&h);
+		if (REC_LIKELY(last_id))
+			return last_id;
+		rec_stack_fill(buf, n);
+	}
+	last_id = rec_stackid(ips, n, hashed ? &h : NULL);
 	return last_id;
 }
 

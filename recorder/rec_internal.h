@@ -417,8 +417,15 @@ int rec_stack_init(void);
 /* Captures into buf (REC_STACK_SLOTS entries) and returns where the
  * program's frames start: return addresses from the allocation's call site
  * outward, *n of them (at most rec_s.depth). *same = 1 when they are
- * exactly those of this thread's previous capture (its stack id holds). */
-void *const *rec_stack_capture(void **buf, unsigned *n, int *same);
+ * exactly those of this thread's previous capture (its stack id holds).
+ * *hashed = 1 when the walk worked out their hash (stackhash.c) into *h:
+ * then ips is buf, and only rec_stack_fill puts all the frames in it (a
+ * caller that finds the stack id by the hash alone never needs them). */
+struct rec_sh;
+void *const *rec_stack_capture(void **buf, unsigned *n, int *same, struct rec_sh *h, int *hashed);
+/* After a capture that said *hashed, before any other on this thread:
+ * its n frames into buf. */
+void rec_stack_fill(void **buf, unsigned n);
 /* From a signal handler that interrupted a hook of this thread: up to max
  * return addresses, the walk cut at the first frame the cached rules cannot
  * step out of (the signal frame, usually); no lock, no libunwind, and this
@@ -438,9 +445,10 @@ extern int rec_check_stacks;          /* 1: check every capture */
 /* From rec_stack_init, with libunwind's handle and libheapreel.so's text:
  * reads REC_CHECK_STACKS; -1 if checking is asked and cannot be done. */
 int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi);
-/* Checks a capture (rec_stack_capture's frames, count and `same`) against
- * a full libunwind walk from the caller; aborts on a difference. */
-void rec_stack_check(void *const *ips, unsigned n, int same);
+/* Checks a capture (rec_stack_capture's frames, count, `same` and the
+ * hash it worked out, or NULL) against a full libunwind walk from the
+ * caller, and the hash against the frames' own; aborts on a difference. */
+void rec_stack_check(void *const *ips, unsigned n, int same, const struct rec_sh *h);
 
 /* A full libunwind walk from the caller (leading frames of libheapreel.so
  * skipped): up to max return addresses. translate: a frame returning into
@@ -545,11 +553,77 @@ void rec_cfi_unload_begin(void);
 void rec_cfi_unload_end(void);
 void rec_cfi_forget(void);            /* objects went away unseen: new epoch */
 
+/* ---- stackhash.c: the hash a stack id is looked up by -------------------- */
+#define REC_SH_P ((1ull << 61) - 1)   /* both polynomials are mod this prime */
+struct rec_sh {
+	uint64_t a, b;                /* the two polynomials, each below REC_SH_P */
+};
+extern uint64_t rec_sh_pow[2][REC_DEPTH_MAX + 1];  /* each base's powers */
+extern uint64_t rec_sh_inv[2];                     /* each base's inverse */
+void rec_stackhash_init(void);
+/* The hash of n return addresses, innermost first. */
+void rec_stackhash(void *const *ips, unsigned n, struct rec_sh *h);
+
+static inline uint64_t rec_sh_mul(uint64_t x, uint64_t y)
+{
+	unsigned __int128 r = (unsigned __int128)x * y;
+	uint64_t s = ((uint64_t)r & REC_SH_P) + (uint64_t)(r >> 61);
+	return s >= REC_SH_P ? s - REC_SH_P : s;
+}
+
+/* A return address as a number below REC_SH_P (the same mod REC_SH_P). */
+static inline uint64_t rec_sh_word(uintptr_t ip)
+{
+	uint64_t s = (ip & REC_SH_P) + (ip >> 61);
+	return s >= REC_SH_P ? s - REC_SH_P : s;
+}
+
+static inline uint64_t rec_sh_add(uint64_t x, uint64_t y)
+{
+	uint64_t s = x + y;
+	return s >= REC_SH_P ? s - REC_SH_P : s;
+}
+
+static inline uint64_t rec_sh_sub(uint64_t x, uint64_t y)
+{
+	return x >= y ? x - y : x + REC_SH_P - y;
+}
+
+/* Horner's step inward (stackhash.c): the chain's value at a frame of
+ * return address ip, from its value at the frame outside it. */
+static inline struct rec_sh rec_sh_in(struct rec_sh t, uintptr_t ip)
+{
+	uint64_t x = rec_sh_word(ip);
+	return (struct rec_sh){ rec_sh_add(rec_sh_mul(t.a, rec_sh_pow[0][1]), x),
+				rec_sh_add(rec_sh_mul(t.b, rec_sh_pow[1][1]), x) };
+}
+
+/* The step undone: the chain's value outside the frame of return address
+ * ip, from its value at that frame. */
+static inline struct rec_sh rec_sh_out(struct rec_sh t, uintptr_t ip)
+{
+	uint64_t x = rec_sh_word(ip);
+	return (struct rec_sh){ rec_sh_mul(rec_sh_sub(t.a, x), rec_sh_inv[0]),
+				rec_sh_mul(rec_sh_sub(t.b, x), rec_sh_inv[1]) };
+}
+
+/* The hash of the n frames from the chain's value `outside` them to its
+ * value `inner` at the innermost: rec_stackhash of those frames. */
+static inline struct rec_sh rec_sh_span(struct rec_sh inner, struct rec_sh outside, unsigned n)
+{
+	return (struct rec_sh){ rec_sh_sub(inner.a, rec_sh_mul(outside.a, rec_sh_pow[0][n])),
+				rec_sh_sub(inner.b, rec_sh_mul(outside.b, rec_sh_pow[1][n])) };
+}
+
 /* ---- stackid.c: dedup into trie nodes ------------------------------------- */
 /* Fresh tables for a new session; the old ones are unmapped only when no
  * other thread can be reading them (a forked child). */
 int rec_stackid_init(int unmap_old);
-uint32_t rec_stackid(void *const *ips, unsigned n); /* 0 = unknown */
+/* The stack id (0 = unknown) of n return addresses; h: their hash
+ * (rec_stackhash), or NULL to work it out. */
+uint32_t rec_stackid(void *const *ips, unsigned n, const struct rec_sh *h);
+/* The stack id of the stack of hash h if it has one already, else 0. */
+uint32_t rec_stackid_known(const struct rec_sh *h);
 /* The same from a signal handler that interrupted a hook of this thread; if
  * it interrupted this thread's trie insert, a stack not seen before is 0
  * (counted as unknown). */

@@ -107,6 +107,7 @@ struct frame {
 	const uintptr_t *bpslot;  /* bpload if a frame from here outward reads bp,
 				   * else &bp: what holds() checks */
 	int bp_read;              /* the walk from here outward reads bp as it is here */
+	struct rec_sh t;          /* the hash chain's value here (stackhash.c) */
 };
 static REC_TLS struct frame memo[MEMO_FRAMES];
 static REC_TLS unsigned memo_base;
@@ -117,6 +118,12 @@ static REC_TLS uint64_t memo_epoch;
  * else its rule said it was the outermost. */
 static REC_TLS struct frame memo_past;
 static REC_TLS int memo_more;
+/* The hash chain's value outside the memo's outermost frame: the chain
+ * starts from 0 at a walk that met no frame of the memo, and what the
+ * depth limit drops or walk_past adds at the outer end keeps it going,
+ * so the hash of the memo's frames is the span from it to the innermost
+ * frame's value, however the outer end moved. */
+static REC_TLS struct rec_sh memo_tb;
 /* Only a thread whose previous stack was at least MEMO_DEEP frames deep
  * keeps and looks for its frames: on a shallower stack the bookkeeping
  * (and the look's mispredicted branches, where stacks change at random
@@ -194,6 +201,7 @@ int rec_stack_init(void)
 {
 	if (unw_bt)
 		return 0;
+	rec_stackhash_init();
 	if (!rec_walk_objects(find_self, (void *)(uintptr_t)rec_stack_init))
 		return -1;
 	void *h = dlopen(REC_LIBUNWIND_SONAME, RTLD_NOW | RTLD_LOCAL);
@@ -303,9 +311,11 @@ static void memo_join(unsigned c, int k, unsigned keep_from)
 		k -= (int)keep_from;
 	}
 	int beyond = k < 0 ? memo_past.bp_read : memo_at((unsigned)k)->bp_read;
+	struct rec_sh t = k < 0 ? memo_tb : memo_at((unsigned)k)->t;
 	for (unsigned j = 0; j < c; j++) {
 		const struct fresh *fr = &fresh[c - 1 - j];
 		struct frame *m = memo_at((unsigned)(k + 1) + j);
+		m->t = t = rec_sh_in(t, fr->ip);
 		m->ip = fr->ip;
 		m->sp = fr->sp;
 		m->bp = fr->bp;
@@ -343,6 +353,8 @@ static int walk_past(void **buf, unsigned n, unsigned max, uint64_t epoch)
 			memo_n++;
 			struct frame *m = memo_at(0);
 			*m = f;
+			m->t = memo_tb;
+			memo_tb = rec_sh_out(memo_tb, f.ip);
 			m->bp_read = 1;  /* what lies beyond is not known yet */
 			set_bpslot(m);
 		} else {
@@ -409,8 +421,11 @@ static int walk_memo(struct frame f, void **buf, unsigned max, int *same, uint64
 				if (REC_UNLIKELY(rec_check_stacks))
 					atomic_fetch_add_explicit(&rec_s.memo_hits, 1, memory_order_relaxed);
 				unsigned k = q - 1, take = k + 1 < max - c ? k + 1 : max - c;
-				for (unsigned i = 0; i < take; i++)
-					buf[c + i] = (void *)memo_at(k - i)->ip;
+				/* a stack the memo can hold whole is hashed from it, and
+				 * its frames are copied only if needed (rec_stack_fill) */
+				if (max > MEMO_FRAMES)
+					for (unsigned i = 0; i < take; i++)
+						buf[c + i] = (void *)memo_at(k - i)->ip;
 				*same = c == 0 && k == mn - 1;
 				if (*same)
 					return (int)mn;
@@ -425,6 +440,7 @@ static int walk_memo(struct frame f, void **buf, unsigned max, int *same, uint64
 					set_bpslot(mk);
 				}
 				if (drop) {
+					memo_tb = memo_at(drop - 1)->t;
 					memo_past = *memo_at(drop - 1);
 					set_bpslot(&memo_past);
 					memo_more = 1;
@@ -452,6 +468,7 @@ static int walk_memo(struct frame f, void **buf, unsigned max, int *same, uint64
 	memo_past = f;
 	set_loads(&memo_past, f.rule);  /* f.rule: the frame it stepped out of */
 	memo_more = more;
+	memo_tb = (struct rec_sh){ 0, 0 };
 	if (c <= MEMO_FRAMES)
 		memo_join(c, -1, 0);
 	else
@@ -460,8 +477,11 @@ static int walk_memo(struct frame f, void **buf, unsigned max, int *same, uint64
 }
 
 /* The CFI walk: the number of frames put in buf, or -1 to use libunwind.
- * *same: the frames are exactly those of the thread's previous capture. */
-static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
+ * *same: the frames are exactly those of the thread's previous capture;
+ * *h: their hash, if the memo holds them (*hashed; buf may then lack the
+ * frames the memo gave, rec_stack_fill). */
+static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same,
+					  struct rec_sh *h, int *hashed)
 {
 	uint64_t epoch = rec_cfi_epoch();
 	if (epoch == UINT64_MAX)
@@ -480,6 +500,10 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same)
 	if (walk_depth >= MEMO_DEEP) {
 		plain_n = 0;
 		n = walk_memo(f, buf, max, same, epoch);
+		if (n > 0 && memo_n == (unsigned)n) {
+			*h = rec_sh_span(memo_at(memo_n - 1)->t, memo_tb, memo_n);
+			*hashed = 1;
+		}
 	} else {
 		memo_n = 0;
 		n = walk_plain(f, buf, max, same, epoch);
@@ -742,9 +766,11 @@ unsigned rec_stack_capture_nested(void **buf, unsigned max)
 	return n;
 }
 
-static void *const *capture(void **buf, unsigned *n, int *same)
+static void *const *capture(void **buf, unsigned *n, int *same, struct rec_sh *h, int *hashed)
 {
-	int fast = rec_shadow_on ? walk_shadow(buf, rec_s.depth, same) : walk(buf, rec_s.depth, same);
+	*hashed = 0;
+	int fast = rec_shadow_on ? walk_shadow(buf, rec_s.depth, same)
+				 : walk(buf, rec_s.depth, same, h, hashed);
 	if (fast >= 0) {
 		*n = (unsigned)fast;
 		return buf;
@@ -768,10 +794,19 @@ static void *const *capture(void **buf, unsigned *n, int *same)
 	return buf + i;
 }
 
-void *const *rec_stack_capture(void **buf, unsigned *n, int *same)
+void *const *rec_stack_capture(void **buf, unsigned *n, int *same, struct rec_sh *h, int *hashed)
 {
-	void *const *ips = capture(buf, n, same);
-	if (REC_UNLIKELY(rec_check_stacks))
-		rec_stack_check(ips, *n, *same);
+	void *const *ips = capture(buf, n, same, h, hashed);
+	if (REC_UNLIKELY(rec_check_stacks)) {
+		if (*hashed)
+			rec_stack_fill(buf, *n);
+		rec_stack_check(ips, *n, *same, *hashed ? h : NULL);
+	}
 	return ips;
+}
+
+void rec_stack_fill(void **buf, unsigned n)
+{
+	for (unsigned i = 0; i < n; i++)
+		buf[i] = (void *)memo_at(n - 1 - i)->ip;
 }

@@ -2,7 +2,9 @@
  * stack_check.c - REC_CHECK_STACKS=1: every stack the fast path captures
  * (stack.c's CFI walk with its rule caches and per-thread memo, or its
  * libunwind fallback) is checked against a full walk the slow, trusted
- * way, and a difference aborts the program with both stacks on stderr.
+ * way, and a difference aborts the program with both stacks on stderr;
+ * so is a hash the walk worked out from its previous one's (stackhash.c)
+ * that is not the stack's own.
  *
  * The trusted walk is libunwind's unw_step from a context taken here
  * (unw_getcontext, rec_unwind_full): not unw_backtrace, whose own
@@ -136,7 +138,7 @@ static int equal(const uintptr_t *a, unsigned na, const uintptr_t *b, unsigned n
 	return na == nb && memcmp(a, b, na * sizeof *a) == 0;
 }
 
-void rec_stack_check(void *const *ips, unsigned n, int same)
+void rec_stack_check(void *const *ips, unsigned n, int same, const struct rec_sh *h)
 {
 	void *walked[REC_DEPTH_MAX];
 	const uintptr_t *full = (const uintptr_t *)(const void *)walked;
@@ -158,6 +160,12 @@ void rec_stack_check(void *const *ips, unsigned n, int same)
 		rec_say(DIFFER, "a stack taken for the thread's previous one is not", "");
 		say_stack("previous", prev, prev_n);
 		say_stack("libunwind", full, nf);
+		abort();
+	}
+	struct rec_sh own;
+	if (h && (rec_stackhash(ips, n, &own), h->a != own.a || h->b != own.b)) {
+		rec_say(DIFFER, "the hash the walk worked out is not its stack's", "");
+		say_stack("fast walk", fast, n);
 		abort();
 	}
 	memcpy(prev, full, nf * sizeof *full);

@@ -1,11 +1,11 @@
 /*
  * stackid.c - turning a captured stack into a stack id (a leaf trie node).
  *
- * Hot path: hash the whole stack (ips and depth) to 128 bits and look it up
- * in one open-addressing table; no lock, no write. A hit is accepted when
- * both 64-bit halves match: with N distinct stacks the chance that any two
- * collide is about N^2 / 2^129 (1e-25 for ten million stacks), far below the
- * chance of a memory error, and it costs no memory beyond the table.
+ * Hot path: look the stack's 122-bit hash (stackhash.c, often worked out
+ * by the walk from its previous one's) up in one open-addressing table; no
+ * lock, no write. A hit is accepted when both halves match: stackhash.c
+ * says why a collision is far less likely than a memory error; it costs
+ * no memory beyond the table.
  *
  * Miss path (once per distinct stack): under one spinlock, walk the trie from
  * the outermost frame inward, finding or creating each (parent, ip) node in a
@@ -62,12 +62,6 @@ static int said_full;
  * handler that interrupted it must not wait for the lock. */
 static REC_TLS _Atomic int inserting;
 
-static inline uint64_t mum(uint64_t a, uint64_t b)
-{
-	__uint128_t r = (__uint128_t)a * b;
-	return (uint64_t)r ^ (uint64_t)(r >> 64);
-}
-
 static inline uint64_t fmix(uint64_t k)
 {
 	k ^= k >> 33;
@@ -77,26 +71,12 @@ static inline uint64_t fmix(uint64_t k)
 	return k ^ (k >> 33);
 }
 
-/* Two 64-bit hashes in one pass, wyhash-style: each multiply folds two
- * return addresses in, and the lanes pair them the other way round with
- * other constants, so a collision in one says nothing about the other.
- * (Return addresses are below 2^47, so no multiplier is ever 0.) */
-static void hash128(void *const *ips, unsigned n, uint64_t *h1, uint64_t *h2)
+/* The table's two keys from a stack's hash (stackhash.c): the first
+ * mixed, since its low bits pick the slot, and never 0 (an empty slot). */
+static inline void keys(const struct rec_sh *h, uint64_t *h1, uint64_t *h2)
 {
-	uint64_t a = 0x9e3779b97f4a7c15ull ^ n, b = 0x6a09e667f3bcc909ull + n;
-	unsigned i = 0;
-	for (; i + 1 < n; i += 2) {
-		uint64_t x = (uintptr_t)ips[i], y = (uintptr_t)ips[i + 1];
-		a = mum(a ^ x, y ^ 0xa0761d6478bd642full);
-		b = mum(b ^ y, x ^ 0xe7037ed1a0b428dbull);
-	}
-	if (i < n) {
-		uint64_t x = (uintptr_t)ips[i];
-		a = mum(a ^ x, 0x8ebc6af09c88c6e3ull);
-		b = mum(b ^ x, 0x589965cc75374cc3ull);
-	}
-	*h1 = fmix(a) | 1; /* never 0: 0 marks an empty slot */
-	*h2 = fmix(b ^ 0x1d8e4e27c47d124full);
+	*h1 = fmix(h->a + 1);  /* a + 1 is not 0, and fmix maps only 0 to 0 */
+	*h2 = h->b;
 }
 
 static struct stk_table *stk_new(uint64_t slots)
@@ -231,12 +211,17 @@ static uint32_t node_get(uint32_t parent, uint64_t ip)
 	return id;
 }
 
-uint32_t rec_stackid(void *const *ips, unsigned n)
+uint32_t rec_stackid(void *const *ips, unsigned n, const struct rec_sh *h)
 {
 	if (n == 0)
 		return 0;
+	struct rec_sh mine;
+	if (!h) {
+		rec_stackhash(ips, n, &mine);
+		h = &mine;
+	}
 	uint64_t h1, h2;
-	hash128(ips, n, &h1, &h2);
+	keys(h, &h1, &h2);
 	uint32_t leaf = stk_find(atomic_load_explicit(&stk, memory_order_acquire), h1, h2);
 	if (REC_LIKELY(leaf))
 		return leaf;
@@ -264,14 +249,23 @@ uint32_t rec_stackid(void *const *ips, unsigned n)
 	return leaf;
 }
 
+uint32_t rec_stackid_known(const struct rec_sh *h)
+{
+	uint64_t h1, h2;
+	keys(h, &h1, &h2);
+	return stk_find(atomic_load_explicit(&stk, memory_order_acquire), h1, h2);
+}
+
 uint32_t rec_stackid_nested(void *const *ips, unsigned n)
 {
 	if (!atomic_load_explicit(&inserting, memory_order_relaxed))
-		return rec_stackid(ips, n);
+		return rec_stackid(ips, n, NULL);
 	if (n == 0)
 		return 0;
+	struct rec_sh h;
+	rec_stackhash(ips, n, &h);
 	uint64_t h1, h2;
-	hash128(ips, n, &h1, &h2);
+	keys(&h, &h1, &h2);
 	uint32_t leaf = stk_find(atomic_load_explicit(&stk, memory_order_acquire), h1, h2);
 	if (!leaf)
 		atomic_fetch_add_explicit(&rec_s.stacks_unknown, 1, memory_order_relaxed);
