@@ -410,6 +410,68 @@ void rec_say_trouble(const char *a, const char *b, const char *c);
  * descriptor (O_PATH), or -1 with errno, or -2: such a link is on the way. */
 int rec_out_dir_open(const char *path, const char **leaf);
 
+/* ---- stackhash.c: the hash a stack id is looked up by -------------------- */
+#define REC_SH_P ((1ull << 61) - 1)   /* both polynomials are mod this prime */
+struct rec_sh {
+	uint64_t a, b;                /* the two polynomials, each below REC_SH_P */
+};
+extern uint64_t rec_sh_pow[2][REC_DEPTH_MAX + 1];  /* each base's powers */
+extern uint64_t rec_sh_inv[2];                     /* each base's inverse */
+void rec_stackhash_init(void);
+/* The hash of n return addresses, innermost first. */
+void rec_stackhash(void *const *ips, unsigned n, struct rec_sh *h);
+
+static inline uint64_t rec_sh_mul(uint64_t x, uint64_t y)
+{
+	unsigned __int128 r = (unsigned __int128)x * y;
+	uint64_t s = ((uint64_t)r & REC_SH_P) + (uint64_t)(r >> 61);
+	return s >= REC_SH_P ? s - REC_SH_P : s;
+}
+
+/* A return address as a number below REC_SH_P (the same mod REC_SH_P). */
+static inline uint64_t rec_sh_word(uintptr_t ip)
+{
+	uint64_t s = (ip & REC_SH_P) + (ip >> 61);
+	return s >= REC_SH_P ? s - REC_SH_P : s;
+}
+
+static inline uint64_t rec_sh_add(uint64_t x, uint64_t y)
+{
+	uint64_t s = x + y;
+	return s >= REC_SH_P ? s - REC_SH_P : s;
+}
+
+static inline uint64_t rec_sh_sub(uint64_t x, uint64_t y)
+{
+	return x >= y ? x - y : x + REC_SH_P - y;
+}
+
+/* Horner's step inward (stackhash.c): the chain's value at a frame of
+ * return address ip, from its value at the frame outside it. */
+static inline struct rec_sh rec_sh_in(struct rec_sh t, uintptr_t ip)
+{
+	uint64_t x = rec_sh_word(ip);
+	return (struct rec_sh){ rec_sh_add(rec_sh_mul(t.a, rec_sh_pow[0][1]), x),
+				rec_sh_add(rec_sh_mul(t.b, rec_sh_pow[1][1]), x) };
+}
+
+/* The step undone: the chain's value outside the frame of return address
+ * ip, from its value at that frame. */
+static inline struct rec_sh rec_sh_out(struct rec_sh t, uintptr_t ip)
+{
+	uint64_t x = rec_sh_word(ip);
+	return (struct rec_sh){ rec_sh_mul(rec_sh_sub(t.a, x), rec_sh_inv[0]),
+				rec_sh_mul(rec_sh_sub(t.b, x), rec_sh_inv[1]) };
+}
+
+/* The hash of the n frames from the chain's value `outside` them to its
+ * value `inner` at the innermost: rec_stackhash of those frames. */
+static inline struct rec_sh rec_sh_span(struct rec_sh inner, struct rec_sh outside, unsigned n)
+{
+	return (struct rec_sh){ rec_sh_sub(inner.a, rec_sh_mul(outside.a, rec_sh_pow[0][n])),
+				rec_sh_sub(inner.b, rec_sh_mul(outside.b, rec_sh_pow[1][n])) };
+}
+
 /* ---- stack.c: capture --------------------------------------------------- */
 /* Room for REC_DEPTH_MAX frames plus the recorder's own frames. */
 #define REC_STACK_SLOTS (REC_DEPTH_MAX + 8)
@@ -421,7 +483,6 @@ int rec_stack_init(void);
  * *hashed = 1 when the walk worked out their hash (stackhash.c) into *h:
  * then ips is buf, and only rec_stack_fill puts all the frames in it (a
  * caller that finds the stack id by the hash alone never needs them). */
-struct rec_sh;
 void *const *rec_stack_capture(void **buf, unsigned *n, int *same, struct rec_sh *h, int *hashed);
 /* After a capture that said *hashed, before any other on this thread:
  * its n frames into buf. */
@@ -462,10 +523,17 @@ struct rec_shadow_ent {
 	uintptr_t ra;                 /* the return address the slot held */
 	uintptr_t slot;               /* where it was saved: its frame's CFA - 8 */
 	uintptr_t bp;                 /* RBP in the frame of ra, to walk on from */
+	struct rec_sh t;              /* the hash chain's value at ra (stackhash.c) */
 };
 /* [0] the outermost frame patched; slots grow down towards the top */
 extern REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
 extern REC_TLS unsigned rec_shadow_n;
+/* 1 while each entry's t follows from the one below it, and
+ * rec_shadow[0]'s from rec_shadow_tb (a rec_shadow_drop that keeps some
+ * entries breaks the chain until the shadow starts again from empty). */
+extern REC_TLS int rec_shadow_chained;
+extern REC_TLS unsigned rec_shadow_drops;   /* rec_shadow_drop's calls */
+extern REC_TLS struct rec_sh rec_shadow_tb;
 /* Nonzero: a call that unwinds (shadow.c's forwarders) returns through
  * this slot to rec_shadow_barrier_ra; no capture inside it patches. */
 extern REC_TLS uintptr_t rec_shadow_barrier, rec_shadow_barrier_ra;
@@ -552,68 +620,6 @@ void rec_cfi_fork_child(void);        /* a forked child: release the insert lock
 void rec_cfi_unload_begin(void);
 void rec_cfi_unload_end(void);
 void rec_cfi_forget(void);            /* objects went away unseen: new epoch */
-
-/* ---- stackhash.c: the hash a stack id is looked up by -------------------- */
-#define REC_SH_P ((1ull << 61) - 1)   /* both polynomials are mod this prime */
-struct rec_sh {
-	uint64_t a, b;                /* the two polynomials, each below REC_SH_P */
-};
-extern uint64_t rec_sh_pow[2][REC_DEPTH_MAX + 1];  /* each base's powers */
-extern uint64_t rec_sh_inv[2];                     /* each base's inverse */
-void rec_stackhash_init(void);
-/* The hash of n return addresses, innermost first. */
-void rec_stackhash(void *const *ips, unsigned n, struct rec_sh *h);
-
-static inline uint64_t rec_sh_mul(uint64_t x, uint64_t y)
-{
-	unsigned __int128 r = (unsigned __int128)x * y;
-	uint64_t s = ((uint64_t)r & REC_SH_P) + (uint64_t)(r >> 61);
-	return s >= REC_SH_P ? s - REC_SH_P : s;
-}
-
-/* A return address as a number below REC_SH_P (the same mod REC_SH_P). */
-static inline uint64_t rec_sh_word(uintptr_t ip)
-{
-	uint64_t s = (ip & REC_SH_P) + (ip >> 61);
-	return s >= REC_SH_P ? s - REC_SH_P : s;
-}
-
-static inline uint64_t rec_sh_add(uint64_t x, uint64_t y)
-{
-	uint64_t s = x + y;
-	return s >= REC_SH_P ? s - REC_SH_P : s;
-}
-
-static inline uint64_t rec_sh_sub(uint64_t x, uint64_t y)
-{
-	return x >= y ? x - y : x + REC_SH_P - y;
-}
-
-/* Horner's step inward (stackhash.c): the chain's value at a frame of
- * return address ip, from its value at the frame outside it. */
-static inline struct rec_sh rec_sh_in(struct rec_sh t, uintptr_t ip)
-{
-	uint64_t x = rec_sh_word(ip);
-	return (struct rec_sh){ rec_sh_add(rec_sh_mul(t.a, rec_sh_pow[0][1]), x),
-				rec_sh_add(rec_sh_mul(t.b, rec_sh_pow[1][1]), x) };
-}
-
-/* The step undone: the chain's value outside the frame of return address
- * ip, from its value at that frame. */
-static inline struct rec_sh rec_sh_out(struct rec_sh t, uintptr_t ip)
-{
-	uint64_t x = rec_sh_word(ip);
-	return (struct rec_sh){ rec_sh_mul(rec_sh_sub(t.a, x), rec_sh_inv[0]),
-				rec_sh_mul(rec_sh_sub(t.b, x), rec_sh_inv[1]) };
-}
-
-/* The hash of the n frames from the chain's value `outside` them to its
- * value `inner` at the innermost: rec_stackhash of those frames. */
-static inline struct rec_sh rec_sh_span(struct rec_sh inner, struct rec_sh outside, unsigned n)
-{
-	return (struct rec_sh){ rec_sh_sub(inner.a, rec_sh_mul(outside.a, rec_sh_pow[0][n])),
-				rec_sh_sub(inner.b, rec_sh_mul(outside.b, rec_sh_pow[1][n])) };
-}
 
 /* ---- stackid.c: dedup into trie nodes ------------------------------------- */
 /* Fresh tables for a new session; the old ones are unmapped only when no

@@ -48,6 +48,9 @@
 
 REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
 REC_TLS unsigned rec_shadow_n;
+REC_TLS int rec_shadow_chained;
+REC_TLS unsigned rec_shadow_drops;
+REC_TLS struct rec_sh rec_shadow_tb;
 REC_TLS uintptr_t rec_shadow_barrier, rec_shadow_barrier_ra;
 REC_TLS struct rec_shadow_cut rec_shadow_cut;
 int rec_shadow_on;
@@ -156,6 +159,9 @@ void rec_shadow_drop(void)
 	}
 	atomic_signal_fence(memory_order_seq_cst);
 	rec_shadow_n = kept;
+	rec_shadow_drops++;
+	if (kept != n)
+		rec_shadow_chained = 0;  /* what is left may have lost links */
 }
 
 /* Bit 0 of an entry's slot (slots are 8-aligned): hidden by rec_shadow_hide. */

@@ -526,6 +526,14 @@ static REC_TLS uintptr_t shadow_first_slot;
 static REC_TLS void *shadow_first_ips[SHADOW_SKIP + 1];
 static REC_TLS unsigned shadow_first_t;
 
+/* Where the frames of a hashed shadow walk are, to copy them out only if
+ * they are needed (rec_stack_fill): buf's from `from` on are the entries
+ * k-1 downward, while rec_shadow_drops is still `drops`. */
+static REC_TLS struct shadow_fill {
+	unsigned k, from;
+	unsigned drops;
+} shadow_fill;
+
 /* How a shadow walk ended. */
 enum shadow_end { END_OUTERMOST, END_TRAMP, END_CUT };
 
@@ -544,6 +552,7 @@ static unsigned shadow_room(unsigned keep, unsigned need)
 			*slot = rec_shadow[i].ra;
 	}
 	keep -= out;
+	rec_shadow_tb = rec_shadow[out - 1].t;  /* the chain goes on from there */
 	memmove(rec_shadow, rec_shadow + out, keep * sizeof *rec_shadow);
 	return keep;
 }
@@ -560,8 +569,15 @@ static void shadow_patch(void *const *buf, const uintptr_t *slots, const uintptr
 	unsigned left = shadow_room(keep, m);
 	cut |= left < keep;
 	keep = left;
-	for (unsigned j = 0; j < m; j++)
-		rec_shadow[keep + m - 1 - j] = (struct rec_shadow_ent){ (uintptr_t)buf[j + 1], slots[j], bps[j] };
+	if (!keep) {  /* a new chain */
+		rec_shadow_tb = (struct rec_sh){ 0, 0 };
+		rec_shadow_chained = 1;
+	}
+	struct rec_sh t = keep ? rec_shadow[keep - 1].t : rec_shadow_tb;
+	for (unsigned j = m; j-- > 0;) {
+		t = rec_sh_in(t, (uintptr_t)buf[j + 1]);
+		rec_shadow[keep + m - 1 - j] = (struct rec_shadow_ent){ (uintptr_t)buf[j + 1], slots[j], bps[j], t };
+	}
 	if (cut)
 		rec_shadow_cut = (struct rec_shadow_cut){ rec_shadow[0].slot,
 			rec_shadow[0].slot + sizeof(uintptr_t), rec_shadow[0].bp };
@@ -596,8 +612,10 @@ static int walk_on(void **buf, unsigned n, unsigned max, uintptr_t ip, uint64_t 
  * meets neither the trampoline nor the outermost frame within
  * REC_SHADOW_MAX frames patches those and leaves the shadow cut there
  * (rec_shadow_cut: a later walk that needs more frames walks on from it).
- * The number of frames put in buf, or -1 to use libunwind. */
-static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *same)
+ * The number of frames put in buf, or -1 to use libunwind; *h: their
+ * hash, when the shadow's chain gives it (*hashed). */
+static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *same,
+						 struct rec_sh *h, int *hashed)
 {
 	uint64_t epoch = rec_cfi_epoch();
 	if (epoch == UINT64_MAX)
@@ -675,16 +693,38 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 		rec_shadow_n = k;
 		if (REC_UNLIKELY(rec_check_stacks))
 			atomic_fetch_add_explicit(&rec_s.shadow_hits, 1, memory_order_relaxed);
-		unsigned i = k;
-		while (i > 0 && n < max)
-			buf[n++] = (void *)rec_shadow[--i].ra;
-		if (i == 0 && n < max && rec_shadow[0].slot == rec_shadow_cut.slot) {
+		/* the shadow's frames in the stack: its entries k-1 .. i */
+		unsigned from = n, i = k - (max - n < k ? max - n : k);
+		n += k - i;
+		int on = i == 0 && n < max && rec_shadow[0].slot == rec_shadow_cut.slot;
+		/* they are copied only if needed (rec_stack_fill), when the
+		 * stack is hashed and the patch below keeps those entries */
+		int lazy = rec_shadow_chained && t == from && !on &&
+			   !(patch && m > SHADOW_SKIP && k + m - SHADOW_SKIP > REC_SHADOW_MAX);
+		if (lazy) {
+			shadow_fill = (struct shadow_fill){ k, from, rec_shadow_drops };
+		} else {
+			for (unsigned j = from; j < n; j++)
+				buf[j] = (void *)rec_shadow[k - 1 - (j - from)].ra;
+		}
+		unsigned walked = n;
+		if (on) {
 			int more = walk_on(buf, n, max, rec_shadow[0].ra, epoch);
 			if (more < 0) {
 				rec_shadow_drop();
 				return -1;
 			}
 			n = (unsigned)more;
+		}
+		/* the walked frames hashed onto the chain at the trampoline's
+		 * entry, the entries from the outermost one taken: no frame
+		 * past the shadow (walk_on's) in the stack */
+		if (rec_shadow_chained && n == walked && t == from) {
+			struct rec_sh in = rec_shadow[k - 1].t;
+			for (unsigned j = t; j-- > 0;)
+				in = rec_sh_in(in, (uintptr_t)buf[j]);
+			*h = rec_sh_span(in, i ? rec_shadow[i - 1].t : rec_shadow_tb, n);
+			*hashed = 1;
 		}
 		*same = x == shadow_first_slot && t == shadow_first_t &&
 			memcmp(buf, shadow_first_ips, t * sizeof *buf) == 0;
@@ -769,7 +809,7 @@ unsigned rec_stack_capture_nested(void **buf, unsigned max)
 static void *const *capture(void **buf, unsigned *n, int *same, struct rec_sh *h, int *hashed)
 {
 	*hashed = 0;
-	int fast = rec_shadow_on ? walk_shadow(buf, rec_s.depth, same)
+	int fast = rec_shadow_on ? walk_shadow(buf, rec_s.depth, same, h, hashed)
 				 : walk(buf, rec_s.depth, same, h, hashed);
 	if (fast >= 0) {
 		*n = (unsigned)fast;
@@ -807,6 +847,18 @@ void *const *rec_stack_capture(void **buf, unsigned *n, int *same, struct rec_sh
 
 void rec_stack_fill(void **buf, unsigned n)
 {
+	if (rec_shadow_on) {
+		const struct shadow_fill *f = &shadow_fill;
+		if (REC_UNLIKELY(f->drops != rec_shadow_drops)) {
+			/* a signal handler emptied the shadow meanwhile (its
+			 * backtrace(), say): the slots hold the frames again */
+			rec_unwind_full(buf, n, 1);
+			return;
+		}
+		for (unsigned j = f->from; j < n; j++)
+			buf[j] = (void *)rec_shadow[f->k - 1 - (j - f->from)].ra;
+		return;
+	}
 	for (unsigned i = 0; i < n; i++)
 		buf[i] = (void *)memo_at(n - 1 - i)->ip;
 }
