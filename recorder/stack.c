@@ -527,9 +527,10 @@ static REC_TLS void *shadow_first_ips[SHADOW_SKIP + 1];
 static REC_TLS unsigned shadow_first_t;
 
 /* Where the frames of a hashed shadow walk are, to copy them out only if
- * they are needed (rec_stack_fill): buf's from `from` on are the entries
- * k-1 downward, while rec_shadow_drops is still `drops`. */
+ * they are needed (rec_stack_fill): if lazy, buf's from `from` on are the
+ * entries k-1 downward, while rec_shadow_drops is still `drops`. */
 static REC_TLS struct shadow_fill {
+	int lazy;
 	unsigned k, from;
 	unsigned drops;
 } shadow_fill;
@@ -701,9 +702,8 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 		 * stack is hashed and the patch below keeps those entries */
 		int lazy = rec_shadow_chained && t == from && !on &&
 			   !(patch && m > SHADOW_SKIP && k + m - SHADOW_SKIP > REC_SHADOW_MAX);
-		if (lazy) {
-			shadow_fill = (struct shadow_fill){ k, from, rec_shadow_drops };
-		} else {
+		shadow_fill = (struct shadow_fill){ lazy, k, from, rec_shadow_drops };
+		if (!lazy) {
 			for (unsigned j = from; j < n; j++)
 				buf[j] = (void *)rec_shadow[k - 1 - (j - from)].ra;
 		}
@@ -849,6 +849,8 @@ void rec_stack_fill(void **buf, unsigned n)
 {
 	if (rec_shadow_on) {
 		const struct shadow_fill *f = &shadow_fill;
+		if (!f->lazy)
+			return;  /* walk_shadow copied them */
 		if (REC_UNLIKELY(f->drops != rec_shadow_drops)) {
 			/* a signal handler emptied the shadow meanwhile (its
 			 * backtrace(), say): the slots hold the frames again */

@@ -312,22 +312,26 @@ def case_backtrace():
     expect(t, n, 1921, [[fn for fn in after[:DEPTH] if fn != "(libc)"]] * 2)
 
 
-def deep_stacks(size, levels):
+def deep_stacks(size, levels, depth):
     """deep_down's allocations of `size` (down) and size + 1 (up), cut at
-    REC_DEPTH frames as the recorder cuts them."""
+    `depth` frames as the recorder cuts them."""
     at = [lv for lv in range(levels, 0, -1) if lv % 25 == 0]
     def one(lv):
         frames = ["take"] + ["deep_down"] * (levels - lv + 1) + ["run_deep", "main"] + LIBC_START + ["_start"]
-        return [fn for fn in frames[:DEPTH] if fn != "(libc)"]
+        return [fn for fn in frames[:depth] if fn != "(libc)"]
     return ([one(lv) for lv in at], [one(lv) for lv in reversed(at)])
 
 
-def case_deep():
-    trace, _ = shadow_prog("deep")
+def case_deep(depth=DEPTH):
+    """REC_DEPTH = depth; at 256 the stacks are deeper than the shadow
+    (REC_SHADOW_MAX) and than the memo (walk_memo's MEMO_FRAMES)."""
+    prog = hrtest.prog("stk_shadow")
+    rectest.need(prog, "stk_shadow (no C++ compiler)")
+    trace, _ = record_out([prog, "deep"], "deep%d" % depth, env={"REC_DEPTH": str(depth)})
     t = checked(trace)
     n = Names(t)
     for size, levels in ((1930, 300), (1932, 100)):
-        down_, up = deep_stacks(size, levels)
+        down_, up = deep_stacks(size, levels, depth)
         expect(t, n, size, down_ * ROUNDS)
         expect(t, n, size + 1, up * ROUNDS)
 
@@ -335,7 +339,8 @@ def case_deep():
 CASES = {"ab": case_ab, "longjmp": case_longjmp, "siglongjmp": case_siglongjmp,
          "signal": case_signal, "coroutine": case_coroutine, "threads": case_threads,
          "fork": case_fork, "dlclose": case_dlclose, "throw": case_throw,
-         "unwind": case_unwind, "exit": case_exit, "backtrace": case_backtrace, "deep": case_deep}
+         "unwind": case_unwind, "exit": case_exit, "backtrace": case_backtrace, "deep": case_deep,
+         "deep256": lambda: case_deep(256)}
 
 
 def main():
