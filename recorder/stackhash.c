@@ -16,13 +16,14 @@
  * now leaves out: the hash does not grow with the frames that did not
  * change.
  *
- * Collisions: two different stacks (of up to 256 frames; no return address
- * is p or more apart from another in a way the fold below hides, as user
- * space addresses are below 2^57) agree in one polynomial for at most 255
- * of the p bases, in both for about (255/p)^2 = 2^-106 of base pairs. With
- * ten million distinct stacks (2^45.5 pairs) the chance that any two
- * collide is about 2^-60, far below the chance of a memory error. The bases
- * are fixed constants: return addresses are not chosen against them.
+ * Collisions: a return address counts mod p (rec_sh_word); no frame is 0
+ * and no two user space addresses (below 2^57) differ by a multiple of p,
+ * so two different stacks of up to 256 frames differ as polynomials: they
+ * agree in one for at most 255 of the p bases, in both for about
+ * (255/p)^2 = 2^-106 of base pairs. With ten million distinct stacks
+ * (2^45.5 pairs) the chance that any two collide is about 2^-60, far below
+ * the chance of a memory error. The bases are fixed constants: return
+ * addresses are not chosen against them.
  *
  * Must never: allocate or call anything; the tables are filled once, by
  * rec_stackhash_init from the constructor, before any stack is hashed.
