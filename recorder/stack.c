@@ -535,6 +535,13 @@ static REC_TLS struct shadow_fill {
 	unsigned drops;
 } shadow_fill;
 
+/* The shadow's frames of a walk into buf[from..n): entries k-1 downward. */
+static void shadow_copy(void **buf, unsigned from, unsigned n, unsigned k)
+{
+	for (unsigned j = from; j < n; j++)
+		buf[j] = (void *)rec_shadow[k - 1 - (j - from)].ra;
+}
+
 /* How a shadow walk ended. */
 enum shadow_end { END_OUTERMOST, END_TRAMP, END_CUT };
 
@@ -703,10 +710,8 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 		int lazy = rec_shadow_chained && t == from && !on &&
 			   !(patch && m > SHADOW_SKIP && k + m - SHADOW_SKIP > REC_SHADOW_MAX);
 		shadow_fill = (struct shadow_fill){ lazy, k, from, rec_shadow_drops };
-		if (!lazy) {
-			for (unsigned j = from; j < n; j++)
-				buf[j] = (void *)rec_shadow[k - 1 - (j - from)].ra;
-		}
+		if (!lazy)
+			shadow_copy(buf, from, n, k);
 		unsigned walked = n;
 		if (on) {
 			int more = walk_on(buf, n, max, rec_shadow[0].ra, epoch);
@@ -857,8 +862,7 @@ void rec_stack_fill(void **buf, unsigned n)
 			rec_unwind_full(buf, n, 1);
 			return;
 		}
-		for (unsigned j = f->from; j < n; j++)
-			buf[j] = (void *)rec_shadow[f->k - 1 - (j - f->from)].ra;
+		shadow_copy(buf, f->from, n, f->k);
 		return;
 	}
 	for (unsigned i = 0; i < n; i++)
