@@ -20,10 +20,13 @@
  * Everything that unwinds or reads return addresses without returning
  * must see the original addresses: the exported _Unwind_RaiseException,
  * _Unwind_Resume, _Unwind_Resume_or_Rethrow, _Unwind_ForcedUnwind,
- * _Unwind_Backtrace, backtrace, pthread_exit, swapcontext and setcontext
- * first put every patched slot back (rec_shadow_drop), then jump to the
- * next definition (RTLD_NEXT) with the stack and argument registers as
- * they came, so the callee sees its caller exactly as without us. What
+ * _Unwind_Backtrace, backtrace, pthread_exit, swapcontext and setcontext,
+ * and the lookups every libgcc unwinder makes before it reads the
+ * program's stack (_dl_find_object, dl_iterate_phdr: so also glibc's
+ * pthread_cancel and a libgcc linked into the program), first put every
+ * patched slot back (rec_shadow_drop), then jump to the next definition
+ * (RTLD_NEXT) with the stack and argument registers as they came, so the
+ * callee sees its caller exactly as without us. What
  * such a call allocates before it unwinds (glibc's backtrace and
  * pthread_exit load libgcc_s at their first call) must not patch the
  * frames again: a capture whose walk meets the call's return address
@@ -32,11 +35,10 @@
  * there (the call returned, or a landing pad above it runs) ends that.
  *
  * Not covered, so REC_SHADOW is off by default (README "Shadow stacks"):
- * pthread_cancel's forced unwind, which glibc runs through its private
- * pointer into libgcc_s; libgcc linked statically into the program;
  * stacks switched without swapcontext/setcontext (hand-written
  * coroutines); a program reading its own return addresses after an
- * allocation (__builtin_return_address, libunwind's unw_step); gdb.
+ * allocation (__builtin_return_address, libunwind's unw_step, which may
+ * take a frame's rules from its cache without a lookup); gdb.
  *
  * Must never: allocate, lock or call the dynamic loader in the pop or in
  * rec_shadow_drop; write a slot that does not hold the trampoline.
@@ -197,11 +199,21 @@ void rec_shadow_show(void)
 #define FORWARDS(X) \
 	X(0, _Unwind_RaiseException) X(1, _Unwind_Resume) X(2, _Unwind_Resume_or_Rethrow) \
 	X(3, _Unwind_ForcedUnwind) X(4, _Unwind_Backtrace) X(5, backtrace) \
-	X(6, pthread_exit) X(7, swapcontext) X(8, setcontext)
+	X(6, pthread_exit) X(7, swapcontext) X(8, setcontext) \
+	X(9, _dl_find_object) X(10, dl_iterate_phdr)
 #define NAME(i, f) #f,
 static const char *const names[] = { FORWARDS(NAME) };
 #define N_FORWARDS (sizeof names / sizeof *names)
 static void *next_def[N_FORWARDS];
+/* From here on, names[] are the lookups of an unwinder's frame rules
+ * (libgcc's _Unwind_Find_FDE calls _dl_find_object, older libgcc and
+ * libunwind dl_iterate_phdr): every libgcc unwinder asks one before it
+ * reads a return address from the program's stack, also the ones no
+ * exported name reaches (glibc's pthread_cancel, which calls libgcc_s
+ * through its own pointer; a libgcc linked into the program). The
+ * recorder's own calls (libunwind in stack_check.c and the fallback walk,
+ * the writer's) put nothing back. */
+#define FIRST_LOOKUP 9
 
 /* The next definition of forwarder i, called from `slot`, the patched
  * slots put back first and no patching until the call is left.
@@ -210,9 +222,11 @@ static void *next_def[N_FORWARDS];
 __attribute__((used)) void *rec_shadow_forward(unsigned i, uintptr_t slot);
 __attribute__((used)) void *rec_shadow_forward(unsigned i, uintptr_t slot)
 {
-	rec_shadow_drop();
-	rec_shadow_barrier = slot;
-	rec_shadow_barrier_ra = *(const uintptr_t *)slot;
+	if (i < FIRST_LOOKUP || !rec_guard) {
+		rec_shadow_drop();
+		rec_shadow_barrier = slot;
+		rec_shadow_barrier_ra = *(const uintptr_t *)slot;
+	}
 	void *f = __atomic_load_n(&next_def[i], __ATOMIC_ACQUIRE);
 	if (REC_UNLIKELY(!f)) {
 		f = dlsym(RTLD_NEXT, names[i]);

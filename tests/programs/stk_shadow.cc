@@ -5,6 +5,8 @@
  * run with REC_CHECK_STACKS=1, with and without REC_SHADOW=1. Each
  * allocation's size names its call site; every block is freed at once.
  * argv[1] is the case; the exit status is 0, or says what went wrong.
+ * stk_shadow_static is this program with libgcc and libstdc++ linked in
+ * statically: its unwinder is its own, reached by no exported name.
  *
  *   unwind    ROUNDS x: unwind_catcher < main calls unwind_down DEEP levels
  *             deep; each level allocates 1900 bytes, the deepest throws,
@@ -17,6 +19,16 @@
  *             each level's Noisy destructor allocates 1911 bytes while the
  *             forced unwind runs; then main allocates 1912 bytes in
  *             after_exit < run_exit. Exits 2 if a destructor did not run.
+ *   cancel    the same through pthread_cancel: a thread (cancel_body) goes
+ *             DEEP levels down cancel_down, each allocating 1940 bytes,
+ *             then WAIT_DEEP levels down cancel_wait, which has no
+ *             cleanups, allocates 1943 bytes at the bottom and waits in
+ *             pause() until main cancels the thread;
+ *             each level's Noisy destructor allocates 1941 bytes while
+ *             glibc's forced unwind runs (through its own pointer into
+ *             libgcc_s, not the exported _Unwind_ForcedUnwind); then 1942
+ *             bytes in after_cancel < run_cancel. Exits 4 if the thread
+ *             was not cancelled or a destructor did not run.
  *   backtrace bt_down DEEP levels deep (nothing allocated on the way), then
  *             in bt_bottom twice from one call site: backtrace() and _Unwind_Backtrace
  *             into two buffers, and 1920 bytes in bt_leaf (which patches
@@ -36,10 +48,13 @@
 #include <cstring>
 #include <execinfo.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <unistd.h>
 #include <unwind.h>
 
 static const int ROUNDS = 3;
 static const int DEEP = 10;
+static const int WAIT_DEEP = 6;      /* cancel_wait's frames */
 static const int BT_MAX = 64;          /* frames a backtrace keeps */
 static const int BT_AFTER = 150;       /* 16-byte frames: below bt_down's Frames */
 static const int DEEP_LONG = 300;
@@ -128,6 +143,63 @@ static int run_exit()
 	if (destructed != DEEP)
 		return 2;
 	after_exit();
+	return 0;
+}
+
+/* ---- cancel ------------------------------------------------------------- */
+static sem_t cancel_ready;
+static volatile int sink_never;  /* never set: the wait ends by cancellation */
+
+/* No cleanups here: an unwinder must go on from these frames to their
+ * callers through return addresses the allocation made the shadow patch
+ * (all but the innermost few: stack.c's SHADOW_SKIP). */
+__attribute__((noinline)) static void cancel_wait(int n)
+{
+	if (n > 1) {
+		cancel_wait(n - 1);
+		sink++;
+		return;
+	}
+	take(1943);
+	sem_post(&cancel_ready);
+	while (!sink_never)
+		pause();  /* a cancellation point */
+}
+
+__attribute__((noinline)) static void cancel_down(int n)
+{
+	Noisy noisy(1941);
+	take(1940);
+	if (n > 1) {
+		cancel_down(n - 1);
+	} else {
+		cancel_wait(WAIT_DEEP);
+	}
+	sink++;
+}
+
+__attribute__((noinline)) static void *cancel_body(void *)
+{
+	cancel_down(DEEP);
+	return nullptr;
+}
+
+__attribute__((noinline)) static void after_cancel() { take(1942); }
+
+static int run_cancel()
+{
+	pthread_t t;
+	void *ret = nullptr;
+	if (sem_init(&cancel_ready, 0, 0) != 0 ||
+	    pthread_create(&t, nullptr, cancel_body, nullptr) != 0)
+		return 1;
+	while (sem_wait(&cancel_ready) != 0)
+		;
+	if (pthread_cancel(t) != 0 || pthread_join(t, &ret) != 0)
+		return 1;
+	if (ret != PTHREAD_CANCELED || destructed != DEEP)
+		return 4;
+	after_cancel();
 	return 0;
 }
 
@@ -224,7 +296,7 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*run)();
 	} cases[] = {
-		{ "unwind", run_unwind }, { "exit", run_exit },
+		{ "unwind", run_unwind }, { "exit", run_exit }, { "cancel", run_cancel },
 		{ "backtrace", run_backtrace }, { "deep", run_deep },
 	};
 	for (const auto &c : cases)

@@ -46,6 +46,7 @@ EXPORTS = {"malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalig
            "_Unwind_RaiseException", "_Unwind_Resume", "_Unwind_Resume_or_Rethrow",
            "_Unwind_ForcedUnwind", "_Unwind_Backtrace", "backtrace", "pthread_exit",
            "swapcontext", "setcontext",
+           "_dl_find_object", "dl_iterate_phdr",  # what unwinders look up first
            # C++ operator new and delete, every form
            "_Znwm", "_Znam", "_ZnwmRKSt9nothrow_t", "_ZnamRKSt9nothrow_t",
            "_ZnwmSt11align_val_t", "_ZnamSt11align_val_t",

@@ -6,8 +6,9 @@ allocating frames, allocations in signal handlers (on the thread's stack
 and on an alternate one), swapcontext coroutines, short threads on reused
 stacks, fork from a deep stack, dlclose then another library at the same
 address, and two callers of equal frames calling one helper; and what the shadow
-stack (REC_SHADOW=1) must survive: exceptions whose cleanups allocate,
-pthread_exit from a deep stack, backtrace() and _Unwind_Backtrace from
+stack (REC_SHADOW=1) must survive: exceptions whose cleanups allocate
+(also unwound by a libgcc linked into the program), pthread_exit and
+pthread_cancel from a deep stack, backtrace() and _Unwind_Backtrace from
 the program, stacks deeper than REC_DEPTH and than the shadow.
 
 With --shadow (argv[2]) the case runs with REC_SHADOW=1, and the walks
@@ -39,9 +40,11 @@ ROUNDS = 3
 DEEP = 12               # stk_hard.c's DEEP
 THROW_DEEP = 8          # stk_throw.cc's DEEP
 THREADS = 60
-OURS = ("stk_hard", "stk_throw", "stk_shadow", "libstk_dl_a.so", "libstk_dl_b.so")
+OURS = ("stk_hard", "stk_throw", "stk_shadow", "stk_shadow_static", "libstk_dl_a.so",
+        "libstk_dl_b.so")
 DEPTH = 64              # REC_DEPTH's default
 SHADOW_DEEP = 10        # stk_shadow.cc's DEEP
+WAIT_DEEP = 6           # stk_shadow.cc's WAIT_DEEP
 BT_AFTER = 150          # stk_shadow.cc's BT_AFTER
 LIBC_START = ["(libc)", "(libc)"]  # between main and _start: __libc_start_call_main, _main_impl
 SHADOW = "--shadow" in sys.argv[2:]
@@ -268,14 +271,16 @@ def case_throw():
         assert g == w, n.frames(r["stack"])
 
 
-def shadow_prog(case):
-    prog = hrtest.prog("stk_shadow")
-    rectest.need(prog, "stk_shadow (no C++ compiler)")
+def shadow_prog(case, name="stk_shadow"):
+    prog = hrtest.prog(name)
+    rectest.need(prog, name + " (no C++ compiler)")
     return record_out([prog, case], case)
 
 
-def case_unwind():
-    trace, _ = shadow_prog("unwind")
+def case_unwind(name="stk_shadow"):
+    """With name stk_shadow_static, the exceptions are unwound by the
+    program's own libgcc, which the recorder's exports do not reach."""
+    trace, _ = shadow_prog("unwind", name)
     t = checked(trace)
     n = Names(t)
     top = ["unwind_catcher", "run_unwind"] + TOP
@@ -295,6 +300,21 @@ def case_exit():
     expect(t, n, 1911, [["take", "Noisy::~Noisy"] + down("exit_down", k, ["exit_body"])
                         for k in range(deep, 0, -1)])
     expect(t, n, 1912, [["take", "after_exit", "run_exit"] + TOP])
+
+
+def case_cancel():
+    """glibc's pthread_cancel unwinds the thread through its own pointer
+    into libgcc_s, past frames the shadow patched (stk_shadow.cc exits 4
+    if a destructor did not run)."""
+    trace, _ = shadow_prog("cancel")
+    t = checked(trace)
+    n = Names(t)
+    deep = SHADOW_DEEP
+    expect(t, n, 1940, [["take"] + down("cancel_down", k, ["cancel_body"]) for k in range(1, deep + 1)])
+    expect(t, n, 1943, [["take"] + ["cancel_wait"] * WAIT_DEEP + down("cancel_down", deep, ["cancel_body"])])
+    expect(t, n, 1941, [["take", "Noisy::~Noisy"] + down("cancel_down", k, ["cancel_body"])
+                        for k in range(deep, 0, -1)])
+    expect(t, n, 1942, [["take", "after_cancel", "run_cancel"] + TOP])
 
 
 def case_backtrace():
@@ -339,7 +359,8 @@ def case_deep(depth=DEPTH):
 CASES = {"ab": case_ab, "longjmp": case_longjmp, "siglongjmp": case_siglongjmp,
          "signal": case_signal, "coroutine": case_coroutine, "threads": case_threads,
          "fork": case_fork, "dlclose": case_dlclose, "throw": case_throw,
-         "unwind": case_unwind, "exit": case_exit, "backtrace": case_backtrace, "deep": case_deep,
+         "unwind": case_unwind, "unwind_static": lambda: case_unwind("stk_shadow_static"),
+         "exit": case_exit, "cancel": case_cancel, "backtrace": case_backtrace, "deep": case_deep,
          "deep256": lambda: case_deep(256)}
 
 
