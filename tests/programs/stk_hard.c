@@ -41,15 +41,20 @@
  *               argv[3] (libstk_dl_b.so, the same size: the loader maps it
  *               where the first was), whose dl_run allocates 1701 bytes
  *               (dl_leaf_b < dl_mid_b < dl_run < main); then the first again
+ *   fp          ROUNDS x, twice: 1800 bytes in fp_leaf < fp_mid < fp_top <
+ *               main, through fp_top's two calls of fp_mid, whose stacks
+ *               differ only in the frame pointer fp_mid saved (below)
  * With STK_PAD=N in the environment, main runs the case under N frames of
  * pad (< main), so that every stack is deep (the recorder's walk of deep
  * stacks, which reuses the thread's previous walk, then meets each case).
  * Prints nothing; exits 0 (1 on bad arguments or a failed call).
  */
+#include <alloca.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -325,6 +330,65 @@ static int run_dlclose(int argc, char **argv)
 	return call_lib(argv[2]) || call_lib(argv[3]) || call_lib(argv[2]);
 }
 
+/* ---- fp: equal return addresses where a frame pointer differs ----------- */
+/* fp_top calls fp_mid from two sites, the second under FP_SHIFT more bytes
+ * of its own alloca; fp_mid takes FP_SHIFT fewer there, so fp_leaf's and
+ * take's frames are where they were, and so is every return address the
+ * first site's walk loaded down to fp_mid's. Only the frame pointer
+ * fp_mid saved differs. Then fp_top writes into its own alloca'd bytes,
+ * where fp_mid's frame was, the two words the first walk loaded past it
+ * (fp_top's frame pointer and the first site's return address): a walk
+ * that checked the return addresses it reuses but not that frame pointer
+ * would take fp_top's frame, and the first site, from its previous walk. */
+#define FP_SHIFT 256          /* bytes: a multiple of the stack's 16-byte alignment */
+#define FP_ROOM 64
+static const uintptr_t *fp_cfa;   /* fp_mid's frame (its CFA) under the first site */
+static uintptr_t fp_words[2];     /* what the first walk loaded at fp_cfa - 2 and - 1 */
+
+__attribute__((noinline)) static void fp_leaf(void) { take(1800); }
+
+__attribute__((noinline)) static void fp_mid(int second)
+{
+	volatile char *room = alloca(second ? FP_ROOM : FP_ROOM + FP_SHIFT);
+	room[0] = 0;
+	if (!second) {  /* CFA = frame pointer + 16: the saved rbp, then the return address */
+		fp_cfa = (const uintptr_t *)__builtin_frame_address(0) + 2;
+		fp_words[0] = fp_cfa[-2];
+		fp_words[1] = fp_cfa[-1];
+	}
+	fp_leaf();
+	sink++;
+}
+
+__attribute__((noinline)) static int fp_top(int second)
+{
+	if (!second) {
+		volatile char *room = alloca(16);
+		room[0] = 0;
+		fp_mid(0);
+	} else {
+		uintptr_t *room = alloca(16 + FP_SHIFT);
+		uintptr_t *w = (uintptr_t *)fp_cfa - 2;
+		if (w < room || w + 2 > room + (16 + FP_SHIFT) / sizeof *room)
+			return 1;  /* the frames are not laid out as this case needs */
+		w[0] = fp_words[0];
+		w[1] = fp_words[1];
+		fp_mid(1);
+	}
+	sink++;
+	return 0;
+}
+
+static int run_fp(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	for (int i = 0; i < 2 * ROUNDS; i++)
+		if (fp_top(i % 2))  /* one call site: only fp_top's differ */
+			return 1;
+	return 0;
+}
+
 /* The cases by name; each returns the exit status. */
 static const struct {
 	const char *name;
@@ -332,7 +396,7 @@ static const struct {
 } cases[] = {
 	{ "ab", run_ab }, { "longjmp", run_longjmp }, { "siglongjmp", run_siglongjmp },
 	{ "signal", run_signal }, { "coroutine", run_coroutine }, { "threads", run_threads },
-	{ "fork", run_fork }, { "dlclose", run_dlclose },
+	{ "fork", run_fork }, { "dlclose", run_dlclose }, { "fp", run_fp },
 };
 
 /* Runs the case under n + 1 frames of pad. */

@@ -5,7 +5,8 @@ siglongjmp across allocating frames, C++ exceptions unwinding through
 allocating frames, allocations in signal handlers (on the thread's stack
 and on an alternate one), swapcontext coroutines, short threads on reused
 stacks, fork from a deep stack, dlclose then another library at the same
-address, and two callers of equal frames calling one helper; and what the shadow
+address, two callers of equal frames calling one helper, and two stacks
+that differ only in a saved frame pointer; and what the shadow
 stack (REC_SHADOW=1) must survive: exceptions whose cleanups allocate
 (also unwound by a libgcc linked into the program), pthread_exit and
 pthread_cancel from a deep stack, backtrace() and _Unwind_Backtrace from
@@ -165,6 +166,15 @@ def case_ab():
     t = checked(stk("ab"))
     n = Names(t)
     expect(t, n, 1000, [["take", "helper", c, "run_ab"] + TOP for _ in range(ROUNDS) for c in ("a", "b")])
+
+
+def case_fp():
+    """Two stacks whose return addresses agree as far as a frame pointer
+    that differs (stk_hard.c's fp): under --pad the walk that reuses the
+    previous one must see it (a wrong reuse aborts the program)."""
+    t = checked(stk("fp"))
+    n = Names(t)
+    expect(t, n, 1800, [["take", "fp_leaf", "fp_mid", "fp_top", "run_fp"] + TOP] * (2 * ROUNDS))
 
 
 def down(fn, k, top):
@@ -356,7 +366,7 @@ def case_deep(depth=DEPTH):
         expect(t, n, size + 1, up * ROUNDS)
 
 
-CASES = {"ab": case_ab, "longjmp": case_longjmp, "siglongjmp": case_siglongjmp,
+CASES = {"ab": case_ab, "fp": case_fp, "longjmp": case_longjmp, "siglongjmp": case_siglongjmp,
          "signal": case_signal, "coroutine": case_coroutine, "threads": case_threads,
          "fork": case_fork, "dlclose": case_dlclose, "throw": case_throw,
          "unwind": case_unwind, "unwind_static": lambda: case_unwind("stk_shadow_static"),
