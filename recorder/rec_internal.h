@@ -334,6 +334,8 @@ struct rec_session {
 	_Atomic uint64_t lent_calls;  /* calls recorded through a lent ring (no ring free) */
 	_Atomic uint64_t stack_checks; /* captures checked (REC_CHECK_STACKS) */
 	_Atomic uint64_t shadow_hits; /* of those, walks that met the shadow's trampoline */
+	_Atomic uint64_t shadow_quiet; /* windows of a thread's captures that patched
+	                                  nothing (stack.c's patching policy) */
 	_Atomic uint64_t memo_hits;   /* of those, walks that took the rest from the memo */
 	_Atomic uint64_t stacks_unknown; /* events stored with stack 0: trie full, or a
 	                                    new stack in a handler that interrupted
@@ -535,6 +537,7 @@ extern REC_TLS unsigned rec_shadow_n;
  * entries breaks the chain until the shadow starts again from empty). */
 extern REC_TLS int rec_shadow_chained;
 extern REC_TLS unsigned rec_shadow_drops;   /* rec_shadow_drop's calls */
+extern REC_TLS unsigned rec_shadow_pops;    /* returns through the trampoline */
 extern REC_TLS struct rec_sh rec_shadow_tb;
 /* Nonzero: a call that unwinds (shadow.c's forwarders) returns through
  * this slot to rec_shadow_barrier_ra; no capture inside it patches. */

@@ -442,6 +442,7 @@ static void start(int single_thread)
 	atomic_store(&rec_s.stacks_unknown, 0);
 	atomic_store(&rec_s.stack_checks, 0);
 	atomic_store(&rec_s.shadow_hits, 0);
+	atomic_store(&rec_s.shadow_quiet, 0);
 	atomic_store(&rec_s.memo_hits, 0);
 	atomic_store(&rec_s.reserve_failed, 0);
 	atomic_store(&rec_s.said_trouble, 0);

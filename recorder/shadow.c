@@ -52,6 +52,7 @@ REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
 REC_TLS unsigned rec_shadow_n;
 REC_TLS int rec_shadow_chained;
 REC_TLS unsigned rec_shadow_drops;
+REC_TLS unsigned rec_shadow_pops;
 REC_TLS struct rec_sh rec_shadow_tb;
 REC_TLS uintptr_t rec_shadow_barrier, rec_shadow_barrier_ra;
 REC_TLS struct rec_shadow_cut rec_shadow_cut;
@@ -122,8 +123,10 @@ __attribute__((used)) uintptr_t rec_shadow_pop(uintptr_t slot)
 			abort();
 		}
 		uintptr_t ra = rec_shadow[n - 1].ra;
-		if (set_count(n0, n - 1))
+		if (set_count(n0, n - 1)) {
+			rec_shadow_pops++;
 			return ra;
+		}
 	}
 }
 

@@ -634,7 +634,9 @@ static void stats(void)
 		p = rec_utoa(p, e, atomic_load(&rec_s.memo_hits));
 		if (rec_shadow_on) {
 			p = rec_cat(p, e, " shadow_hits=");
-			rec_utoa(p, e, atomic_load(&rec_s.shadow_hits));
+			p = rec_utoa(p, e, atomic_load(&rec_s.shadow_hits));
+			p = rec_cat(p, e, " shadow_quiet=");
+			rec_utoa(p, e, atomic_load(&rec_s.shadow_quiet));
 		}
 	}
 	rec_writer_mark(rec_now(), label);

@@ -29,6 +29,12 @@
  *             libgcc_s, not the exported _Unwind_ForcedUnwind); then 1942
  *             bytes in after_cancel < run_cancel. Exits 4 if the thread
  *             was not cancelled or a destructor did not run.
+ *   policy    POLICY_CALLS x: 1950 bytes at the bottom of policy_down,
+ *             1 to POLICY_DEEP levels deep as a generator of its own
+ *             draws (lcg_next): call chains that change at random depths,
+ *             whose patched frames mostly return before the next
+ *             allocation (recorder/stack.c's patching policy then stops
+ *             patching for a while).
  *   backtrace bt_down DEEP levels deep (nothing allocated on the way), then
  *             in bt_bottom twice from one call site: backtrace() and _Unwind_Backtrace
  *             into two buffers, and 1920 bytes in bt_leaf (which patches
@@ -203,6 +209,34 @@ static int run_cancel()
 	return 0;
 }
 
+/* ---- policy ------------------------------------------------------------- */
+static const int POLICY_CALLS = 6000;
+static const unsigned POLICY_DEEP = 30;
+
+/* test_stacks.py draws the same depths */
+static unsigned lcg_next(unsigned *x)
+{
+	*x = *x * 1103515245u + 12345u;
+	return *x >> 16;
+}
+
+__attribute__((noinline)) static void policy_down(unsigned n)
+{
+	if (n > 1)
+		policy_down(n - 1);
+	else
+		take(1950);
+	sink++;
+}
+
+static int run_policy()
+{
+	unsigned x = 1;
+	for (int i = 0; i < POLICY_CALLS; i++)
+		policy_down(1 + lcg_next(&x) % POLICY_DEEP);
+	return 0;
+}
+
 /* ---- backtrace ---------------------------------------------------------- */
 struct Frames {
 	void *ip[BT_MAX];
@@ -296,7 +330,7 @@ int main(int argc, char **argv)
 		const char *name;
 		int (*run)();
 	} cases[] = {
-		{ "unwind", run_unwind }, { "exit", run_exit }, { "cancel", run_cancel },
+		{ "unwind", run_unwind }, { "exit", run_exit }, { "cancel", run_cancel }, { "policy", run_policy },
 		{ "backtrace", run_backtrace }, { "deep", run_deep },
 	};
 	for (const auto &c : cases)

@@ -10,7 +10,8 @@ that differ only in a saved frame pointer; and what the shadow
 stack (REC_SHADOW=1) must survive: exceptions whose cleanups allocate
 (also unwound by a libgcc linked into the program), pthread_exit and
 pthread_cancel from a deep stack, backtrace() and _Unwind_Backtrace from
-the program, stacks deeper than REC_DEPTH and than the shadow.
+the program, stacks deeper than REC_DEPTH and than the shadow, and call
+chains that change at random depths (where it stops patching).
 
 With --shadow (argv[2]) the case runs with REC_SHADOW=1, and the walks
 that met the shadow's trampoline are counted too (shadow_hits in the
@@ -46,6 +47,7 @@ OURS = ("stk_hard", "stk_throw", "stk_shadow", "stk_shadow_static", "libstk_dl_a
 DEPTH = 64              # REC_DEPTH's default
 SHADOW_DEEP = 10        # stk_shadow.cc's DEEP
 WAIT_DEEP = 6           # stk_shadow.cc's WAIT_DEEP
+POLICY_CALLS, POLICY_DEEP = 6000, 30  # stk_shadow.cc's
 BT_AFTER = 150          # stk_shadow.cc's BT_AFTER
 LIBC_START = ["(libc)", "(libc)"]  # between main and _start: __libc_start_call_main, _main_impl
 SHADOW = "--shadow" in sys.argv[2:]
@@ -327,6 +329,22 @@ def case_cancel():
     expect(t, n, 1942, [["take", "after_cancel", "run_cancel"] + TOP])
 
 
+def case_policy():
+    """Call chains that change at random depths: with --shadow the
+    recorder stops patching for a while (shadow_quiet), and every stack
+    stays exact."""
+    trace, _ = shadow_prog("policy")
+    t = checked(trace)
+    if SHADOW:
+        st = t.stats()
+        assert st.get("shadow_quiet", 0) > 0, "%s: patching never stopped: %s" % (trace, st)
+    x, depths = 1, []
+    for _ in range(POLICY_CALLS):
+        x = (x * 1103515245 + 12345) & 0xffffffff
+        depths.append(1 + (x >> 16) % POLICY_DEEP)
+    expect(t, Names(t), 1950, [["take"] + down("policy_down", d, ["run_policy"] + TOP) for d in depths])
+
+
 def case_backtrace():
     trace, out = shadow_prog("backtrace")
     t = checked(trace)  # bt_after's second allocation, after backtrace() returned
@@ -370,7 +388,7 @@ CASES = {"ab": case_ab, "fp": case_fp, "longjmp": case_longjmp, "siglongjmp": ca
          "signal": case_signal, "coroutine": case_coroutine, "threads": case_threads,
          "fork": case_fork, "dlclose": case_dlclose, "throw": case_throw,
          "unwind": case_unwind, "unwind_static": lambda: case_unwind("stk_shadow_static"),
-         "exit": case_exit, "cancel": case_cancel, "backtrace": case_backtrace, "deep": case_deep,
+         "exit": case_exit, "cancel": case_cancel, "policy": case_policy, "backtrace": case_backtrace, "deep": case_deep,
          "deep256": lambda: case_deep(256)}
 
 
