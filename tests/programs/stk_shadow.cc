@@ -14,16 +14,17 @@
  *             the exception unwinds it (the landing pad's allocation
  *             patches the frames still to be unwound); after the catch,
  *             1902 bytes in after_unwind < unwind_catcher.
- *   exit      a thread (exit_body) goes DEEP levels down exit_down, each
- *             allocating 1910 bytes, and calls pthread_exit at the bottom:
- *             each level's Noisy destructor allocates 1911 bytes while the
- *             forced unwind runs; then main allocates 1912 bytes in
- *             after_exit < run_exit. Exits 2 if a destructor did not run.
- *   cancel    the same through pthread_cancel: a thread (cancel_body) goes
- *             DEEP levels down cancel_down, each allocating 1940 bytes,
- *             then WAIT_DEEP levels down cancel_wait, which has no
- *             cleanups, allocates 1943 bytes at the bottom and waits in
- *             pause() until main cancels the thread;
+ *   exit      a thread (down_body) goes DEEP levels down noisy_down, each
+ *             allocating 1910 bytes, and calls pthread_exit at the bottom
+ *             (exit_bottom): each level's Noisy destructor allocates 1911
+ *             bytes while the forced unwind runs; then main allocates 1912
+ *             bytes in after_exit < run_exit. Exits 2 if a destructor did
+ *             not run.
+ *   cancel    the same through pthread_cancel: a thread (down_body) goes
+ *             DEEP levels down noisy_down, each allocating 1940 bytes,
+ *             then (cancel_bottom) WAIT_DEEP levels down cancel_wait, which
+ *             has no cleanups, allocates 1943 bytes at the bottom and waits
+ *             in pause() until main cancels the thread;
  *             each level's Noisy destructor allocates 1941 bytes while
  *             glibc's forced unwind runs (through its own pointer into
  *             libgcc_s, not the exported _Unwind_ForcedUnwind); then 1942
@@ -122,29 +123,41 @@ static int run_unwind()
 }
 
 /* ---- exit --------------------------------------------------------------- */
-__attribute__((noinline)) static void exit_down(int n)
+/* n levels deep, each allocating size bytes, whose Noisy destructors
+ * allocate size + 1 bytes; bottom() at the deepest (it ends the thread) */
+__attribute__((noinline)) static void noisy_down(int n, size_t size, void (*bottom)())
 {
-	Noisy noisy(1911);
-	take(1910);
+	Noisy noisy(size + 1);
+	take(size);
 	if (n > 1)
-		exit_down(n - 1);
-	else if (n == 1)
-		pthread_exit(nullptr);
+		noisy_down(n - 1, size, bottom);
+	else
+		bottom();
 	sink++;
 }
 
-__attribute__((noinline)) static void *exit_body(void *)
+/* A thread that goes DEEP levels down noisy_down */
+struct Down {
+	size_t size;
+	void (*bottom)();
+};
+
+__attribute__((noinline)) static void *down_body(void *arg)
 {
-	exit_down(DEEP);
+	const Down *d = static_cast<const Down *>(arg);
+	noisy_down(DEEP, d->size, d->bottom);
 	return nullptr;
 }
+
+__attribute__((noinline)) static void exit_bottom() { pthread_exit(nullptr); }
 
 __attribute__((noinline)) static void after_exit() { take(1912); }
 
 static int run_exit()
 {
+	static Down down = { 1910, exit_bottom };
 	pthread_t t;
-	if (pthread_create(&t, nullptr, exit_body, nullptr) != 0 || pthread_join(t, nullptr) != 0)
+	if (pthread_create(&t, nullptr, down_body, &down) != 0 || pthread_join(t, nullptr) != 0)
 		return 1;
 	if (destructed != DEEP)
 		return 2;
@@ -172,32 +185,17 @@ __attribute__((noinline)) static void cancel_wait(int n)
 		pause();  /* a cancellation point */
 }
 
-__attribute__((noinline)) static void cancel_down(int n)
-{
-	Noisy noisy(1941);
-	take(1940);
-	if (n > 1) {
-		cancel_down(n - 1);
-	} else {
-		cancel_wait(WAIT_DEEP);
-	}
-	sink++;
-}
-
-__attribute__((noinline)) static void *cancel_body(void *)
-{
-	cancel_down(DEEP);
-	return nullptr;
-}
+__attribute__((noinline)) static void cancel_bottom() { cancel_wait(WAIT_DEEP); }
 
 __attribute__((noinline)) static void after_cancel() { take(1942); }
 
 static int run_cancel()
 {
+	static Down down = { 1940, cancel_bottom };
 	pthread_t t;
 	void *ret = nullptr;
 	if (sem_init(&cancel_ready, 0, 0) != 0 ||
-	    pthread_create(&t, nullptr, cancel_body, nullptr) != 0)
+	    pthread_create(&t, nullptr, down_body, &down) != 0)
 		return 1;
 	while (sem_wait(&cancel_ready) != 0)
 		;

@@ -308,8 +308,8 @@ def case_exit():
     t = checked(trace)
     n = Names(t)
     deep = SHADOW_DEEP
-    expect(t, n, 1910, [["take"] + down("exit_down", k, ["exit_body"]) for k in range(1, deep + 1)])
-    expect(t, n, 1911, [["take", "Noisy::~Noisy"] + down("exit_down", k, ["exit_body"])
+    expect(t, n, 1910, [["take"] + down("noisy_down", k, ["down_body"]) for k in range(1, deep + 1)])
+    expect(t, n, 1911, [["take", "Noisy::~Noisy"] + down("noisy_down", k, ["down_body"])
                         for k in range(deep, 0, -1)])
     expect(t, n, 1912, [["take", "after_exit", "run_exit"] + TOP])
 
@@ -322,9 +322,10 @@ def case_cancel():
     t = checked(trace)
     n = Names(t)
     deep = SHADOW_DEEP
-    expect(t, n, 1940, [["take"] + down("cancel_down", k, ["cancel_body"]) for k in range(1, deep + 1)])
-    expect(t, n, 1943, [["take"] + ["cancel_wait"] * WAIT_DEEP + down("cancel_down", deep, ["cancel_body"])])
-    expect(t, n, 1941, [["take", "Noisy::~Noisy"] + down("cancel_down", k, ["cancel_body"])
+    expect(t, n, 1940, [["take"] + down("noisy_down", k, ["down_body"]) for k in range(1, deep + 1)])
+    expect(t, n, 1943, [["take"] + ["cancel_wait"] * WAIT_DEEP + ["cancel_bottom"] +
+                        down("noisy_down", deep, ["down_body"])])
+    expect(t, n, 1941, [["take", "Noisy::~Noisy"] + down("noisy_down", k, ["down_body"])
                         for k in range(deep, 0, -1)])
     expect(t, n, 1942, [["take", "after_cancel", "run_cancel"] + TOP])
 
