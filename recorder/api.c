@@ -57,6 +57,7 @@
 #define F_EVER 8u          /* this trace has recorded allocations */
 #define F_OVERFLOW 16u     /* the sampled set overflowed: record every free */
 #define F_SETREADY 64u     /* stopped: the set holds every recorded live block */
+#define F_HOLD 128u        /* rec_ctl_hold: allocations off, and no stop */
 _Static_assert(REC_M_SETBUILD == 32u, "between F_OVERFLOW and F_SETREADY");
 #define FLAGS_MASK (((uint64_t)1 << REC_M_PERIOD_SHIFT) - 1)  /* below the period */
 
@@ -91,7 +92,7 @@ static struct pool_name *_Atomic pool_names;
  * after every count is stuck (they stay so until the next trace's reset). */
 static uint64_t derive(uint64_t w)
 {
-	uint64_t flags = w & (REC_M_ALLOCS | F_EVER | F_OVERFLOW | REC_M_SETBUILD | F_SETREADY);
+	uint64_t flags = w & (REC_M_ALLOCS | F_EVER | F_OVERFLOW | REC_M_SETBUILD | F_SETREADY | F_HOLD);
 	int probe = ((w >> REC_M_PERIOD_SHIFT) != 0 || (flags & F_SETREADY)) &&
 		    !(flags & F_OVERFLOW);
 	if (flags & (REC_M_ALLOCS | F_EVER))  /* blocks may have been recorded */
@@ -258,10 +259,34 @@ int rec_ctl_stop(int can_wait)
 	return 0;
 }
 
+/* While trace-record -p rewrites GOT entries (attach.c) or puts them back
+ * (session.c's detach), some of the program's calls reach the hooks and
+ * some not: a block recorded through a hooked malloc, freed through a free
+ * not (yet, or no longer) hooked, and recorded again at the same address
+ * through the hooked malloc would be a missed free. So no allocation is
+ * recorded meanwhile; no mark either (the attach mark and the trace's end
+ * bound the recording), and no stop: the writer builds no stop set
+ * (set_wanted), which would map and fill the sampled set at every detach.
+ * rec_ctl_hold: allocations off, 1 if they were on; rec_ctl_release: the
+ * hold over, allocations on again if `allocs` (as rec_ctl_start turns
+ * them on). */
+int rec_ctl_hold(void)
+{
+	return (change(F_HOLD, REC_M_ALLOCS) & REC_M_ALLOCS) != 0;
+}
+
+void rec_ctl_release(int allocs)
+{
+	if (allocs)
+		change(REC_M_ALLOCS | F_EVER, REC_M_SETBUILD | F_SETREADY | F_HOLD);
+	else
+		change(0, F_HOLD);
+}
+
 /* Stopped, not sampling, blocks recorded, no overflow, set not filled. */
 static int set_wanted(uint64_t w)
 {
-	return !(w & (REC_M_ALLOCS | F_OVERFLOW | F_SETREADY)) && (w & F_EVER) &&
+	return !(w & (REC_M_ALLOCS | F_OVERFLOW | F_SETREADY | F_HOLD)) && (w & F_EVER) &&
 	       !(w >> REC_M_PERIOD_SHIFT);
 }
 

@@ -70,7 +70,9 @@ REC_EXPORT int heapreel_attach(const char *trace_path)
 	int rc = rec_session_attach(trace_path);
 	if (rc == 0) {
 		rec_ctl_mark(TF_MARK_ATTACH, 1);   /* before the first event */
+		int held = rec_ctl_hold();          /* until every entry routes (api.c) */
 		rec_alloc_api_init(routes, find_routes());
+		rec_ctl_release(held);
 	}
 	rec_guard = g;
 	return rc;

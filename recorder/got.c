@@ -34,7 +34,9 @@
 #include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__x86_64__)
 #define GOT_JUMP_SLOT R_X86_64_JUMP_SLOT
@@ -177,6 +179,11 @@ static struct entry *remembered(const uintptr_t *slot)
 }
 
 /* One aligned store, the page writable around it if RELRO made it read-only. */
+/* Test only (REC_TEST_GOT_PAUSE_US, read by rec_got_install): a pause
+ * after each entry written, so that the program's threads run while its
+ * GOT is half rewritten (tests/attach/test_cycles.py slow). */
+static long pause_ns;
+
 static int store(const struct object *o, uintptr_t *slot, uintptr_t word)
 {
 	uintptr_t page = (uintptr_t)slot & ~(page_size - 1);
@@ -186,6 +193,10 @@ static int store(const struct object *o, uintptr_t *slot, uintptr_t word)
 	atomic_store_explicit((_Atomic uintptr_t *)slot, word, memory_order_release);
 	if (ro)
 		mprotect((void *)page, page_size, PROT_READ);
+	if (pause_ns) {
+		struct timespec ts = { 0, pause_ns };
+		nanosleep(&ts, NULL);
+	}
 	return 0;
 }
 
@@ -306,6 +317,8 @@ int rec_got_install(const struct rec_got_fn *f, unsigned n)
 	return -1;
 #else
 	page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
+	const char *us = getenv("REC_TEST_GOT_PAUSE_US");
+	pause_ns = us ? strtol(us, NULL, 10) % 1000000 * 1000 : 0;
 	fns = f;
 	atomic_store_explicit(&nfns, n, memory_order_relaxed);
 	struct pass p = run(0);

@@ -537,10 +537,15 @@ void rec_session_stop(void)
 	rec_guard = g;
 }
 
+/* Whether allocations were on when the detach held them off
+ * (rec_ctl_hold): on again once the trace is closed, for the next attach. */
+static int detach_held;
+
 int rec_session_detach_begin(void)
 {
 	if (!attached || !rec_on() || atomic_exchange(&ending, 1))
 		return -1;
+	detach_held = rec_ctl_hold();  /* none recorded while entries go back (api.c) */
 	rec_got_restore();
 	return 0;
 }
@@ -548,6 +553,7 @@ int rec_session_detach_begin(void)
 void rec_session_detach_end(void)
 {
 	close_files();
+	rec_ctl_release(detach_held);
 	/* The ring file's mapping is swapped for zeroed anonymous memory: its
 	 * pages and disk blocks are released (a hundred attaches must not
 	 * pile them up), while a thread still finishing a hook it entered

@@ -54,6 +54,7 @@ FAULT_TESTS = [
     "rec-ring_grow",           # a growing thread's wait for room, raced by a test hook
     "test_attach",             # trace-record -p part-way: exact per function
     "test_cycles",             # attach/detach cycles on threads allocating all the time
+    "test_cycles-slow",        # the same, each GOT entry rewritten 2 ms apart
     "test_foreign",            # attach to python3 and sqlite3 while they work
 ]
 QUICK_RUNS = 1                 # --quick: one run...
