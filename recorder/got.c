@@ -178,12 +178,12 @@ static struct entry *remembered(const uintptr_t *slot)
 	return NULL;
 }
 
-/* One aligned store, the page writable around it if RELRO made it read-only. */
-/* Test only (REC_TEST_GOT_PAUSE_US, read by rec_got_install): a pause
- * after each entry written, so that the program's threads run while its
- * GOT is half rewritten (tests/attach/test_cycles.py slow). */
+/* Test only (REC_TEST_GOT_PAUSE_US, read by rec_got_install, below 1 s):
+ * a pause after each entry written, so that the program's threads run
+ * while its GOT is half rewritten (tests/attach/test_cycles.py slow). */
 static long pause_ns;
 
+/* One aligned store, the page writable around it if RELRO made it read-only. */
 static int store(const struct object *o, uintptr_t *slot, uintptr_t word)
 {
 	uintptr_t page = (uintptr_t)slot & ~(page_size - 1);
@@ -318,7 +318,8 @@ int rec_got_install(const struct rec_got_fn *f, unsigned n)
 #else
 	page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
 	const char *us = getenv("REC_TEST_GOT_PAUSE_US");
-	pause_ns = us ? strtol(us, NULL, 10) % 1000000 * 1000 : 0;
+	long pause_us = us ? strtol(us, NULL, 10) : 0;
+	pause_ns = pause_us > 0 && pause_us < 1000000 ? pause_us * 1000 : 0;
 	fns = f;
 	atomic_store_explicit(&nfns, n, memory_order_relaxed);
 	struct pass p = run(0);
