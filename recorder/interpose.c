@@ -64,11 +64,8 @@ static uint32_t current_stack(void)
 		last_id = rec_stackid_known(&h);
 		if (REC_LIKELY(last_id))
 			return last_id;
-		unsigned got = rec_stack_fill(buf, n);
-		if (got != n) {
-			n = got;
+		if (!rec_stack_fill(buf, &n))
 			hashed = 0;
-		}
 	}
 	last_id = rec_stackid(ips, n, hashed ? &h : NULL);
 	return last_id;

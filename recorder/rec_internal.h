@@ -489,10 +489,10 @@ int rec_stack_init(void);
  * caller that finds the stack id by the hash alone never needs them). */
 void *const *rec_stack_capture(void **buf, unsigned *n, int *same, struct rec_sh *h, int *hashed);
 /* After a capture that said *hashed, before any other on this thread:
- * its n frames into buf. The frames put there: fewer than n only if a
- * signal handler emptied the shadow stack in between and libunwind then
- * got fewer (the stack is no longer the one hashed). */
-unsigned rec_stack_fill(void **buf, unsigned n);
+ * its *n frames into buf. 1; or 0 if the stack is no longer the one
+ * hashed (a signal handler emptied the shadow stack in between, and
+ * libunwind then got fewer frames: *n says how many). */
+int rec_stack_fill(void **buf, unsigned *n);
 /* From a signal handler that interrupted a hook of this thread: up to max
  * return addresses, the walk cut at the first frame the cached rules cannot
  * step out of (the signal frame, usually); no lock, no libunwind, and this

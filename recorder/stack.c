@@ -880,33 +880,34 @@ void *const *rec_stack_capture(void **buf, unsigned *n, int *same, struct rec_sh
 {
 	void *const *ips = capture(buf, n, same, h, hashed);
 	if (REC_UNLIKELY(rec_check_stacks)) {
-		if (*hashed) {
-			unsigned got = rec_stack_fill(buf, *n);
-			if (got != *n) {
-				*n = got;
-				*hashed = *same = 0;
-			}
-		}
+		if (*hashed && !rec_stack_fill(buf, n))
+			*hashed = *same = 0;
 		rec_stack_check(ips, *n, *same, *hashed ? h : NULL);
 	}
 	return ips;
 }
 
-unsigned rec_stack_fill(void **buf, unsigned n)
+int rec_stack_fill(void **buf, unsigned *n)
 {
 	if (rec_shadow_on) {
 		const struct shadow_fill *f = &shadow_fill;
 		if (!f->lazy)
-			return n;  /* walk_shadow copied them */
-		if (REC_UNLIKELY(f->drops != rec_shadow_drops))
+			return 1;  /* walk_shadow copied them */
+		if (REC_UNLIKELY(f->drops != rec_shadow_drops)) {
 			/* a signal handler emptied the shadow meanwhile (its
 			 * backtrace(), say): the slots hold the frames again,
 			 * as far as libunwind gets */
-			return rec_unwind_full(buf, n, 1);
-		shadow_copy(buf, f->from, n, f->k);
-		return n;
+			unsigned got = rec_unwind_full(buf, *n, 1);
+			if (got != *n) {
+				*n = got;
+				return 0;
+			}
+			return 1;
+		}
+		shadow_copy(buf, f->from, *n, f->k);
+		return 1;
 	}
-	for (unsigned i = 0; i < n; i++)
-		buf[i] = (void *)memo_at(n - 1 - i)->ip;
-	return n;
+	for (unsigned i = 0; i < *n; i++)
+		buf[i] = (void *)memo_at(*n - 1 - i)->ip;
+	return 1;
 }
