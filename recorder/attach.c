@@ -69,10 +69,12 @@ REC_EXPORT int heapreel_attach(const char *trace_path)
 	rec_guard = 1;
 	int rc = rec_session_attach(trace_path);
 	if (rc == 0) {
-		rec_ctl_mark(TF_MARK_ATTACH, 1);   /* before the first event */
 		int held = rec_ctl_hold();          /* until every entry routes (api.c) */
 		rec_alloc_api_init(routes, find_routes());
 		rec_ctl_release(held);
+		/* from here on every allocation is recorded: the instant a
+		 * snapshot's "allocated since the attach" counts from */
+		rec_ctl_mark(TF_MARK_ATTACH, 1);
 	}
 	rec_guard = g;
 	return rc;
