@@ -264,15 +264,21 @@ int rec_ctl_stop(int can_wait)
  * some not: a block recorded through a hooked malloc, freed through a free
  * not (yet, or no longer) hooked, and recorded again at the same address
  * through the hooked malloc would be a missed free. So no allocation is
- * recorded meanwhile; no mark either (the attach mark and the trace's end
- * bound the recording), and no stop: the writer builds no stop set
- * (set_wanted), which would map and fill the sampled set at every detach.
+ * recorded meanwhile. The attach's hold writes no mark (the attach mark,
+ * stamped once it is over, bounds the recording); a detach's (`ending`)
+ * writes a heapreel.stop mark at its instant, since the trace ends only
+ * after the writer's grace rounds: answers past it say that blocks
+ * allocated then are missing. Neither builds a stop set (set_wanted),
+ * which would map and fill the sampled set at every detach.
  * rec_ctl_hold: allocations off, 1 if they were on; rec_ctl_release: the
  * hold over, allocations on again if `allocs` (as rec_ctl_start turns
  * them on). */
-int rec_ctl_hold(void)
+int rec_ctl_hold(int ending)
 {
-	return (change(F_HOLD, REC_M_ALLOCS) & REC_M_ALLOCS) != 0;
+	int was = (change(F_HOLD, REC_M_ALLOCS) & REC_M_ALLOCS) != 0;
+	if (was && ending)
+		queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, WRITER);
+	return was;
 }
 
 void rec_ctl_release(int allocs)

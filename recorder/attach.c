@@ -69,7 +69,7 @@ REC_EXPORT int heapreel_attach(const char *trace_path)
 	rec_guard = 1;
 	int rc = rec_session_attach(trace_path);
 	if (rc == 0) {
-		int held = rec_ctl_hold();          /* until every entry routes (api.c) */
+		int held = rec_ctl_hold(0);          /* until every entry routes (api.c) */
 		rec_alloc_api_init(routes, find_routes());
 		rec_ctl_release(held);
 		/* from here on every allocation is recorded: the instant a

@@ -177,7 +177,7 @@ int rec_ctl_set_ready(void);
 /* Requests; can_wait: the caller is not the writer. 0, or -1: no trace. */
 int rec_ctl_start(int can_wait);
 int rec_ctl_stop(int can_wait);
-int rec_ctl_hold(void);               /* while GOT entries change (api.c) */
+int rec_ctl_hold(int ending);         /* while GOT entries change (api.c) */
 void rec_ctl_release(int allocs);
 int rec_ctl_mark(const char *label, int can_wait);
 /* The mark of what the trace lacks from this instant on (tf_lack_mark),

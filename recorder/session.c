@@ -545,7 +545,7 @@ int rec_session_detach_begin(void)
 {
 	if (!attached || !rec_on() || atomic_exchange(&ending, 1))
 		return -1;
-	detach_held = rec_ctl_hold();  /* none recorded while entries go back (api.c) */
+	detach_held = rec_ctl_hold(1);  /* none recorded from here on (api.c) */
 	rec_got_restore();
 	return 0;
 }
