@@ -72,10 +72,11 @@ struct proc {
 	bool changed;                 /* events since its last checkpoint */
 	int64_t live_bytes, live_objects;
 	bool started;
-	/* From its first heapreel.stop mark on, blocks may have been
-	 * allocated unrecorded (stopped, or not yet started): a free matching
-	 * no block then is of such a block, counted apart (unknown_frees),
-	 * not as unmatched. */
+	/* From its first heapreel.stop or heapreel.unrouted mark on, blocks
+	 * may have been allocated unrecorded (stopped, not yet started, or by
+	 * an object whose calls were not routed yet): a free matching no block
+	 * then is of such a block, counted apart (unknown_frees), not as
+	 * unmatched. */
 	uint64_t t_unseen;
 	uint64_t bucket, b_max, b_allocs, b_frees;
 	/* A bounded trace replayed from a keyframe is exact from `window` on:
@@ -961,7 +962,8 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 		p->window = tr[t].keyed ? tr[t].window + tr[t].shift : 0;
 		p->t_unseen = IMP_NO_TIME;
 		for (size_t k = 0; k < tr[t].nmarks; k++)
-			if (!strcmp(tr[t].marks[k].label, TF_MARK_RESERVED "stop") &&
+			if ((!strcmp(tr[t].marks[k].label, TF_MARK_RESERVED "stop") ||
+			     !strcmp(tr[t].marks[k].label, TF_MARK_UNROUTED)) &&
 			    tr[t].marks[k].t + tr[t].shift < p->t_unseen)
 				p->t_unseen = tr[t].marks[k].t + tr[t].shift;
 		p->attached = tr[t].attach_t != IMP_NO_TIME;

@@ -387,6 +387,7 @@ void q_close(struct q_db *db)
 			free((char *)db->pd[i].marks[j].label);
 		free(db->pd[i].marks);
 		free(db->pd[i].stopped);
+		free(db->pd[i].unrouted);
 		for (size_t j = 0; j < db->pd[i].nthreads; j++)
 			free((char *)db->pd[i].threads[j].name);
 		free(db->pd[i].threads);

@@ -2,7 +2,8 @@
  * the unknown inheritance, the custom blocks a sampled or bounded trace
  * does not hold of a process, and the heap from before an attach
  * (importer/schema.sql, schema version 4, and the heapreel.stop /
- * heapreel.start / heapreel.custom-unrecorded / heapreel.attach marks), told as
+ * heapreel.start / heapreel.unrouted / heapreel.routed /
+ * heapreel.custom-unrecorded / heapreel.attach marks), told as
  * sentences that trace-snap prints and writes, and that trace-tui's status
  * line shortens. README "trace-snap" says what each means.
  *
@@ -17,31 +18,75 @@
 
 #define MARK_STOP TF_MARK_RESERVED "stop"
 #define MARK_START TF_MARK_RESERVED "start"
+#define TIME_TEXT 40      /* room for a time told by q_fmt_ns */
+#define EARLIER_TEXT 48   /* room for earlier()'s words */
+
+/* Appends the open span [t, never) to *v. */
+static int open_span(struct q_span **v, size_t *n, size_t *cap, int64_t t)
+{
+	if (q_grow(v, cap, *n + 1, sizeof **v))
+		return -1;
+	(*v)[(*n)++] = (struct q_span){ t, Q_NEVER };
+	return 0;
+}
+
+/* The stopped spans (a stop while stopped changes nothing) and the
+ * unrouted ones (they nest: the recorder's spans may overlap, each
+ * reaching back to its previous look at the loaded objects) of a process,
+ * from its marks at once. */
+static int load_spans(struct q_db *db, int64_t pid, struct q_pdata *pd)
+{
+	const struct q_mark *m;
+	size_t nm, cap_s = 0, cap_u = 0;
+	if (q_marks(db, pid, &m, &nm))
+		return -1;
+	unsigned depth = 0;
+	for (size_t k = 0; k < nm; k++) {
+		bool open = pd->nstopped && pd->stopped[pd->nstopped - 1].t2 == Q_NEVER;
+		int r = 0;
+		if (!open && !strcmp(m[k].label, MARK_STOP))
+			r = open_span(&pd->stopped, &pd->nstopped, &cap_s, m[k].t);
+		else if (open && !strcmp(m[k].label, MARK_START))
+			pd->stopped[pd->nstopped - 1].t2 = m[k].t;
+		else if (!strcmp(m[k].label, TF_MARK_UNROUTED) && depth++ == 0)
+			r = open_span(&pd->unrouted, &pd->nunrouted, &cap_u, m[k].t);
+		else if (!strcmp(m[k].label, TF_MARK_ROUTED) && depth && --depth == 0)
+			pd->unrouted[pd->nunrouted - 1].t2 = m[k].t;
+		if (r) {
+			pd->nstopped = pd->nunrouted = 0;   /* the next call starts over */
+			return q_fail(db, "%s: out of memory", db->path);
+		}
+	}
+	pd->spans_loaded = true;
+	return 0;
+}
 
 int q_stopped(struct q_db *db, int64_t pid, const struct q_span **out, size_t *n)
 {
 	long i = q_proc_index(db, pid);
-	const struct q_mark *m;
-	size_t nm, cap = 0;
-	if (i < 0 || q_marks(db, pid, &m, &nm))
+	if (i < 0)
 		return -1;
 	struct q_pdata *pd = &db->pd[i];
-	for (size_t k = 0; k < nm && !pd->stopped_loaded; k++) {
-		bool open = pd->nstopped && pd->stopped[pd->nstopped - 1].t2 == Q_NEVER;
-		if (!open && !strcmp(m[k].label, MARK_STOP)) {
-			if (q_grow(&pd->stopped, &cap, pd->nstopped + 1, sizeof *pd->stopped)) {
-				pd->nstopped = 0;          /* the next call starts over */
-				return q_fail(db, "%s: out of memory", db->path);
-			}
-			pd->stopped[pd->nstopped++] = (struct q_span){ m[k].t, Q_NEVER };
-		} else if (open && !strcmp(m[k].label, MARK_START)) {
-			pd->stopped[pd->nstopped - 1].t2 = m[k].t;
-		}
-	}
-	pd->stopped_loaded = true;
+	if (!pd->spans_loaded && load_spans(db, pid, pd))
+		return -1;
 	*out = pd->stopped;
 	*n = pd->nstopped;
 	return 0;
+}
+
+/* Which of spans s touch an answer over [t1, t2]: every span begun by t2
+ * for a live set (blocks allocated in it may still be live after it),
+ * those that meet [t1, t2] otherwise. Their number, and the last one. */
+static size_t touching(const struct q_span *s, size_t n, bool live_set, int64_t t1, int64_t t2,
+                       struct q_span *last)
+{
+	size_t met = 0;
+	for (size_t k = 0; k < n; k++)
+		if (s[k].t1 <= t2 && (live_set || s[k].t2 > t1)) {
+			met++;
+			*last = s[k];
+		}
+	return met;
 }
 
 /* The first mark of pid labelled label, Q_NEVER if none (marks are by time). */
@@ -70,6 +115,7 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 	size_t n;
 	if (q_stopped(db, pid, &s, &n))
 		return -1;
+	const struct q_pdata *pd = &db->pd[q_proc_index(db, pid)];
 	const struct q_process *p = q_process(db, pid);
 	memset(l, 0, sizeof *l);
 	l->kind = kind;
@@ -87,15 +133,13 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 		l->what |= Q_LACK_UNMAPPED;
 		l->t_unmapped = t_unmapped;
 	}
-	for (size_t k = 0; k < n && !(l->what & Q_LACK_STOPPED); k++) {
-		if (s[k].t1 <= t2 && s[k].t2 > t1) {   /* [stop, start) meets [t1, t2] */
-			l->what |= Q_LACK_STOPPED;
-			l->stopped = s[k];
-		}
-	}
 	/* Inherited blocks were allocated before the process: only live sets
 	 * hold them, never an allocation count. */
 	bool live_set = kind == Q_SNAPSHOT || kind == Q_PEAK || kind == Q_GROWTH || kind == Q_LEAKS;
+	if ((l->nstopped = touching(s, n, live_set, t1, reach, &l->stopped)))
+		l->what |= Q_LACK_STOPPED;
+	if ((l->nunrouted = touching(pd->unrouted, pd->nunrouted, live_set, t1, reach, &l->unrouted)))
+		l->what |= Q_LACK_UNROUTED;
 	if (p->inherited == Q_INHERITED_UNKNOWN && live_set)
 		l->what |= Q_LACK_INHERITED;
 	if (t_attach != Q_NEVER && live_set) {
@@ -105,12 +149,43 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 	return 0;
 }
 
+/* A span's ends as "T1" and "T2" or "its end" (TIME_TEXT bytes each). */
+static void span_ends(const struct q_span *s, char *a, char *b)
+{
+	q_fmt_ns(a, TIME_TEXT, s->t1);
+	if (s->t2 == Q_NEVER)
+		snprintf(b, TIME_TEXT, "its end");
+	else
+		q_fmt_ns(b, TIME_TEXT, s->t2);
+}
+
+/* " (and in N earlier spans)" when n spans were met, into c. */
+static const char *earlier(size_t n, char c[EARLIER_TEXT])
+{
+	if (n < 2)
+		return "";
+	snprintf(c, EARLIER_TEXT, " (and in %zu earlier span%s)", n - 1, n > 2 ? "s" : "");
+	return c;
+}
+
+/* The frees of blocks the trace never saw allocated (how many such blocks
+ * at least), after the first sentence about blocks allocated unrecorded. */
+static void unknown_frees(const struct q_lack *l, unsigned bit, char *buf, size_t n)
+{
+	unsigned first = l->what & (Q_LACK_STOPPED | Q_LACK_UNROUTED);
+	if (l->proc->unknown_frees <= 0 || (first & -first) != bit)
+		return;
+	size_t len = strlen(buf);
+	snprintf(buf + len, n - len, " (%" PRId64 " frees of blocks it never saw allocated)",
+	         l->proc->unknown_frees);
+}
+
 /* Sentence about one bit of l->what. */
 static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 {
 	const struct q_process *p = l->proc;
 	long long pid = (long long)p->pid;
-	char a[40], b[40];
+	char a[TIME_TEXT], b[TIME_TEXT], c[EARLIER_TEXT];
 	switch (bit) {
 	case Q_LACK_LOSS:
 		q_fmt_ns(a, sizeof a, p->t_loss);
@@ -130,18 +205,17 @@ static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 			         "nothing after it was read", pid, a);
 		break;
 	case Q_LACK_STOPPED:
-		q_fmt_ns(a, sizeof a, l->stopped.t1);
-		if (l->stopped.t2 == Q_NEVER)
-			snprintf(b, sizeof b, "its end");
-		else
-			q_fmt_ns(b, sizeof b, l->stopped.t2);
-		snprintf(buf, n, "recording of process %lld was stopped from %s to %s: blocks "
-		         "allocated then are in no answer", pid, a, b);
-		if (p->unknown_frees > 0) {          /* how many such blocks, at least */
-			size_t len = strlen(buf);
-			snprintf(buf + len, n - len, " (%" PRId64 " frees of blocks it never saw "
-			         "allocated)", p->unknown_frees);
-		}
+		span_ends(&l->stopped, a, b);
+		snprintf(buf, n, "recording of process %lld was stopped from %s to %s%s: blocks "
+		         "allocated then are in no answer", pid, a, b, earlier(l->nstopped, c));
+		unknown_frees(l, Q_LACK_STOPPED, buf, n);
+		break;
+	case Q_LACK_UNROUTED:
+		span_ends(&l->unrouted, a, b);
+		snprintf(buf, n, "calls of an object process %lld loaded reached the allocator "
+		         "unrecorded from %s to %s%s, before the recorder routed them: blocks "
+		         "allocated then are in no answer", pid, a, b, earlier(l->nunrouted, c));
+		unknown_frees(l, Q_LACK_UNROUTED, buf, n);
 		break;
 	case Q_LACK_UNMAPPED:
 		q_fmt_ns(a, sizeof a, l->t_unmapped);

@@ -397,20 +397,25 @@ int q_stopped(struct q_db *db, int64_t pid, const struct q_span **s, size_t *n);
 enum {
 	Q_LACK_LOSS = 1,        /* reaches t_loss: events may be missing */
 	Q_LACK_DAMAGE = 2,      /* reaches t_damaged: what followed was not read */
-	Q_LACK_STOPPED = 4,     /* meets a stopped span */
+	Q_LACK_STOPPED = 4,     /* meets a stopped span (a live set: one begun by its end) */
 	Q_LACK_INHERITED = 8,   /* a live set of a forked child whose inherited blocks are unknown */
 	Q_LACK_UNMAPPED = 16,   /* reaches the first anonymous mapping not recorded (sampled) */
 	Q_LACK_CUSTOM = 32,     /* reaches the first custom allocator call not recorded */
 	Q_LACK_ATTACHED = 64,   /* a live set of a process recorded by attaching (trace-record
 	                           -p): what it allocated before the attach is unknown */
-	Q_LACK_LAST = Q_LACK_ATTACHED
+	Q_LACK_UNROUTED = 128,  /* as STOPPED, a span where some object's calls reached the
+	                           allocator unrecorded (heapreel.unrouted .. routed) */
+	Q_LACK_LAST = Q_LACK_UNROUTED
 };
 
 struct q_lack {
 	unsigned what;                         /* Q_LACK_* bits; 0: the answer is whole */
 	enum q_kind kind;
 	const struct q_process *proc;          /* owned by db */
-	struct q_span stopped;                 /* Q_LACK_STOPPED: the first span met */
+	struct q_span stopped;                 /* Q_LACK_STOPPED: the last span met */
+	size_t nstopped;                       /* how many met */
+	struct q_span unrouted;                /* Q_LACK_UNROUTED: the last span met */
+	size_t nunrouted;
 	int64_t t_custom;                      /* Q_LACK_CUSTOM: from when */
 	int64_t t_unmapped;                    /* Q_LACK_UNMAPPED: from when */
 	int64_t t_attach;                      /* Q_LACK_ATTACHED: the attach */

@@ -46,9 +46,9 @@ struct q_pdata {                       /* per process, parallel to procs */
 	struct q_mark *marks;
 	size_t nmarks;
 	bool marks_loaded;
-	struct q_span *stopped;                /* from the marks, on first use */
-	size_t nstopped;
-	bool stopped_loaded;
+	struct q_span *stopped, *unrouted;     /* from the marks, on first use */
+	size_t nstopped, nunrouted;
+	bool spans_loaded;
 	struct q_thread *threads;              /* q_threads, on first use */
 	size_t nthreads;
 	bool threads_loaded;

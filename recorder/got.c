@@ -327,11 +327,12 @@ int rec_got_install(const struct rec_got_fn *f, unsigned n)
 #endif
 }
 
-void rec_got_refresh(int changed)
+unsigned rec_got_refresh(int changed)
 {
 	if (atomic_load_explicit(&nfns, memory_order_relaxed) &&
 	    (changed || atomic_load_explicit(&pending, memory_order_relaxed)))
-		run(0);
+		return run(0).changed;
+	return 0;
 }
 
 unsigned rec_got_restore(void)

@@ -22,8 +22,10 @@ struct rec_got_fn {
  * refresh does it). */
 int rec_got_install(const struct rec_got_fn *fns, unsigned n);
 /* The writer, each round: patches objects loaded since the last pass
- * (changed: the module list changed), or retries one left unfinished. */
-void rec_got_refresh(int changed);
+ * (changed: the module list changed), or retries one left unfinished. The
+ * number of entries changed: calls through them since the last pass
+ * reached the real function unrecorded. */
+unsigned rec_got_refresh(int changed);
 /* Puts back every entry changed in objects still loaded and stops
  * patching; the number of entries put back. */
 unsigned rec_got_restore(void);

@@ -254,12 +254,24 @@ int rec_writer_node(uint32_t id)
 	return 1;
 }
 
+/* rec_now() before the previous look at the loaded objects: an object
+ * loaded since may have called the allocator unrecorded (below). */
+static uint64_t objects_looked;
+
 /* Module records are not in the .ring file, so they go to disk at once:
- * a trace recovered after a kill can still be symbolized. */
+ * a trace recovered after a kill can still be symbolized. A GOT entry
+ * routed now (an object dlopen'ed since the last look calling the
+ * allocator's API, or any allocator function when attached) was called
+ * unrecorded until now: the unrouted .. routed marks bound when. */
 static void emit_modules(void)
 {
+	uint64_t looked = rec_now();
 	int changed = rec_modules_changed();
-	rec_got_refresh(changed);  /* a dlopen'ed object calling the allocator's API */
+	if (rec_got_refresh(changed)) {
+		rec_writer_mark(objects_looked, TF_MARK_UNROUTED);
+		rec_writer_mark(rec_now(), TF_MARK_ROUTED);
+	}
+	objects_looked = looked;
 	if (changed)
 		rec_modules_snapshot();
 	uint32_t n = rec_modules_count();
@@ -817,6 +829,7 @@ int rec_writer_start(struct tf_writer *tw)
 	key_warned = 0;
 	nodes_emitted = 1;
 	modules_emitted = 0;
+	objects_looked = 0;
 	lost_emitted = 0;
 	atomic_store(&stopping, 0);
 	waiting_state = NONE_WAITS;

@@ -120,6 +120,13 @@ enum tf_key_phase { TF_KEY_BEGIN = 0, TF_KEY_CUT = 1, TF_KEY_END = 2 };
  * -p), at this instant: blocks allocated before it are unknown, and frees
  * of them are expected (FORMAT.md "Attached traces"). */
 #define TF_MARK_ATTACH TF_MARK_RESERVED "attach"
+/* Calls of some object reached the allocator unrecorded from
+ * TF_MARK_UNROUTED's instant until TF_MARK_ROUTED's, when the recorder
+ * routed the object's GOT entries (one dlopen'ed since its last look):
+ * blocks allocated then are unknown, and frees of them are expected
+ * (FORMAT.md "Unrouted calls"). */
+#define TF_MARK_UNROUTED TF_MARK_RESERVED "unrouted"
+#define TF_MARK_ROUTED TF_MARK_RESERVED "routed"
 
 /* The marks above from which a trace lacks something for good. A bounded
  * trace's ring may overwrite them, so every keyframe writes again each one

@@ -119,14 +119,15 @@ static void view_name(const struct tui_ui *u, bool terse, bool sort, char *buf, 
 		snprintf(buf + len, n - len, terse ? " T%zu" : ", %zu threads", nf);
 }
 
-/* " ! after loss, stopped" (terse " ! loss, stopped"): what the snapshot at
+/* " ! after loss, after stop" (terse " ! loss, stop"): what the snapshot at
  * the cursor lacks. */
 static void lack_note(unsigned lacks, bool terse, char *buf, size_t n)
 {
 	static const struct { unsigned bit; const char *word; } words[] = {
 		{ Q_LACK_LOSS, "after loss" }, { Q_LACK_DAMAGE, "after damage" },
-		{ Q_LACK_STOPPED, "stopped" }, { Q_LACK_UNMAPPED, "no mmap" },
+		{ Q_LACK_STOPPED, "after stop" }, { Q_LACK_UNMAPPED, "no mmap" },
 		{ Q_LACK_CUSTOM, "custom unrecorded" }, { Q_LACK_ATTACHED, "since attach" },
+		{ Q_LACK_UNROUTED, "after unrouted calls" },
 	};
 	static const char after[] = "after ";
 	buf[0] = '\0';
@@ -518,12 +519,13 @@ static const char *const help_text[] = {
 	"objects and allocs (allocations so far): its own.",
 	"A snapshot lists only what has something live.",
 	"Status: the mark at or before the cursor (@label when",
-	"short); \"! after loss / after damage / stopped\": the",
-	"live set may lack blocks (events lost, trace cut,",
+	"short); \"! after loss / after damage / after stop\":",
+	"the live set may lack blocks (events lost, trace cut,",
 	"recording stopped: shaded on the chart, ( and ) mark",
 	"where it stopped and started again); \"! no mmap\" and",
 	"\"! custom unrecorded\": mappings or custom blocks that",
-	"a sampled (or bounded) trace could not hold.",
+	"a sampled (or bounded) trace could not hold; others:",
+	"\"! since attach\", \"! unrouted calls\" (trace-snap(1)).",
 };
 
 int tui_screen_help_lines(void)

@@ -1,5 +1,6 @@
 """test_lacks - answers say what they lack: a loss, a damaged (cut) trace,
-a stopped span (heapreel.stop .. heapreel.start marks), a forked child
+a stopped span (heapreel.stop .. heapreel.start marks), calls not routed
+yet (heapreel.unrouted .. heapreel.routed), a forked child
 whose inherited blocks are unknown. Each is one "trace-snap: warning:"
 line on stderr, in every format, and a "Warning:" line right after the
 Total line of the text output; an answer that lacks nothing has neither.
@@ -135,19 +136,53 @@ def stopped(p):
                (6 * S, "user"), (8 * S, "heapreel.stop")]
 
 
+STOP2E = STOP2.replace("its end:", "its end (and in 1 earlier span):")
 stop = build("stop", stopped)
+# A live set lacks the blocks allocated in any span begun by its instant
+# (they may still be live after it), an allocation count those of a span
+# it meets; the sentence names the last such span.
 for at, want in (("2999999999ns", []), ("3s", [STOP1]), ("4999999999ns", [STOP1]),
-                 ("5s", []), ("7s", []), ("8s", [STOP2]), ("end", [STOP2])):
+                 ("5s", [STOP1]), ("7s", [STOP1]), ("8s", [STOP2E]), ("end", [STOP2E])):
     expect(stop, ["--at", at], want)
 expect(stop, ["--growth", "1s..2s"], [])
-expect(stop, ["--steady", "2s..3s"], [STOP1])            # the first span met
+expect(stop, ["--growth", "1s..4s"], [STOP1])
+expect(stop, ["--steady", "2s..3s"], [STOP1])
+expect(stop, ["--steady", "5s..7s"], [])
 expect(stop, ["--top", "--window", "5s..7s"], [])
-expect(stop, ["--temporary"], [STOP1])
-expect(stop, ["--peak"], [])                             # at 2 s
-expect(stop, ["--leaks"], [STOP2])
+expect(stop, ["--temporary"], [STOP2E])
+expect(stop, ["--peak"], [STOP2E])                       # the whole trace's maximum
+expect(stop, ["--leaks"], [STOP2E])
 # Frees of blocks allocated while stopped: how many such blocks, at least.
 expect(build("stop_frees", lambda p: (stopped(p), setattr(p, "unknown_frees", 7))),
        ["--at", "4s"], [STOP1 + " (7 frees of blocks it never saw allocated)"])
+
+# Calls of a dlopen'ed object unrecorded until the recorder routed them:
+# the recorder's spans may overlap (each reaches back to its previous look
+# at the loaded objects), and nest into one from 3 s to 5 s.
+UNR = ("calls of an object process 100 loaded reached the allocator unrecorded from %s to "
+       "%s, before the recorder routed them: blocks allocated then are in no answer")
+UNR1 = UNR % ("3.000000000s", "5.000000000s")
+
+
+def unrouted(p):
+    p.marks = [(3 * S, "heapreel.unrouted"), (3 * S + S // 2, "heapreel.unrouted"),
+               (4 * S, "heapreel.routed"), (5 * S, "heapreel.routed"), (6 * S, "heapreel.routed")]
+
+
+unr = build("unrouted", unrouted)
+for at, want in (("2999999999ns", []), ("3s", [UNR1]), ("4500ms", [UNR1]), ("7s", [UNR1])):
+    expect(unr, ["--at", at], want)
+expect(unr, ["--top", "--window", "5s..7s"], [])          # a routed mark alone opens nothing
+expect(unr, ["--top", "--window", "4s..7s"], [UNR1])
+expect(build("unrouted_frees", lambda p: (unrouted(p), setattr(p, "unknown_frees", 2))),
+       ["--at", "4s"], [UNR1 + " (2 frees of blocks it never saw allocated)"])
+# Never routed (a trace cut by a kill): to the end. Stopped too: the frees
+# are told once, with the stop.
+expect(build("unrouted_stop", lambda p: (setattr(p, "marks", [
+    (2 * S, "heapreel.stop"), (3 * S, "heapreel.start"), (8 * S, "heapreel.unrouted")]),
+    setattr(p, "unknown_frees", 2))), ["--at", "end"],
+    [STOP1.replace("3.000000000s to 5", "2.000000000s to 3") +
+     " (2 frees of blocks it never saw allocated)", UNR % ("8.000000000s", "its end")])
 
 # A forked child whose parent's trace was not imported.
 INHERIT = ("process 200 was forked from 100 at 1.000000000s, whose trace was not imported: "
@@ -176,7 +211,7 @@ def everything(p):
 
 allof = build("all", everything, pids=(200,))
 expect(allof, ["--at", "end"], [w.replace("process 100", "process 200") for w in
-                                (LOSS, CUT % "8.000000000s", STOP2)] + [INHERIT])
+                                (LOSS, CUT % "8.000000000s", STOP2E)] + [INHERIT])
 
 # A real trace cut short: trace-import exits 5 with meta.damaged=1, and
 # the leaks say that they are blocks whose free was not read.

@@ -33,15 +33,15 @@ MORE = "\u2026"
 SIZES = {
     (80, 24): {
         "title": "trace-tui long.db  duration 10s  peak 6.00 MiB at 6s  (? for help)",
-        "status": " t=6s live 6291756 B 8 objects 10 allocs mark steady (4.8s) [snap flat bytes]",
-        "late": " t=8.5s live 4195604 B 8 objects 13 allocs mark late (8.5s) [snap flat bytes]",
+        "status": " t=6s live 6291756 B 8 obj 10 allocs ! stop @steady [snap flat bytes]",
+        "late": " t=8.5s live 4195604 B 8 obj 13 allocs ! stop @late [snap flat bytes]",
         "hints": "?:help q:quit arrows:step a:go to m:mark l:marks p:peak [ ]:window t:tree",
         "tree": "allocs  call tree (Enter expands)",
     },
     (60, 20): {
         "title": "trace-tui long.db  duration 10s  peak 6.00 MiB at 6s",
-        "status": " t=6s 6291756 B 8 obj 10 allocs @steady [snap flat bytes]",
-        "late": " t=8.5s 4195604 B 8 obj 13 allocs @late [snap flat bytes]",
+        "status": " t=6s 6291756 B 8 obj 10 allocs ! stop @steady [snap flat]",
+        "late": " t=8.5s 4195604 B 8 obj 13 allocs ! stop @late [snap flat]",
         "hints": "?:help q:quit arrows:step a:go to m:mark l:marks p:peak",
         "tree": "allocs  call tree",
     },
@@ -159,7 +159,7 @@ def check_size(w, h, want, db, cwd):
         assert all(len(l) < w for l in scr.splitlines()), scr
         for _ in range(4):
             tm.keys("NPage")
-        _, scr = tm.wait(r"^a sampled \(or bounded\) trace could not hold\.$")
+        _, scr = tm.wait(r'^"! since attach", "! unrouted calls" \(trace-snap\(1\)\)\.$')
         assert all(len(l) < w for l in scr.splitlines()), scr
 
 

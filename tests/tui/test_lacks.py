@@ -1,8 +1,8 @@
 """trace-tui shows what the trace lacks: the title flags a damaged trace,
 a loss and unknown inherited blocks; the status line says when the
-snapshot at the cursor lies after the loss or the damage, or inside a
+snapshot at the cursor lies after the loss, the damage or the start of a
 stopped span (heapreel.stop .. heapreel.start marks, which are shaded on
-the chart), or after a mapping a sampled trace did not record; the
+the chart: blocks allocated then may still be live), or after a mapping a sampled trace did not record; the
 numbers at the cursor stay exact. A trace that lacks
 nothing shows none of it.
 """
@@ -47,7 +47,7 @@ DB = os.path.join(D, "lacking.db")
 tt.build_fixture(DB, lacks={"damaged": 1, "t_damaged": 8 * S, "t_loss": 6 * S,
                             "lost_events": 4}, marks=STOP_MARKS)
 with tt.Tmux([TUI, "--at", "9s", DB], width=WIDTH, height=HEIGHT) as tm:
-    scr = at(tm, "9", "after loss, after damage")
+    scr = at(tm, "9", "after loss, after damage, after stop")
     title = scr.splitlines()[0]
     assert "  DAMAGED (read to 8s)  EVENTS LOST (from 6s)  duration 10s" in title, title
     row = top_row(scr)
@@ -61,26 +61,26 @@ with tt.Tmux([TUI, "--at", "9s", DB], width=WIDTH, height=HEIGHT) as tm:
     tm.keys("Home")
     at(tm, "0", "")
     tm.keys("m")                     # the recorder's stop and start marks, then the user's
-    at(tm, "2.2", "stopped")
+    at(tm, "2.2", "after stop")
+    tm.keys("m")                     # blocks allocated while stopped may still be live
+    at(tm, "3.2", "after stop")
     tm.keys("m")
-    at(tm, "3.2", "")
-    tm.keys("m")
-    at(tm, "4.8", "")
+    at(tm, "4.8", "after stop")
     tm.keys("End")
-    at(tm, "10", "after loss, after damage")
+    at(tm, "10", "after loss, after damage, after stop")
     checks += 3
 with tt.Tmux([TUI, "--at", "2.5s", DB], width=WIDTH, height=HEIGHT) as tm:
-    at(tm, "2.5", "stopped")
+    at(tm, "2.5", "after stop")
     tm.keys("?")
-    tm.wait(r"after damage / stopped")
+    tm.wait(r"after damage / after stop")
     checks += 2
 with tt.Tmux([TUI, "--at", "7s", DB], width=WIDTH, height=HEIGHT) as tm:
-    at(tm, "7", "after loss")
+    at(tm, "7", "after loss, after stop")
     checks += 1
 # Without UTF-8 the shade is ':'.
 with tt.Tmux([TUI, "--at", "9s", DB], width=WIDTH, height=HEIGHT,
              env={"LANG": "C", "LC_ALL": "C"}) as tm:
-    scr = at(tm, "9", "after loss, after damage")
+    scr = at(tm, "9", "after loss, after damage, after stop")
     shade = [i - X0 for i, ch in enumerate(top_row(scr)) if ch == ":"]
     assert shade == shaded_cols(STOP, START), (shade, top_row(scr))
     checks += 1

@@ -187,7 +187,7 @@ def test_help_resize_small_terminal():
         assert "Up/Down: scroll" in scr.splitlines()[23], scr
         tm.keys("NPage", "NPage")     # the rest of the help, then its end
         _, scr = tm.wait(r"^  \?\s+this help\s+q   quit")
-        assert scr.splitlines()[22] == "a sampled (or bounded) trace could not hold.", scr
+        assert scr.splitlines()[22] == '"! since attach", "! unrouted calls" (trace-snap(1)).', scr
         tm.keys("x")
         at(tm, "3", 3 * S)
         tm.resize(100, 30)

@@ -241,9 +241,10 @@ class Tmux:
 
 # A narrow terminal shortens the status line word by word (screen.c): the
 # size in binary units goes, then the view, "objects" and the mark's words,
-# then "live". "! after loss, stopped": what the snapshot lacks; "mark L (T)"
-# or "@L": the mark at or before the cursor.
-LACK = r"(?:(?:after )?(?:loss|damage)|stopped|no mmap|custom unrecorded)"
+# then "live". "! after loss, after stop": what the snapshot lacks; "mark L
+# (T)" or "@L": the mark at or before the cursor.
+LACK = (r"(?:(?:after )?(?:loss|damage|stop|unrouted calls)|no mmap|custom unrecorded"
+        r"|since attach)")
 STATUS = re.compile(r"t=(\S+)s\s+(?:live )?(-?\d+) B(?: \([^)]*\))?\s+(-?\d+) obj(?:ects)?"
                     r"\s+(-?\d+) allocs(?: ! (%s(?:, %s)*))?(?: (?:mark (.+?) \(([^)]*)\)|@(\S+)))?"
                     r"(?: \[([^\]]*)\]?)?" % (LACK, LACK))

@@ -1,0 +1,60 @@
+"""A library dlopen'ed while attached (att_dlopen.c, att_dl_lib.c): its
+calls reach the allocator unrecorded until the writer's next look at the
+loaded objects routes them, so the trace says when (heapreel.unrouted ..
+heapreel.routed marks), the answers say what they lack, and the library's
+calls made after the routing (here, after a trace-ctl flush: a writer
+round) are recorded exactly. Its constructor's block, allocated inside
+dlopen, is recorded only if the writer routed the library in between."""
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+import atttest as at
+from hrtest import REC_BUILD, TRACE_CTL, TRACE_IMPORT, TRACE_SNAP, connect, meta, one, run, tmpdir
+
+CTOR_SIZE, TAKE_SIZE, OWN_SIZE = 3333, 4444, 5555     # att_dl_lib.c, att_dlopen.c
+
+at.need_attach()
+d = tmpdir("attach-dlopen")
+lib = os.path.join(REC_BUILD, "tests", "attach", "libatt_dl.so")
+go, take, end = (os.path.join(d, n) for n in ("go", "take", "end"))
+p, pid = at.start([at.program("att_dlopen"), lib, go, take, end], cwd=d)
+trace, db = os.path.join(d, "run.trc"), os.path.join(d, "run.db")
+r = at.attach(pid, trace)
+at.touch(go)
+at.wait_line(p, "loaded")
+run([TRACE_CTL, str(pid), "flush"])       # a writer round: the library is routed
+at.touch(take)
+at.wait_line(p, "taken")
+r.send_signal(signal.SIGINT)
+at.finish(r)
+at.touch(end)
+out, perr = p.communicate(timeout=at.WAIT_S)
+assert p.returncode == 0 and out == "bye\n" and perr == "", (p.returncode, out, perr)
+
+run([TRACE_IMPORT, trace, db])
+c = connect(db)
+for key in ("unmatched_frees", "missed_frees", "lost_events", "damaged"):
+    assert meta(c, key) == 0, (key, meta(c, key))
+marks = c.execute("SELECT t, label FROM marks WHERE label IN ('heapreel.unrouted', "
+                  "'heapreel.routed') ORDER BY t, rowid").fetchall()
+assert marks and marks[0][1] == "heapreel.unrouted" and marks[-1][1] == "heapreel.routed", marks
+t_attach = one(c, "SELECT t FROM marks WHERE label = 'heapreel.attach'")
+assert t_attach <= marks[0][0], (t_attach, marks)
+
+# After the routing, every call is recorded, from the library and the program.
+rows = c.execute("SELECT a.size, a.t_alloc, f.function FROM allocations a "
+                 "JOIN stacks s ON s.id = a.stack_id JOIN frames f ON f.id = s.frame_id "
+                 "ORDER BY a.t_alloc").fetchall()
+by_size = {size: (t, fn) for size, t, fn in rows}
+assert sorted(by_size) in ([TAKE_SIZE, OWN_SIZE], [CTOR_SIZE, TAKE_SIZE, OWN_SIZE]), rows
+assert len(rows) == len(by_size), rows
+assert by_size[TAKE_SIZE][1] == "att_dl_take" and by_size[OWN_SIZE][1] == "own", rows
+assert by_size[TAKE_SIZE][0] > marks[-1][0], (rows, marks)
+if CTOR_SIZE in by_size:       # routed between the loader's relocation and the constructor
+    print("the constructor's block was recorded")
+
+snap = run([TRACE_SNAP, db, "--at", "end", "--format", "text"])
+want = "calls of an object process %d loaded reached the allocator unrecorded from " % pid
+assert want in snap.stderr and "Warning: " + want in snap.stdout, (snap.stdout, snap.stderr)
