@@ -9,8 +9,9 @@
  *
  * Routed: what interpose.c and mmap.c export (the malloc family, C++ new
  * and delete in every form, mmap, mmap64, munmap, mremap) and dlclose
- * (modules.c), in every object that calls but does not define them, and
- * jemalloc's and tcmalloc's own APIs (entry_alloc_api.c). The hook is our
+ * (modules.c), in every object that calls them (their definer's own calls
+ * too: glibc's strdup calls malloc through libc's GOT), and jemalloc's and
+ * tcmalloc's own APIs (entry_alloc_api.c) in the others. The hook is our
  * own definition, looked up in this object (its address taken by name from
  * inside would bind to the program's); the real function is the one the
  * program's lookups find (real.c). A function with no definition at the
@@ -55,7 +56,7 @@ static unsigned find_routes(void)
 	for (size_t i = 0; h && i < sizeof names / sizeof names[0]; i++) {
 		void *hook = dlsym(h, names[i]), *real = rec_program_definition(names[i]);
 		if (hook && real && hook != real)
-			routes[n++] = (struct rec_got_fn){ names[i], hook, real };
+			routes[n++] = (struct rec_got_fn){ names[i], hook, real, 1 };
 	}
 	if (h)
 		dlclose(h);   /* the reference NOLOAD took; linked -z nodelete anyway */

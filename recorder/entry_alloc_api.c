@@ -243,7 +243,7 @@ void rec_alloc_api_init(const struct rec_got_fn *extra, unsigned nextra)
 			real[API_xallocx] = NULL;  /* its change cannot be told */
 #define API_ROUTE(name, shape, fn) \
 	if (real[API_##name]) \
-		routes[n++] = (struct rec_got_fn){ #name, (void *)hook_##name, real[API_##name] };
+		routes[n++] = (struct rec_got_fn){ #name, (void *)hook_##name, real[API_##name], 0 };
 		ALLOC_API(API_ROUTE)
 	}
 	if (n)

@@ -25,8 +25,9 @@
  * again, as the loader left it.
  *
  * Must never: allocate, run from an allocation hook, write an entry whose
- * object is not relocated, or touch the object that defines the function
- * (the allocator's own calls) or libheapreel.so.
+ * object is not relocated, touch the object that defines the function
+ * (the allocator's own calls) unless told to (got.h `own`: an attach's
+ * exports, which a preload interposes there too), or libheapreel.so.
  */
 #include "rec_internal.h"
 #include "got.h"
@@ -89,6 +90,7 @@ struct object {
 	size_t nrel[2];
 	uintptr_t relro_lo, relro_hi; /* whole pages the loader made read-only */
 	int relocated;                /* -1: not asked yet */
+	int defines;                  /* holds the `real` of some fn with `own` */
 };
 
 struct pass {
@@ -248,10 +250,13 @@ static void visit_rela(struct pass *p, struct object *o, const ElfW(Rela) *r)
 	if (type != GOT_JUMP_SLOT && type != GOT_GLOB_DAT)
 		return;
 	const ElfW(Sym) *s = &o->sym[GOT_R_SYM(r->r_info)];
-	if (s->st_shndx != SHN_UNDEF)
+	int defined = s->st_shndx != SHN_UNDEF;
+	if (defined && !o->defines)
 		return;               /* bound to the object's own definition */
 	const struct rec_got_fn *f = wanted(o->str + s->st_name);
-	if (!f || contains(o->info, (uintptr_t)f->real))
+	/* an object calling its own definition through its GOT: only the one
+	 * holding `real`, and only for `own` (got.h) */
+	if (!f || defined != contains(o->info, (uintptr_t)f->real) || (defined && !f->own))
 		return;
 	if (o->relocated < 0)
 		o->relocated = relocated(o->info);
@@ -273,6 +278,8 @@ static int visit_object(struct dl_phdr_info *info, size_t size, void *data)
 	struct object o;
 	if (contains(info, (uintptr_t)&visit_object) || !read_object(info, &o))
 		return 0;             /* libheapreel.so calls the real functions itself */
+	for (unsigned i = 0; i < atomic_load_explicit(&nfns, memory_order_relaxed); i++)
+		o.defines |= fns[i].own && contains(info, (uintptr_t)fns[i].real);
 	for (int k = 0; k < 2; k++)
 		for (size_t i = 0; i < o.nrel[k]; i++)
 			visit_rela(data, &o, &o.rel[k][i]);

@@ -8,11 +8,15 @@
 
 /* A function to redirect: every GOT entry bound to `name` in an object
  * that does not define it gets `hook` instead; `real` is the definition
- * the program found (no object containing it is patched). */
+ * the program found. The object containing `real` is patched too when
+ * `own`: its calls of its own export through its GOT (glibc's strdup
+ * calling malloc) are the program's, as a preloaded export sees them;
+ * never for an allocator's own API, which it may call itself. */
 struct rec_got_fn {
 	const char *name;
 	void *hook;
 	void *real;
+	int own;
 };
 
 /* Patches every loaded object for fns[0..n) (kept by reference: static

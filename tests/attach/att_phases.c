@@ -8,17 +8,19 @@
  * nothing) until GO_FILE exists. Phase 2: frees EARLY_BLOCKS - 1 of them,
  * reallocs the last one to RE_SIZE in regrow() (a realloc of a block the
  * trace never saw), alpha() mallocs ALPHA_BLOCKS x ALPHA_SIZE and frees
- * one, beta() callocs BETA_BLOCKS x BETA_SIZE, and a forked child calls
+ * one, beta() callocs BETA_BLOCKS x BETA_SIZE, delta() strdups DELTA_TEXT
+ * (libc's malloc call, through libc's own GOT), and a forked child calls
  * gamma() (GAMMA_SIZE bytes) and _exits; prints "phase2 done" once the
  * child is gone and waits for END_FILE, then prints "bye" and exits 0
  * without freeing.
  * So an attach between the phases records exactly: alpha 2 x 1000, beta
- * 2 x 5000, regrow 1 x 200 live at the end, and EARLY_BLOCKS frees of
+ * 2 x 5000, regrow 1 x 200, delta 1 x 24 live at the end, and EARLY_BLOCKS frees of
  * blocks allocated before it (the realloc's included); nothing of the child
  * (an attach records the process attached to, not its children).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -31,12 +33,14 @@
 #define BETA_BLOCKS 2
 #define BETA_SIZE 5000
 #define GAMMA_SIZE 777
+#define DELTA_TEXT "copied after the attach"   /* 23 characters: 24 bytes */
 #define POLL_NS 1000000L
 
 static void *blocks[EARLY_BLOCKS];
 static void *alphas[ALPHA_BLOCKS];
 static void *betas[BETA_BLOCKS];
 static void *volatile grown;
+static char *volatile copied;
 
 __attribute__((noinline)) static void early(void)
 {
@@ -60,6 +64,11 @@ __attribute__((noinline)) static void beta(void)
 {
 	for (int i = 0; i < BETA_BLOCKS; i++)
 		betas[i] = calloc(1, BETA_SIZE);
+}
+
+__attribute__((noinline)) static void delta(void)
+{
+	copied = strdup(DELTA_TEXT);
 }
 
 __attribute__((noinline)) static void gamma_child(void)
@@ -91,6 +100,7 @@ int main(int argc, char **argv)
 	regrow();
 	alpha();
 	beta();
+	delta();
 	pid_t child = fork();
 	if (child == 0)
 		gamma_child();
