@@ -171,7 +171,7 @@ static int add_key(struct imp_trace *tr, const struct tf_record *r)
  * traces": what the trace lacks) that is already in: one is kept. */
 static bool keyframe_copy(const struct imp_trace *tr, const struct tf_record *r)
 {
-	if (!r->str || tf_lack_of(r->str) < 0)
+	if (!r->str || (tf_lack_of(r->str) < 0 && tf_span_of(r->str) < 0))
 		return false;
 	for (size_t i = 0; i < tr->nmarks; i++)
 		if (tr->marks[i].t == r->t && !strcmp(tr->marks[i].label, r->str))

@@ -199,6 +199,10 @@ void rec_writer_meta(const struct tf_record *r)
  * written at (0: not written this session), for the keyframes. */
 static uint64_t lack_t[TF_LACKS];
 
+/* The latest mark of each span label (tf_span_mark), for the keyframes.
+ * Latest by time: the mark queue hands marks over in slot order. */
+static struct { int seen; uint64_t t; } span_mark[TF_SPAN_MARKS];
+
 void rec_writer_mark(uint64_t t, const char *label)
 {
 	struct tf_record r = { .kind = TF_MARK, .t = t, .str = label };
@@ -207,6 +211,9 @@ void rec_writer_mark(uint64_t t, const char *label)
 	int k = tf_lack_of(label);
 	if (k >= 0 && !lack_t[k])
 		lack_t[k] = t ? t : 1;
+	int i = tf_span_of(label);
+	if (i >= 0 && (!span_mark[i].seen || t > span_mark[i].t))
+		span_mark[i].seen = 1, span_mark[i].t = t;
 }
 
 void rec_writer_lack_marks(void)
@@ -215,6 +222,12 @@ void rec_writer_lack_marks(void)
 		if (lack_t[k]) {
 			struct tf_record r = { .kind = TF_MARK, .t = lack_t[k],
 					       .str = tf_lack_mark((enum tf_lack)k) };
+			rec_writer_meta(&r);
+		}
+	for (unsigned i = 0; i < TF_SPAN_MARKS; i++)
+		if (span_mark[i].seen) {
+			struct tf_record r = { .kind = TF_MARK, .t = span_mark[i].t,
+					       .str = tf_span_mark(i) };
 			rec_writer_meta(&r);
 		}
 }
@@ -823,6 +836,7 @@ int rec_writer_start(struct tf_writer *tw)
 	w = tw;
 	failed = 0;
 	memset(lack_t, 0, sizeof lack_t);
+	memset(span_mark, 0, sizeof span_mark);
 	keep_rings = 0;
 	meta_dirty = 0;
 	key_written = 0;

@@ -148,6 +148,30 @@ static inline int tf_lack_of(const char *label)
 	return -1;
 }
 
+/* The marks that open and close a span where blocks went unrecorded
+ * (stopped; calls not yet routed). A live set after such a span lacks its
+ * blocks still live, so every keyframe writes again the latest of each of
+ * these labels, at its own time, and readers keep one MARK of a label and
+ * time, as for the lack marks. */
+#define TF_SPAN_MARKS 4
+
+static inline const char *tf_span_mark(unsigned i)
+{
+	static const char *const label[TF_SPAN_MARKS] = {
+		TF_MARK_RESERVED "stop", TF_MARK_RESERVED "start", TF_MARK_UNROUTED, TF_MARK_ROUTED,
+	};
+	return label[i];
+}
+
+/* Which span mark a label is, or -1. */
+static inline int tf_span_of(const char *label)
+{
+	for (unsigned i = 0; i < TF_SPAN_MARKS; i++)
+		if (!strcmp(label, tf_span_mark(i)))
+			return (int)i;
+	return -1;
+}
+
 /* Which allocator entry point produced an ALLOC / REALLOC (for tests and
  * debugging; the importer keeps only "came from realloc"). */
 enum tf_fn {

@@ -23,8 +23,14 @@
  * block and no missed free (a recorded block whose free went unwritten
  * would stay live, or end when its address is recorded again). Each racer
  * also holds WINDOW custom blocks (rec.h), by turns in its own pool and in
- * none, at addresses of its own, ended the same way. Uses rec.h's weak
- * declarations; exits 2 without libheapreel.so.
+ * none, at addresses of its own, ended the same way.
+ *
+ * Argument "wrap" (run bounded): rec_stop, KEPT x malloc(300) kept,
+ * rec_start, then WRAP_PAIRS malloc + free of sizes from an LCG, enough
+ * for a small bounded trace's ring to overwrite the stop and start marks;
+ * exits without freeing the 300-byte blocks.
+ *
+ * Uses rec.h's weak declarations; exits 2 without libheapreel.so.
  */
 #define REC_WEAK
 #include "rec.h"
@@ -47,6 +53,8 @@
 #define CUSTOM_BASE 0x10000000u        /* a racer's custom blocks: numbers, never touched */
 #define CUSTOM_SPAN 0x100000u          /* between two racers' custom addresses */
 #define CUSTOM_STEP 0x40u
+#define WRAP_PAIRS 3000000
+#define WRAP_SIZES 4096                /* sizes 16 .. 16 + WRAP_SIZES - 1 */
 
 static void *kept[KEPT], *unknown[KEPT];
 
@@ -172,12 +180,31 @@ static int threads(void)
 	return 0;
 }
 
+static int wrap(void)
+{
+	if (rec_stop() != 0)
+		return 1;
+	for (int i = 0; i < KEPT; i++)
+		unknown[i] = malloc(300);
+	if (rec_start() != 0)
+		return 1;
+	unsigned x = 1;
+	for (int i = 0; i < WRAP_PAIRS; i++) {
+		x = x * 1103515245u + 12345u;
+		void *volatile p = malloc(16 + (x >> 8) % WRAP_SIZES);
+		free(p);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (!rec_start)
 		return 2;
 	if (argc > 1 && !strcmp(argv[1], "threads"))
 		return threads();
+	if (argc > 1 && !strcmp(argv[1], "wrap"))
+		return wrap();
 	if (one_stop() != 0 || rec_start() != 0)
 		return 1;
 	churn(400, KEPT / 2);

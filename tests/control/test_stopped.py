@@ -1,9 +1,11 @@
 """While recording is stopped, the trace gets the frees of blocks it
 recorded and nothing else (ctl_stopped.c lists the calls): exactly, once
 rec_flush has returned after rec_stop, from a first stop (the trace read
-back) and a second one, in an unbounded and a bounded trace; and with
+back) and a second one, in an unbounded and a bounded trace; with
 threads racing 200 stops and starts, no recorded block loses its free
-(heap blocks and custom ones)."""
+(heap blocks and custom ones); and a bounded trace that overwrote its stop
+and start marks still says that its snapshots lack what was allocated
+while stopped."""
 import os
 
 import ctltest
@@ -78,4 +80,24 @@ live = hrtest.one(c, "SELECT COUNT(*) FROM allocations WHERE kind = 2 AND t_free
 pooled = hrtest.one(c, "SELECT COUNT(*) FROM allocations WHERE kind = 2 AND pool_id != 0")
 assert recorded > pooled > 0 and live == 0, (recorded, pooled, live)
 c.close()
+
+# A bounded trace whose ring overwrote the stop and start marks (ctl_stopped
+# wrap): the keyframes hold them again, so a snapshot after them still says
+# that the blocks allocated while stopped (1000 x 300 bytes, live to the
+# end) are missing.
+t = os.path.join(d, "wrap.trc")
+hrtest.run([ctltest.TRACE_RECORD, "-o", t, "--", prog, "wrap"],
+           env=dict(os.environ, REC_MAX_SIZE="4M"))
+db = os.path.join(d, "wrap.db")
+hrtest.trace_import(["-q", t, db])
+c = hrtest.connect(db)
+marks = c.execute("SELECT t, label FROM marks WHERE label IN ('heapreel.stop', "
+                  "'heapreel.start') ORDER BY t").fetchall()
+window = hrtest.meta(c, "window_start_ns")
+assert window is not None and [m[1] for m in marks] == ["heapreel.stop", "heapreel.start"] \
+    and marks[1][0] < window, (window, marks)
+assert hrtest.one(c, "SELECT COUNT(*) FROM allocations WHERE t_free IS NULL") == 0
+c.close()
+snap = hrtest.run([hrtest.TRACE_SNAP, db, "--at", "end", "--format", "text"])
+assert "was stopped from " in snap.stderr, snap.stderr
 print("ok")
