@@ -20,6 +20,7 @@
 #define MARK_START TF_MARK_RESERVED "start"
 #define TIME_TEXT 40      /* room for a time told by q_fmt_ns */
 #define EARLIER_TEXT 48   /* room for earlier()'s words */
+#define FREES_TEXT 72     /* room for unknown_frees()'s words */
 
 /* Appends the open span [t, never) to *v. */
 static int open_span(struct q_span **v, size_t *n, size_t *cap, int64_t t)
@@ -168,16 +169,16 @@ static const char *earlier(size_t n, char c[EARLIER_TEXT])
 	return c;
 }
 
-/* The frees of blocks the trace never saw allocated (how many such blocks
- * at least), after the first sentence about blocks allocated unrecorded. */
-static void unknown_frees(const struct q_lack *l, unsigned bit, char *buf, size_t n)
+/* " (N frees of blocks it never saw allocated)" (how many blocks allocated
+ * unrecorded, at least) into d, in the first sentence about such blocks. */
+static const char *unknown_frees(const struct q_lack *l, unsigned bit, char d[FREES_TEXT])
 {
 	unsigned first = l->what & (Q_LACK_STOPPED | Q_LACK_UNROUTED);
 	if (l->proc->unknown_frees <= 0 || (first & -first) != bit)
-		return;
-	size_t len = strlen(buf);
-	snprintf(buf + len, n - len, " (%" PRId64 " frees of blocks it never saw allocated)",
+		return "";
+	snprintf(d, FREES_TEXT, " (%" PRId64 " frees of blocks it never saw allocated)",
 	         l->proc->unknown_frees);
+	return d;
 }
 
 /* Sentence about one bit of l->what. */
@@ -185,7 +186,7 @@ static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 {
 	const struct q_process *p = l->proc;
 	long long pid = (long long)p->pid;
-	char a[TIME_TEXT], b[TIME_TEXT], c[EARLIER_TEXT];
+	char a[TIME_TEXT], b[TIME_TEXT], c[EARLIER_TEXT], d[FREES_TEXT];
 	switch (bit) {
 	case Q_LACK_LOSS:
 		q_fmt_ns(a, sizeof a, p->t_loss);
@@ -207,15 +208,15 @@ static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 	case Q_LACK_STOPPED:
 		span_ends(&l->stopped, a, b);
 		snprintf(buf, n, "recording of process %lld was stopped from %s to %s%s: blocks "
-		         "allocated then are in no answer", pid, a, b, earlier(l->nstopped, c));
-		unknown_frees(l, Q_LACK_STOPPED, buf, n);
+		         "allocated then are in no answer%s", pid, a, b, earlier(l->nstopped, c),
+		         unknown_frees(l, bit, d));
 		break;
 	case Q_LACK_UNROUTED:
 		span_ends(&l->unrouted, a, b);
 		snprintf(buf, n, "calls of an object process %lld loaded reached the allocator "
 		         "unrecorded from %s to %s%s, before the recorder routed them: blocks "
-		         "allocated then are in no answer", pid, a, b, earlier(l->nunrouted, c));
-		unknown_frees(l, Q_LACK_UNROUTED, buf, n);
+		         "allocated then are in no answer%s, and blocks freed then may look live",
+		         pid, a, b, earlier(l->nunrouted, c), unknown_frees(l, bit, d));
 		break;
 	case Q_LACK_UNMAPPED:
 		q_fmt_ns(a, sizeof a, l->t_unmapped);

@@ -160,8 +160,9 @@ expect(build("stop_frees", lambda p: (stopped(p), setattr(p, "unknown_frees", 7)
 # the recorder's spans may overlap (each reaches back to its previous look
 # at the loaded objects), and nest into one from 3 s to 5 s.
 UNR = ("calls of an object process 100 loaded reached the allocator unrecorded from %s to "
-       "%s, before the recorder routed them: blocks allocated then are in no answer")
-UNR1 = UNR % ("3.000000000s", "5.000000000s")
+       "%s, before the recorder routed them: blocks allocated then are in no answer%s, and "
+       "blocks freed then may look live")
+UNR1 = UNR % ("3.000000000s", "5.000000000s", "")
 
 
 def unrouted(p):
@@ -175,14 +176,15 @@ for at, want in (("2999999999ns", []), ("3s", [UNR1]), ("4500ms", [UNR1]), ("7s"
 expect(unr, ["--top", "--window", "5s..7s"], [])          # a routed mark alone opens nothing
 expect(unr, ["--top", "--window", "4s..7s"], [UNR1])
 expect(build("unrouted_frees", lambda p: (unrouted(p), setattr(p, "unknown_frees", 2))),
-       ["--at", "4s"], [UNR1 + " (2 frees of blocks it never saw allocated)"])
+       ["--at", "4s"], [UNR % ("3.000000000s", "5.000000000s",
+                               " (2 frees of blocks it never saw allocated)")])
 # Never routed (a trace cut by a kill): to the end. Stopped too: the frees
 # are told once, with the stop.
 expect(build("unrouted_stop", lambda p: (setattr(p, "marks", [
     (2 * S, "heapreel.stop"), (3 * S, "heapreel.start"), (8 * S, "heapreel.unrouted")]),
     setattr(p, "unknown_frees", 2))), ["--at", "end"],
     [STOP1.replace("3.000000000s to 5", "2.000000000s to 3") +
-     " (2 frees of blocks it never saw allocated)", UNR % ("8.000000000s", "its end")])
+     " (2 frees of blocks it never saw allocated)", UNR % ("8.000000000s", "its end", "")])
 
 # A forked child whose parent's trace was not imported.
 INHERIT = ("process 200 was forked from 100 at 1.000000000s, whose trace was not imported: "
