@@ -359,6 +359,12 @@ int main(int argc, char **argv)
 				fprintf(stderr, "trace-import: %s: answers from %.6f s on may "
 					"lack the %" PRIu64 " lost events (trace-snap says so)\n",
 					t->path, (double)(t->t_loss + t->shift) / 1e9, t->lost);
+			if (r.ps[i].missed_frees)
+				fprintf(stderr, "trace-import: %s: %" PRIu64 " frees missing (an "
+					"address allocated again while live, meta.missed_frees): "
+					"answers from %.6f s on may hold freed blocks (trace-snap "
+					"says so)\n", t->path, r.ps[i].missed_frees,
+					(double)(t->t_loss + t->shift) / 1e9);
 		}
 		if (r.sst.unresolved)
 			fprintf(stderr, "trace-import: %" PRIu64 " of %" PRIu64

@@ -79,6 +79,11 @@ struct proc {
 	 * unmatched. */
 	uint64_t t_unseen;
 	uint64_t bucket, b_max, b_allocs, b_frees;
+	/* The first allocation id of each timeline bucket, from the first
+	 * on: a block whose free the trace lacks (a missed free) was
+	 * allocated no earlier than its id's bucket, where the loss begins. */
+	struct bucket_ids { uint64_t id, t; } *bids;
+	size_t nbids, capbids;
 	/* A bounded trace replayed from a keyframe is exact from `window` on:
 	 * earlier events are applied at that instant, and the live set they
 	 * leave counts for the peak only once they are all in (settling). */
@@ -223,6 +228,17 @@ static int bucket_row(struct replay *r, struct proc *p, uint64_t b,
 }
 
 /* Closes the buckets before the one holding t. */
+/* Bucket b's first allocation id is the next one. */
+static int note_bucket(struct replay *r, struct proc *p, uint64_t b)
+{
+	if (imp_grow(&p->bids, &p->capbids, p->nbids, sizeof *p->bids)) {
+		imp_errf(r->e, "out of memory (%zu timeline buckets)", p->nbids);
+		return -1;
+	}
+	p->bids[p->nbids++] = (struct bucket_ids){ r->alloc_id + 1, b * r->o->bucket_ns };
+	return 0;
+}
+
 static int advance(struct replay *r, struct proc *p, uint64_t t)
 {
 	uint64_t b = t / r->o->bucket_ns;
@@ -231,10 +247,12 @@ static int advance(struct replay *r, struct proc *p, uint64_t t)
 		p->started = true;
 		p->bucket = b;
 		p->b_max = 0;
-		return 0;
+		return note_bucket(r, p, b);
 	}
 	if (b == p->bucket)
 		return 0;
+	if (note_bucket(r, p, b))
+		return -1;
 	if (bucket_row(r, p, p->bucket, p->b_max, p->b_allocs, p->b_frees))
 		return -1;
 	for (uint64_t k = p->bucket + 1; k < b; k++)
@@ -482,6 +500,27 @@ static uint64_t custom_key(uint64_t addr, uint32_t pool)
 	return addr | (uint64_t)pool << POOL_SHIFT;
 }
 
+/* Block id was allocated again while live: its free is not in the trace,
+ * an event lost at some instant since its allocation, so answers from
+ * its bucket's start on say that events may be missing (t_loss). */
+static void count_missed(struct replay *r, struct proc *p, uint64_t id)
+{
+	size_t lo = 0, hi = p->nbids;      /* the last bucket starting at or before id */
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (p->bids[mid].id <= id)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	uint64_t t = p->nbids ? p->bids[lo].t : 0, shift = p->tr->shift;
+	t = t > shift ? t - shift : 0;     /* to the trace's own axis */
+	if (t < p->tr->t_loss)
+		p->tr->t_loss = t;
+	p->ps->missed_frees++;
+	r->tot->missed_frees++;
+}
+
 /* A free that matched no block: counted as a heap free's would be. */
 static void count_unmatched(struct replay *r, struct proc *p, uint64_t t)
 {
@@ -599,8 +638,7 @@ static int custom_event(struct replay *r, struct proc *p, const struct imp_ev *e
 		return end_custom(r, p, l, ev->t);
 	}
 	if (l) {                   /* its free was missed: it ends now */
-		p->ps->missed_frees++;
-		r->tot->missed_frees++;
+		count_missed(r, p, l->id);
 		if (end_custom(r, p, l, ev->t))
 			return -1;
 	}
@@ -647,8 +685,7 @@ static int apply(struct replay *r, struct proc *p, const struct imp_ev *ev)
 	}
 
 	if (l) {                   /* its free was missed: it ends now */
-		p->ps->missed_frees++;
-		r->tot->missed_frees++;
+		count_missed(r, p, l->id);
 		if (close_block(r, p, l, ev->t, false))
 			return -1;
 	}
@@ -1015,6 +1052,7 @@ static void teardown(struct replay *r, size_t ntr)
 			free(r->procs[t].pools[g].e);
 		free(r->procs[t].pools);
 		free(r->procs[t].ss);
+		free(r->procs[t].bids);
 		free(r->procs[t].foreign);
 		free(r->procs[t].fss);
 		free(r->procs[t].maps);

@@ -41,7 +41,8 @@ CREATE TABLE processes(
   recovered     INTEGER NOT NULL DEFAULT 0, -- events taken from a leftover .ring
   proc          INTEGER NOT NULL,           -- 0, 1, ...: the number free_blocks name it by
   -- schema version 4: what this process's answers may lack (see below)
-  t_loss        INTEGER,                    -- earliest instant an event may be missing from; NULL: none lost
+  t_loss        INTEGER,                    -- earliest instant an event may be missing from (a lost
+                                            -- one, or a missed free); NULL: none lost
   damaged       INTEGER NOT NULL DEFAULT 0, -- 1: its trace was damaged, only the part before t_damaged read
   t_damaged     INTEGER,                    -- last instant read before the damage
   unknown_frees INTEGER NOT NULL DEFAULT 0, -- frees, recorded while stopped, of blocks the trace never saw
@@ -229,7 +230,8 @@ CREATE TABLE checkpoints(
 --
 -- meta, further keys: frees (frees in free_blocks), free_block (frees per
 -- row of free_blocks), missed_frees (an address was allocated again while
--- live: its earlier block is closed at that instant and counted here),
+-- live: its earlier block is closed at that instant and counted here, and
+-- its process's t_loss is at most the start of that block's timeline bucket),
 -- recovered_events (taken from leftover .ring files), clamped_times (events
 -- whose time went backwards in their thread and were moved forward to keep
 -- the global order), timeline_bucket_ns, inherited_blocks (allocations rows

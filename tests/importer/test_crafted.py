@@ -129,6 +129,10 @@ def case_pairing(d):
                      (7, 121, 9, 1000, 1000)], frees
     assert meta(c, "unmatched_frees") == 2
     assert meta(c, "missed_frees") == 1
+    # the missed free is a lost event, from the start of the bucket of its
+    # block's allocation (t=100) on
+    bucket = meta(c, "timeline_bucket_ns")
+    assert c.execute("SELECT t_loss FROM processes").fetchall() == [(100 // bucket * bucket,)]
     assert meta(c, "events") == 15
     assert meta(c, "allocations") == 9
     assert meta(c, "damaged") == 0
