@@ -234,6 +234,8 @@ static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 		tr->nmarks++;
 		if (!strcmp(k->label, TF_MARK_ATTACH) && tr->attach_t == IMP_NO_TIME)
 			tr->attach_t = r->t;
+		if (!strcmp(k->label, TF_MARK_DETACH) && r->t < tr->t_loss)
+			tr->t_loss = r->t;   /* events may be missing from it on */
 		if (r->t > tr->t_max)
 			tr->t_max = r->t;
 		return 0;

@@ -253,9 +253,10 @@ int rec_ctl_stop(int can_wait)
 {
 	if (!rec_session_mine())
 		return -1;
+	uint64_t t = rec_now(); /* before: an allocation it misses comes after */
 	uint64_t old = change(0, REC_M_ALLOCS);
 	if (old & REC_M_ALLOCS)
-		return queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, can_wait ? WAITER : WRITER);
+		return queue_mark(t, TF_MARK_RESERVED "stop", 0, can_wait ? WAITER : WRITER);
 	return 0;
 }
 
@@ -265,19 +266,21 @@ int rec_ctl_stop(int can_wait)
  * not (yet, or no longer) hooked, and recorded again at the same address
  * through the hooked malloc would be a missed free. So no allocation is
  * recorded meanwhile. The attach's hold writes no mark (the attach mark,
- * stamped once it is over, bounds the recording); a detach's (`ending`)
- * writes a heapreel.stop mark at its instant, since the trace ends only
- * after the writer's grace rounds: answers past it say that blocks
- * allocated then are missing. Neither builds a stop set (set_wanted),
- * which would map and fill the sampled set at every detach.
- * rec_ctl_hold: allocations off, 1 if they were on; rec_ctl_release: the
- * hold over, allocations on again if `allocs` (as rec_ctl_start turns
- * them on). */
+ * stamped once it is over, bounds the recording). A detach's (`ending`)
+ * writes a heapreel.detach mark at its instant: from then on allocations
+ * are not recorded, and frees no longer once their entries are put back,
+ * while the trace ends only after the writer's grace rounds; readers take
+ * the mark as the instant events may be missing from. Neither builds a
+ * stop set (set_wanted), which would map and fill the sampled set at every
+ * detach. rec_ctl_hold: allocations off, 1 if they were on;
+ * rec_ctl_release: the hold over, allocations on again if `allocs` (as
+ * rec_ctl_start turns them on). */
 int rec_ctl_hold(int ending)
 {
+	uint64_t t = rec_now(); /* before: an allocation it misses comes after */
 	int was = (change(F_HOLD, REC_M_ALLOCS) & REC_M_ALLOCS) != 0;
-	if (was && ending)
-		queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, WRITER);
+	if (ending)
+		queue_mark(t, TF_MARK_DETACH, 0, WRITER);
 	return was;
 }
 

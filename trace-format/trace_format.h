@@ -120,6 +120,10 @@ enum tf_key_phase { TF_KEY_BEGIN = 0, TF_KEY_CUT = 1, TF_KEY_END = 2 };
  * -p), at this instant: blocks allocated before it are unknown, and frees
  * of them are expected (FORMAT.md "Attached traces"). */
 #define TF_MARK_ATTACH TF_MARK_RESERVED "attach"
+/* An attached recording was detached from at this instant (trace-record
+ * -p): events (allocations, then frees) may be missing from it on, though
+ * the trace ends a little later (FORMAT.md "Attached traces"). */
+#define TF_MARK_DETACH TF_MARK_RESERVED "detach"
 /* Calls of some object reached the allocator unrecorded from
  * TF_MARK_UNROUTED's instant until TF_MARK_ROUTED's, when the recorder
  * routed the object's GOT entries (one dlopen'ed since its last look):
