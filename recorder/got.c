@@ -90,7 +90,6 @@ struct object {
 	size_t nrel[2];
 	uintptr_t relro_lo, relro_hi; /* whole pages the loader made read-only */
 	int relocated;                /* -1: not asked yet */
-	int defines;                  /* holds the `real` of some fn with `own` */
 };
 
 struct pass {
@@ -250,13 +249,16 @@ static void visit_rela(struct pass *p, struct object *o, const ElfW(Rela) *r)
 	if (type != GOT_JUMP_SLOT && type != GOT_GLOB_DAT)
 		return;
 	const ElfW(Sym) *s = &o->sym[GOT_R_SYM(r->r_info)];
+	/* an object that defines the name itself calls it through its GOT
+	 * only where the loader found another definition first, or where it
+	 * holds `real`: routed for `own` (got.h) only, and a lazy entry only
+	 * in the object holding `real` (its stub could bind to its own) */
 	int defined = s->st_shndx != SHN_UNDEF;
-	if (defined && !o->defines)
-		return;               /* bound to the object's own definition */
 	const struct rec_got_fn *f = wanted(o->str + s->st_name);
-	/* an object calling its own definition through its GOT: only the one
-	 * holding `real`, and only for `own` (got.h) */
-	if (!f || defined != contains(o->info, (uintptr_t)f->real) || (defined && !f->own))
+	if (!f || (defined && !f->own))
+		return;
+	int definer = contains(o->info, (uintptr_t)f->real);
+	if (definer && !defined)
 		return;
 	if (o->relocated < 0)
 		o->relocated = relocated(o->info);
@@ -269,7 +271,7 @@ static void visit_rela(struct pass *p, struct object *o, const ElfW(Rela) *r)
 	if (p->restore)
 		put_back(p, o, slot, word);
 	else
-		patch(p, o, slot, word, f, type == GOT_JUMP_SLOT);
+		patch(p, o, slot, word, f, type == GOT_JUMP_SLOT && (!defined || definer));
 }
 
 static int visit_object(struct dl_phdr_info *info, size_t size, void *data)
@@ -278,8 +280,6 @@ static int visit_object(struct dl_phdr_info *info, size_t size, void *data)
 	struct object o;
 	if (contains(info, (uintptr_t)&visit_object) || !read_object(info, &o))
 		return 0;             /* libheapreel.so calls the real functions itself */
-	for (unsigned i = 0; i < atomic_load_explicit(&nfns, memory_order_relaxed); i++)
-		o.defines |= fns[i].own && contains(info, (uintptr_t)fns[i].real);
 	for (int k = 0; k < 2; k++)
 		for (size_t i = 0; i < o.nrel[k]; i++)
 			visit_rela(data, &o, &o.rel[k][i]);

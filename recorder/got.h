@@ -8,10 +8,11 @@
 
 /* A function to redirect: every GOT entry bound to `name` in an object
  * that does not define it gets `hook` instead; `real` is the definition
- * the program found. The object containing `real` is patched too when
- * `own`: its calls of its own export through its GOT (glibc's strdup
- * calling malloc) are the program's, as a preloaded export sees them;
- * never for an allocator's own API, which it may call itself. */
+ * the program found. When `own`, so do the entries of objects that define
+ * the name themselves and call `real` through their GOT (glibc's strdup
+ * calling malloc, glibc's or jemalloc's): those calls are the program's,
+ * as a preloaded export sees them. Never for an allocator's own API,
+ * which it may call itself. */
 struct rec_got_fn {
 	const char *name;
 	void *hook;

@@ -108,7 +108,11 @@ static void *next_definition(const char *name)
 
 void rec_real_resolve(void)
 {
-	resolve_in(next_definition);
+	/* an attached copy is not in the global scope, so RTLD_NEXT would find
+	 * libc's functions, not those of the program's allocator (jemalloc
+	 * linked in); and a call may come before heapreel_attach (gdb calls
+	 * malloc, ours as likely as any, for the strings it passes) */
+	resolve_in(rec_session_attached() ? rec_program_definition : next_definition);
 }
 
 void *rec_program_scope(void)
@@ -156,7 +160,3 @@ void *rec_program_definition(const char *name)
 	return p;
 }
 
-void rec_real_resolve_attached(void)
-{
-	resolve_in(rec_program_definition);
-}

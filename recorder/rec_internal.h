@@ -121,12 +121,11 @@ extern struct rec_real rec_real;
 #define REC_GUARD_HOOK 2
 extern REC_TLS int rec_guard;
 
-/* Resolves every rec_real pointer (dlsym RTLD_NEXT). Safe to call more than
- * once and before the constructor; dlsym's own allocations are served from
- * the bootstrap arena. */
+/* Resolves every rec_real pointer (dlsym RTLD_NEXT; an attached copy:
+ * rec_program_definition). Safe to call more than once and before the
+ * constructor; dlsym's own allocations are served from the bootstrap
+ * arena. */
 void rec_real_resolve(void);
-/* The same for an attached copy (session.c): rec_program_definition's. */
-void rec_real_resolve_attached(void);
 /* The global scope alone (dlopen(NULL)'s handle): what the program's
  * lookups search, without our own objects when we were dlopen'ed. */
 void *rec_program_scope(void);

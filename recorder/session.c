@@ -747,7 +747,7 @@ int rec_session_attach(const char *trace_path)
 	rec_guard = 1;
 	out_path = trace_path;
 	if (!set_up) {
-		rec_real_resolve_attached();
+		rec_real_resolve();
 		set_up = setup() == 0;
 	}
 	int rc = REC_ATTACH_FAILED;

@@ -6,7 +6,9 @@ answers say they show the heap since the attach, and that events may be
 missing from the detach on. A process whose exit
 races the detach (REC_TEST_DETACH_KILL: killed as the request comes, left
 a zombie) is an ended process, not a failed detach. Prints the time from
-trace-record -p to the first recorded event."""
+trace-record -p to the first recorded event. With argv[1] att_phases_je,
+the same program with jemalloc serving malloc, which libc's strdup then
+calls through libc's own GOT."""
 import os
 import signal
 import sys
@@ -16,10 +18,12 @@ sys.path.insert(0, os.path.dirname(__file__))
 import atttest as at
 from hrtest import TRACE_IMPORT, TRACE_SNAP, connect, folded_per_function, meta, one, run, tmpdir
 
+PROGRAM = sys.argv[1] if len(sys.argv) > 1 else "att_phases"   # att_phases_je: jemalloc's
+
 at.need_attach()
 d = tmpdir("attach")
 go, end = os.path.join(d, "go"), os.path.join(d, "end")
-p, pid = at.start([at.program("att_phases"), go, end], cwd=d)
+p, pid = at.start([at.program(PROGRAM), go, end], cwd=d)
 trace, db = os.path.join(d, "run.trc"), os.path.join(d, "run.db")
 t_launch = time.time()
 r = at.attach(pid, trace)
