@@ -346,8 +346,8 @@ int main(int argc, char **argv)
 			unknown += r.ps[i].unknown_frees;
 		if (unknown)
 			fprintf(stderr, "trace-import: %" PRIu64 " frees of blocks allocated while "
-				"recording was stopped or not yet started (processes.unknown_frees); "
-				"not unmatched\n", unknown);
+				"recording was stopped or not yet started, or by calls not yet "
+				"routed (processes.unknown_frees); not unmatched\n", unknown);
 		for (size_t i = 0; i < r.ntr; i++) {
 			const struct imp_trace *t = &r.tr[i];
 

@@ -227,7 +227,6 @@ static int bucket_row(struct replay *r, struct proc *p, uint64_t b,
 	return 0;
 }
 
-/* Closes the buckets before the one holding t. */
 /* Bucket b's first allocation id is the next one. */
 static int note_bucket(struct replay *r, struct proc *p, uint64_t b)
 {
@@ -239,6 +238,7 @@ static int note_bucket(struct replay *r, struct proc *p, uint64_t b)
 	return 0;
 }
 
+/* Closes the buckets before the one holding t. */
 static int advance(struct replay *r, struct proc *p, uint64_t t)
 {
 	uint64_t b = t / r->o->bucket_ns;

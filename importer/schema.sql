@@ -45,7 +45,7 @@ CREATE TABLE processes(
                                             -- one, or a missed free); NULL: none lost
   damaged       INTEGER NOT NULL DEFAULT 0, -- 1: its trace was damaged, only the part before t_damaged read
   t_damaged     INTEGER,                    -- last instant read before the damage
-  unknown_frees INTEGER NOT NULL DEFAULT 0, -- frees, recorded while stopped, of blocks the trace never saw
+  unknown_frees INTEGER NOT NULL DEFAULT 0, -- frees, after a stop or unrouted calls, of blocks the trace never saw
   fork_t        INTEGER,                    -- a forked child: the instant of the fork; else NULL
   inherited     INTEGER NOT NULL DEFAULT 0  -- a forked child: 1 its parent's live set at fork_t is its
                                             -- own (seeded from the parent's trace), 2 unknown (the

@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "qi.h"
-#include "trace_format.h"   /* TF_MARK_RESERVED only */
+#include "trace_format.h"   /* the reserved marks' labels */
 
 #define MARK_STOP TF_MARK_RESERVED "stop"
 #define MARK_START TF_MARK_RESERVED "start"
@@ -213,9 +213,10 @@ static void say(const struct q_lack *l, unsigned bit, char *buf, size_t n)
 		break;
 	case Q_LACK_UNROUTED:
 		span_ends(&l->unrouted, a, b);
-		snprintf(buf, n, "calls of an object process %lld loaded reached the allocator "
-		         "unrecorded from %s to %s%s, before the recorder routed them: blocks "
-		         "allocated then are in no answer%s, and blocks freed then may look live",
+		snprintf(buf, n, "some calls of process %lld reached the allocator unrecorded "
+		         "from %s to %s%s (GOT entries not routed to the recorder: a library "
+		         "loaded since its last look): blocks allocated then are in no answer%s, "
+		         "and blocks freed then may look live",
 		         pid, a, b, earlier(l->nunrouted, c), unknown_frees(l, bit, d));
 		break;
 	case Q_LACK_UNMAPPED:

@@ -78,6 +78,10 @@ static struct entry entries[GOT_ENTRIES_MAX];
 static unsigned nentries;
 static _Atomic int pending;           /* the last pass left an object for later */
 static int said;                      /* the first failure was said */
+/* A pass left some entry unrouted (no room to remember it, a page that
+ * would not turn writable): calls through it go unrecorded until the
+ * restore. */
+static _Atomic int incomplete;
 static uintptr_t page_size;
 static atomic_flag lock = ATOMIC_FLAG_INIT;
 
@@ -183,6 +187,9 @@ static struct entry *remembered(const uintptr_t *slot)
  * a pause after each entry written, so that the program's threads run
  * while its GOT is half rewritten (tests/attach/test_cycles.py slow). */
 static long pause_ns;
+/* Test only (REC_TEST_GOT_FAIL=NAME, read by rec_got_install): NAME's
+ * entries fail as a full table would (tests/attach/test_dlopen.py). */
+static const char *test_fail;
 
 /* One aligned store, the page writable around it if RELRO made it read-only. */
 static int store(const struct object *o, uintptr_t *slot, uintptr_t word)
@@ -213,7 +220,7 @@ static void patch(struct pass *p, const struct object *o, uintptr_t *slot, uintp
 	/* remembered: an object reloaded at the same place, or a stub the
 	 * loader resolved over the hook (below) */
 	struct entry *e = remembered(slot);
-	if (!e && nentries == GOT_ENTRIES_MAX) {
+	if ((!e && nentries == GOT_ENTRIES_MAX) || (test_fail && !strcmp(f->name, test_fail))) {
 		p->failed = 1;
 		return;
 	}
@@ -302,6 +309,9 @@ static struct pass run(int restore)
 		atomic_store_explicit(&nfns, 0, memory_order_relaxed);
 		nentries = 0;
 		atomic_store_explicit(&pending, 0, memory_order_relaxed);
+		atomic_store_explicit(&incomplete, 0, memory_order_relaxed);
+	} else if (p.failed) {
+		atomic_store_explicit(&incomplete, 1, memory_order_relaxed);
 	}
 	if (p.failed && !said) {
 		said = 1;
@@ -327,6 +337,7 @@ int rec_got_install(const struct rec_got_fn *f, unsigned n)
 	const char *us = getenv("REC_TEST_GOT_PAUSE_US");
 	long pause_us = us ? strtol(us, NULL, 10) : 0;
 	pause_ns = pause_us > 0 && pause_us < 1000000 ? pause_us * 1000 : 0;
+	test_fail = getenv("REC_TEST_GOT_FAIL");
 	fns = f;
 	atomic_store_explicit(&nfns, n, memory_order_relaxed);
 	struct pass p = run(0);
@@ -340,6 +351,11 @@ unsigned rec_got_refresh(int changed)
 	    (changed || atomic_load_explicit(&pending, memory_order_relaxed)))
 		return run(0).changed;
 	return 0;
+}
+
+int rec_got_incomplete(void)
+{
+	return atomic_load_explicit(&incomplete, memory_order_relaxed);
 }
 
 unsigned rec_got_restore(void)

@@ -31,6 +31,9 @@ int rec_got_install(const struct rec_got_fn *fns, unsigned n);
  * number of entries changed: calls through them since the last pass
  * reached the real function unrecorded. */
 unsigned rec_got_refresh(int changed);
+/* 1 if a pass left some entry unrouted (said once on stderr), until the
+ * restore. */
+int rec_got_incomplete(void);
 /* Puts back every entry changed in objects still loaded and stops
  * patching; the number of entries put back. */
 unsigned rec_got_restore(void);

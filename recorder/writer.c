@@ -270,6 +270,9 @@ int rec_writer_node(uint32_t id)
 /* rec_now() before the previous look at the loaded objects: an object
  * loaded since may have called the allocator unrecorded (below). */
 static uint64_t objects_looked;
+/* The unrouted span of an entry got.c could not route is written, never
+ * closed (rec_got_incomplete). */
+static int unrouted_open;
 
 /* Module records are not in the .ring file, so they go to disk at once:
  * a trace recovered after a kill can still be symbolized. A GOT entry
@@ -283,6 +286,10 @@ static void emit_modules(void)
 	if (rec_got_refresh(changed)) {
 		rec_writer_mark(objects_looked, TF_MARK_UNROUTED);
 		rec_writer_mark(rec_now(), TF_MARK_ROUTED);
+	}
+	if (!unrouted_open && rec_got_incomplete()) {
+		unrouted_open = 1;
+		rec_writer_mark(objects_looked, TF_MARK_UNROUTED);
 	}
 	objects_looked = looked;
 	if (changed)
@@ -844,6 +851,7 @@ int rec_writer_start(struct tf_writer *tw)
 	nodes_emitted = 1;
 	modules_emitted = 0;
 	objects_looked = 0;
+	unrouted_open = 0;
 	lost_emitted = 0;
 	atomic_store(&stopping, 0);
 	waiting_state = NONE_WAITS;

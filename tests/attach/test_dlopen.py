@@ -4,7 +4,8 @@ loaded objects routes them, so the trace says when (heapreel.unrouted ..
 heapreel.routed marks), the answers say what they lack, and the library's
 calls made after the routing (here, after a trace-ctl flush: a writer
 round) are recorded exactly. Its constructor's block, allocated inside
-dlopen, is recorded only if the writer routed the library in between."""
+dlopen, is recorded only if the writer routed the library in between.
+An entry the recorder cannot route at all is an unrouted span to the end."""
 import os
 import signal
 import sys
@@ -54,5 +55,33 @@ if CTOR_SIZE in by_size:       # routed between the loader's relocation and the 
     print("the constructor's block was recorded")
 
 snap = run([TRACE_SNAP, db, "--at", "end", "--format", "text"])
-want = "calls of an object process %d loaded reached the allocator unrecorded from " % pid
+want = "some calls of process %d reached the allocator unrecorded from " % pid
 assert want in snap.stderr and "Warning: " + want in snap.stdout, (snap.stdout, snap.stderr)
+
+# An entry the recorder cannot route (REC_TEST_GOT_FAIL=malloc: as a full
+# table of entries would) leaves the calls through it unrecorded for good:
+# an unrouted span from then to the end, whatever is routed later.
+go, take, end = (os.path.join(d, n) for n in ("go2", "take2", "end2"))
+p, pid = at.start([at.program("att_dlopen"), lib, go, take, end], cwd=d,
+                  extra_env={"REC_TEST_GOT_FAIL": "malloc"})
+trace, db = os.path.join(d, "fail.trc"), os.path.join(d, "fail.db")
+r = at.attach(pid, trace)
+at.touch(go)
+at.wait_line(p, "loaded")
+run([TRACE_CTL, str(pid), "flush"])
+at.touch(take)
+at.wait_line(p, "taken")
+r.send_signal(signal.SIGINT)
+at.finish(r)
+at.touch(end)
+p.communicate(timeout=at.WAIT_S)
+run([TRACE_IMPORT, trace, db])
+c = connect(db)
+assert c.execute("SELECT count(*) FROM allocations WHERE size IN (?, ?)",
+                 (TAKE_SIZE, OWN_SIZE)).fetchone() == (0,)
+labels = [m for (m,) in c.execute("SELECT label FROM marks WHERE label IN "
+                                  "('heapreel.unrouted', 'heapreel.routed') ORDER BY t, rowid")]
+assert labels.count("heapreel.unrouted") == labels.count("heapreel.routed") + 1, labels
+snap = run([TRACE_SNAP, db, "--at", "end", "--format", "text"])
+want = "some calls of process %d reached the allocator unrecorded from " % pid
+assert want in snap.stderr and " to its end (" in snap.stderr, snap.stderr

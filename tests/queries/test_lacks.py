@@ -159,9 +159,9 @@ expect(build("stop_frees", lambda p: (stopped(p), setattr(p, "unknown_frees", 7)
 # Calls of a dlopen'ed object unrecorded until the recorder routed them:
 # the recorder's spans may overlap (each reaches back to its previous look
 # at the loaded objects), and nest into one from 3 s to 5 s.
-UNR = ("calls of an object process 100 loaded reached the allocator unrecorded from %s to "
-       "%s, before the recorder routed them: blocks allocated then are in no answer%s, and "
-       "blocks freed then may look live")
+UNR = ("some calls of process 100 reached the allocator unrecorded from %s to %s (GOT "
+       "entries not routed to the recorder: a library loaded since its last look): blocks "
+       "allocated then are in no answer%s, and blocks freed then may look live")
 UNR1 = UNR % ("3.000000000s", "5.000000000s", "")
 
 
