@@ -500,6 +500,19 @@ static uint64_t custom_key(uint64_t addr, uint32_t pool)
 	return addr | (uint64_t)pool << POOL_SHIFT;
 }
 
+/* Events of p may be missing from t (common axis) on: so may those of
+ * the children already seeded from it at or after t, from their fork
+ * (they may hold a block its lost free ended before). */
+static void lose_from(struct replay *r, struct proc *p, uint64_t t)
+{
+	uint64_t own = t > p->tr->shift ? t - p->tr->shift : 0;  /* its own axis */
+	if (own < p->tr->t_loss)
+		p->tr->t_loss = own;
+	for (size_t k = 0; k < r->next_fork; k++)
+		if (r->forks[k].parent == p->index && r->forks[k].t >= t)
+			lose_from(r, &r->procs[r->forks[k].child], r->forks[k].t);
+}
+
 /* Block id was allocated again while live: its free is not in the trace,
  * an event lost at some instant since its allocation, so answers from
  * its bucket's start on say that events may be missing (t_loss). */
@@ -513,10 +526,7 @@ static void count_missed(struct replay *r, struct proc *p, uint64_t id)
 		else
 			hi = mid;
 	}
-	uint64_t t = p->nbids ? p->bids[lo].t : 0, shift = p->tr->shift;
-	t = t > shift ? t - shift : 0;     /* to the trace's own axis */
-	if (t < p->tr->t_loss)
-		p->tr->t_loss = t;
+	lose_from(r, p, p->nbids ? p->bids[lo].t : 0);
 	p->ps->missed_frees++;
 	r->tot->missed_frees++;
 }

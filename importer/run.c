@@ -251,12 +251,15 @@ static int write_process(struct imp_db *db, const struct imp_trace *tr,
 			   (uint64_t)tr->inherited, fork_t);
 	free(real);
 	/* what its answers may lack (trace axis + shift = common axis; -1:
-	 * nothing) */
+	 * nothing); a loss from the trace's first instant is one from the
+	 * process's start, which a seeded child's fork may precede */
+	uint64_t t_loss = tr->t_loss + tr->shift;
+	if (tr->t_loss == 0 && t_start < t_loss)
+		t_loss = t_start;
 	if (!rc)
 		rc = imp_db_insert(db, "UPDATE processes SET t_loss = NULLIF(?, -1), damaged = ?, "
 				   "t_damaged = NULLIF(?, -1), unknown_frees = ? WHERE pid = ?", "iuiuu",
-				   tr->t_loss == IMP_NO_TIME ? (int64_t)-1 :
-				   (int64_t)(tr->t_loss + tr->shift),
+				   tr->t_loss == IMP_NO_TIME ? (int64_t)-1 : (int64_t)t_loss,
 				   (uint64_t)tr->damaged,
 				   tr->damaged ? (int64_t)(tr->t_damaged + tr->shift) : (int64_t)-1,
 				   ps->unknown_frees, (uint64_t)tr->pid);

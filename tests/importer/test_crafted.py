@@ -704,6 +704,20 @@ def case_fork(d):
         (4000, 0, None, 0, 450, 80), (4001, 400, 400, 1, 600, 5040)]
     assert [meta(c, k) for k in ("unmatched_frees", "inherited_blocks", "inherited_frees",
                                  "allocations")] == [0, 2, 0, 7]
+    # the parent's free of 0x7100 missing (allocated again at 500, after
+    # the fork): the loss reaches back to its allocation (60) in the
+    # parent, and to the fork in the child, which inherited the block
+    missed = FORK_PARENT.replace("f 300 7100\n", "").replace("close 800", "a 500 7100 25 1\nclose 800")
+    run2 = os.path.join(d, "run2")
+    os.mkdir(run2)
+    mktrace(os.path.join(run2, "run.trc"), missed)
+    mktrace(os.path.join(run2, "run.trc.1"), FORK_CHILD)
+    db = os.path.join(d, "missed.db")
+    trace_import([run2, db])
+    c = connect(db)
+    assert meta(c, "missed_frees") == 1 and meta(c, "timeline_bucket_ns") == 1
+    assert c.execute("SELECT pid, t_loss FROM processes ORDER BY pid").fetchall() == \
+        [(4000, 60), (4001, 400)]
     # the child alone: the fork 100 ns before its start, its frees apart
     db = os.path.join(d, "alone.db")
     p = trace_import([b, db])
