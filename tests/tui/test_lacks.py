@@ -2,7 +2,8 @@
 a loss and unknown inherited blocks; the status line says when the
 snapshot at the cursor lies after the loss, the damage or the start of a
 stopped span (heapreel.stop .. heapreel.start marks, which are shaded on
-the chart: blocks allocated then may still be live), or after a mapping a sampled trace did not record; the
+the chart: blocks allocated then may still be live) or of calls not yet
+routed to the recorder, or after a mapping a sampled trace did not record; the
 numbers at the cursor stay exact. A trace that lacks
 nothing shows none of it.
 """
@@ -102,6 +103,17 @@ with tt.Tmux([TUI, "--at", "3s", SAMPLED], width=WIDTH, height=HEIGHT) as tm:
     st, _ = tt.wait_status(tm, lambda st: st[0] == "0")
     assert st[5] == "", st
     checks += 2
+# Calls not routed to the recorder from 2.2 s to 3.2 s: from 2.2 s on
+# (blocks allocated then may still be live), not before.
+UNROUTED = os.path.join(D, "unrouted.db")
+tt.build_fixture(UNROUTED, marks=[(STOP, "heapreel.unrouted"), (START, "heapreel.routed")])
+with tt.Tmux([TUI, "--at", "3s", UNROUTED], width=WIDTH, height=HEIGHT) as tm:
+    at(tm, "3", "after unrouted calls")
+    tm.keys("End")
+    at(tm, "10", "after unrouted calls")
+    tm.keys("Home")
+    at(tm, "0", "")
+    checks += 3
 # A trace that lacks nothing: no flag, no note, no shade.
 CLEAN = os.path.join(D, "clean.db")
 tt.build_fixture(CLEAN)
