@@ -540,11 +540,18 @@ void rec_session_stop(void)
 /* Whether allocations were on when the detach held them off
  * (rec_ctl_hold): on again once the trace is closed, for the next attach. */
 static int detach_held;
+/* From a detach's start until its trace is closed: an exit meanwhile
+ * waits for the writer (rec_session_exit), which the kernel would
+ * otherwise end in the middle of the trace's last segment. */
+static _Atomic int detaching;
+#define DETACH_EXIT_WAIT_MS 2000       /* the longest such a wait, in steps of */
+#define DETACH_EXIT_STEP_NS 1000000L   /* 1 ms */
 
 int rec_session_detach_begin(void)
 {
 	if (!attached || !rec_on() || atomic_exchange(&ending, 1))
 		return -1;
+	atomic_store(&detaching, 1);
 	detach_held = rec_ctl_hold(1);  /* none recorded from here on (api.c) */
 	rec_got_restore();
 	return 0;
@@ -553,6 +560,7 @@ int rec_session_detach_begin(void)
 void rec_session_detach_end(void)
 {
 	close_files();
+	atomic_store(&detaching, 0);
 	rec_ctl_release(detach_held);
 	/* The ring file's mapping is swapped for zeroed anonymous memory: its
 	 * pages and disk blocks are released (a hundred attaches must not
@@ -582,6 +590,10 @@ static int others_running(void)
 
 void rec_session_exit(void)
 {
+	for (int ms = 0; atomic_load(&detaching) && ms < DETACH_EXIT_WAIT_MS; ms++) {
+		struct timespec step = { 0, DETACH_EXIT_STEP_NS };
+		nanosleep(&step, NULL);
+	}
 	if (!rec_session_mine())
 		return;
 	if (!others_running()) {

@@ -5,7 +5,8 @@ nothing is unmatched, missed or lost; its output is unchanged and the
 answers say they show the heap since the attach, and that events may be
 missing from the detach on. A process whose exit
 races the detach (REC_TEST_DETACH_KILL: killed as the request comes, left
-a zombie) is an ended process, not a failed detach. Prints the time from
+a zombie) is an ended process, not a failed detach; an exit during the
+detach waits for the trace to be closed. Prints the time from
 trace-record -p to the first recorded event. With argv[1] att_phases_je,
 the same program with jemalloc serving malloc, which libc's strdup then
 calls through libc's own GOT."""
@@ -82,6 +83,23 @@ assert "events of process %d may be missing from" % pid in snap.stderr, snap.std
 first = one(c, "SELECT min(t_alloc) FROM allocations")
 t_first = (meta(c, "t0_real_ns") + first) / 1e9
 print("attach: %.3f s from trace-record -p to the first recorded event" % (t_first - t_launch))
+
+# The exit comes while the detach puts the GOT back (slowed down by
+# REC_TEST_GOT_PAUSE_US): it waits for the writer to close the trace, so no
+# .ring is left and the trace imports whole (before: its last segment cut,
+# the .ring left behind, 4 times in 5).
+stop = os.path.join(d, "stop-detaching")
+p, pid = at.start([at.program("att_churn"), stop], extra_env={"REC_TEST_GOT_PAUSE_US": "3000"})
+trace = os.path.join(d, "exit.trc")
+r = at.attach(pid, trace)
+at.settle()
+r.send_signal(signal.SIGINT)
+time.sleep(0.01)
+at.touch(stop)
+at.finish(r)
+assert p.wait(timeout=at.WAIT_S) == 0, p.stderr.read()
+assert not os.path.exists(trace + ".ring"), os.listdir(d)
+run([TRACE_IMPORT, trace, os.path.join(d, "exit.db")])
 
 # The exit races the detach: the connection closes unanswered and the
 # process stays a zombie until we reap it, which kill(pid, 0) still finds.
