@@ -1009,7 +1009,7 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 		p->window = tr[t].keyed ? tr[t].window + tr[t].shift : 0;
 		p->t_unseen = IMP_NO_TIME;
 		for (size_t k = 0; k < tr[t].nmarks; k++)
-			if ((!strcmp(tr[t].marks[k].label, TF_MARK_RESERVED "stop") ||
+			if ((!strcmp(tr[t].marks[k].label, TF_MARK_STOP) ||
 			     !strcmp(tr[t].marks[k].label, TF_MARK_UNROUTED)) &&
 			    tr[t].marks[k].t + tr[t].shift < p->t_unseen)
 				p->t_unseen = tr[t].marks[k].t + tr[t].shift;

@@ -16,8 +16,6 @@
 #include "qi.h"
 #include "trace_format.h"   /* the reserved marks' labels */
 
-#define MARK_STOP TF_MARK_RESERVED "stop"
-#define MARK_START TF_MARK_RESERVED "start"
 #define TIME_TEXT 40      /* room for a time told by q_fmt_ns */
 #define EARLIER_TEXT 48   /* room for earlier()'s words */
 #define FREES_TEXT 72     /* room for unknown_frees()'s words */
@@ -45,9 +43,9 @@ static int load_spans(struct q_db *db, int64_t pid, struct q_pdata *pd)
 	for (size_t k = 0; k < nm; k++) {
 		bool open = pd->nstopped && pd->stopped[pd->nstopped - 1].t2 == Q_NEVER;
 		int r = 0;
-		if (!open && !strcmp(m[k].label, MARK_STOP))
+		if (!open && !strcmp(m[k].label, TF_MARK_STOP))
 			r = open_span(&pd->stopped, &pd->nstopped, &cap_s, m[k].t);
-		else if (open && !strcmp(m[k].label, MARK_START))
+		else if (open && !strcmp(m[k].label, TF_MARK_START))
 			pd->stopped[pd->nstopped - 1].t2 = m[k].t;
 		else if (!strcmp(m[k].label, TF_MARK_UNROUTED) && depth++ == 0)
 			r = open_span(&pd->unrouted, &pd->nunrouted, &cap_u, m[k].t);

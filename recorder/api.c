@@ -245,7 +245,7 @@ int rec_ctl_start(int can_wait)
 	uint64_t t = rec_now(); /* before: every allocation recorded comes after */
 	uint64_t old = change(REC_M_ALLOCS | F_EVER, REC_M_SETBUILD | F_SETREADY);
 	if (!(old & REC_M_ALLOCS))
-		return queue_mark(t, TF_MARK_RESERVED "start", 0, can_wait ? WAITER : WRITER);
+		return queue_mark(t, TF_MARK_START, 0, can_wait ? WAITER : WRITER);
 	return 0;
 }
 
@@ -256,7 +256,7 @@ int rec_ctl_stop(int can_wait)
 	uint64_t t = rec_now(); /* before: an allocation it misses comes after */
 	uint64_t old = change(0, REC_M_ALLOCS);
 	if (old & REC_M_ALLOCS)
-		return queue_mark(t, TF_MARK_RESERVED "stop", 0, can_wait ? WAITER : WRITER);
+		return queue_mark(t, TF_MARK_STOP, 0, can_wait ? WAITER : WRITER);
 	return 0;
 }
 
@@ -444,7 +444,7 @@ void rec_ctl_session_start(void)
 void rec_ctl_session_started(void)
 {
 	if (!(atomic_load(&rec_ctl_word) & REC_M_ALLOCS))
-		queue_mark(rec_now(), TF_MARK_RESERVED "stop", 0, WRITER);
+		queue_mark(rec_now(), TF_MARK_STOP, 0, WRITER);
 }
 
 /* ---- rec.h ------------------------------------------------------------ */

@@ -108,6 +108,10 @@ enum tf_key_phase { TF_KEY_BEGIN = 0, TF_KEY_CUT = 1, TF_KEY_END = 2 };
  * recorded, which readers prefer over the header's. */
 #define TF_MARK_RESERVED "heapreel."
 #define TF_MARK_SAMPLE TF_MARK_RESERVED "sample="
+/* Recording of allocations stopped (rec_stop, trace-ctl stop, REC_PAUSED)
+ * and started again: blocks allocated between are unknown to the trace. */
+#define TF_MARK_STOP TF_MARK_RESERVED "stop"
+#define TF_MARK_START TF_MARK_RESERVED "start"
 /* The first custom allocator call (rec.h) the recorder did not record
  * because the trace is sampled or bounded: custom blocks are missing from
  * that instant on (README "Custom allocators"). */
@@ -162,7 +166,7 @@ static inline int tf_lack_of(const char *label)
 static inline const char *tf_span_mark(unsigned i)
 {
 	static const char *const label[TF_SPAN_MARKS] = {
-		TF_MARK_RESERVED "stop", TF_MARK_RESERVED "start", TF_MARK_UNROUTED, TF_MARK_ROUTED,
+		TF_MARK_STOP, TF_MARK_START, TF_MARK_UNROUTED, TF_MARK_ROUTED,
 	};
 	return label[i];
 }

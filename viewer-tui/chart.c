@@ -13,7 +13,7 @@
  * Never: allocate or query while drawing; draw outside the rows it is given.
  */
 #include "tui.h"
-#include "trace_format.h"   /* TF_MARK_RESERVED only */
+#include "trace_format.h"   /* the reserved marks' labels */
 
 #include <stdlib.h>
 #include <string.h>
@@ -134,9 +134,9 @@ static const char *const blocks_utf8[EIGHTHS + 1] = {
 /* The recorder's stop and start marks enclose a shaded stopped span: "(░░)". */
 static chtype mark_glyph(const char *label)
 {
-	if (!strcmp(label, TF_MARK_RESERVED "stop"))
+	if (!strcmp(label, TF_MARK_STOP))
 		return '(';
-	if (!strcmp(label, TF_MARK_RESERVED "start"))
+	if (!strcmp(label, TF_MARK_START))
 		return ')';
 	return 'M';
 }

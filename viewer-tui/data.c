@@ -13,7 +13,7 @@
  * print; take over the terminal.
  */
 #include "tui.h"
-#include "trace_format.h"   /* TF_MARK_RESERVED only */
+#include "trace_format.h"   /* the reserved marks' labels */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@
 
 /* The recorder's marks a person wants to see: where recording stopped and
  * started again. */
-static const char *const shown_reserved[] = { "heapreel.start", "heapreel.stop" };
+static const char *const shown_reserved[] = { TF_MARK_START, TF_MARK_STOP };
 /* The counter the chart draws beside live bytes (README "Counters"). */
 #define RSS_COUNTER "rss_bytes"
 
