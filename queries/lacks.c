@@ -60,13 +60,20 @@ static int load_spans(struct q_db *db, int64_t pid, struct q_pdata *pd)
 	return 0;
 }
 
-int q_stopped(struct q_db *db, int64_t pid, const struct q_span **out, size_t *n)
+/* Process pid's data with its spans loaded, or NULL. */
+static const struct q_pdata *spans_of(struct q_db *db, int64_t pid)
 {
 	long i = q_proc_index(db, pid);
 	if (i < 0)
-		return -1;
+		return NULL;
 	struct q_pdata *pd = &db->pd[i];
-	if (!pd->spans_loaded && load_spans(db, pid, pd))
+	return pd->spans_loaded || !load_spans(db, pid, pd) ? pd : NULL;
+}
+
+int q_stopped(struct q_db *db, int64_t pid, const struct q_span **out, size_t *n)
+{
+	const struct q_pdata *pd = spans_of(db, pid);
+	if (!pd)
 		return -1;
 	*out = pd->stopped;
 	*n = pd->nstopped;
@@ -110,11 +117,9 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 	    first_mark(db, pid, TF_MARK_MMAP_UNRECORDED, &t_unmapped) ||
 	    first_mark(db, pid, TF_MARK_ATTACH, &t_attach))
 		return -1;
-	const struct q_span *s;
-	size_t n;
-	if (q_stopped(db, pid, &s, &n))
+	const struct q_pdata *pd = spans_of(db, pid);
+	if (!pd)
 		return -1;
-	const struct q_pdata *pd = &db->pd[q_proc_index(db, pid)];
 	const struct q_process *p = q_process(db, pid);
 	memset(l, 0, sizeof *l);
 	l->kind = kind;
@@ -135,7 +140,7 @@ int q_lacks(struct q_db *db, int64_t pid, enum q_kind kind, int64_t t1, int64_t 
 	/* Inherited blocks were allocated before the process: only live sets
 	 * hold them, never an allocation count. */
 	bool live_set = kind == Q_SNAPSHOT || kind == Q_PEAK || kind == Q_GROWTH || kind == Q_LEAKS;
-	if ((l->nstopped = touching(s, n, live_set, t1, reach, &l->stopped)))
+	if ((l->nstopped = touching(pd->stopped, pd->nstopped, live_set, t1, reach, &l->stopped)))
 		l->what |= Q_LACK_STOPPED;
 	if ((l->nunrouted = touching(pd->unrouted, pd->nunrouted, live_set, t1, reach, &l->unrouted)))
 		l->what |= Q_LACK_UNROUTED;
