@@ -19,23 +19,31 @@ CTOR_SIZE, TAKE_SIZE, OWN_SIZE = 3333, 4444, 5555     # att_dl_lib.c, att_dlopen
 at.need_attach()
 d = tmpdir("attach-dlopen")
 lib = os.path.join(REC_BUILD, "tests", "attach", "libatt_dl.so")
-go, take, end = (os.path.join(d, n) for n in ("go", "take", "end"))
-p, pid = at.start([at.program("att_dlopen"), lib, go, take, end], cwd=d)
-trace, db = os.path.join(d, "run.trc"), os.path.join(d, "run.db")
-r = at.attach(pid, trace)
-at.touch(go)
-at.wait_line(p, "loaded")
-run([TRACE_CTL, str(pid), "flush"])       # a writer round: the library is routed
-at.touch(take)
-at.wait_line(p, "taken")
-r.send_signal(signal.SIGINT)
-at.finish(r)
-at.touch(end)
-out, perr = p.communicate(timeout=at.WAIT_S)
-assert p.returncode == 0 and out == "bye\n" and perr == "", (p.returncode, out, perr)
 
-run([TRACE_IMPORT, trace, db])
-c = connect(db)
+
+def recorded(name, extra_env=None, said=""):
+    """att_dlopen attached to from start to end, the library loaded and
+    routed (trace-ctl flush: a writer round) before it calls into it; its
+    stderr must be `said`. (pid, database of the trace, its connection)."""
+    go, take, end = (os.path.join(d, name + "." + n) for n in ("go", "take", "end"))
+    p, pid = at.start([at.program("att_dlopen"), lib, go, take, end], cwd=d, extra_env=extra_env)
+    trace, db = os.path.join(d, name + ".trc"), os.path.join(d, name + ".db")
+    r = at.attach(pid, trace)
+    at.touch(go)
+    at.wait_line(p, "loaded")
+    run([TRACE_CTL, str(pid), "flush"])
+    at.touch(take)
+    at.wait_line(p, "taken")
+    r.send_signal(signal.SIGINT)
+    at.finish(r)
+    at.touch(end)
+    out, perr = p.communicate(timeout=at.WAIT_S)
+    assert p.returncode == 0 and out == "bye\n" and perr == said, (p.returncode, out, perr)
+    run([TRACE_IMPORT, trace, db])
+    return pid, db, connect(db)
+
+
+pid, db, c = recorded("run")
 for key in ("unmatched_frees", "missed_frees", "lost_events", "damaged"):
     assert meta(c, key) == 0, (key, meta(c, key))
 marks = c.execute("SELECT t, label FROM marks WHERE label IN ('heapreel.unrouted', "
@@ -61,22 +69,9 @@ assert want in snap.stderr and "Warning: " + want in snap.stdout, (snap.stdout, 
 # An entry the recorder cannot route (REC_TEST_GOT_FAIL=malloc: as a full
 # table of entries would) leaves the calls through it unrecorded for good:
 # an unrouted span from then to the end, whatever is routed later.
-go, take, end = (os.path.join(d, n) for n in ("go2", "take2", "end2"))
-p, pid = at.start([at.program("att_dlopen"), lib, go, take, end], cwd=d,
-                  extra_env={"REC_TEST_GOT_FAIL": "malloc"})
-trace, db = os.path.join(d, "fail.trc"), os.path.join(d, "fail.db")
-r = at.attach(pid, trace)
-at.touch(go)
-at.wait_line(p, "loaded")
-run([TRACE_CTL, str(pid), "flush"])
-at.touch(take)
-at.wait_line(p, "taken")
-r.send_signal(signal.SIGINT)
-at.finish(r)
-at.touch(end)
-p.communicate(timeout=at.WAIT_S)
-run([TRACE_IMPORT, trace, db])
-c = connect(db)
+pid, db, c = recorded("fail", {"REC_TEST_GOT_FAIL": "malloc"},
+                      "heapreel: cannot redirect every GOT entry of the allocator's own API;"
+                      " some of its calls go unrecorded\n")
 assert c.execute("SELECT count(*) FROM allocations WHERE size IN (?, ?)",
                  (TAKE_SIZE, OWN_SIZE)).fetchone() == (0,)
 labels = [m for (m,) in c.execute("SELECT label FROM marks WHERE label IN "
