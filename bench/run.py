@@ -6,8 +6,11 @@ allocation calls; the sqlite3 CLI on the 150 k rows of gen_sql.py's script;
 pychurn.py under the system python3 with PYTHONMALLOC=malloc; the compile
 of bigcxx.cc by g++ -O1 -c, timed as the cc1plus it runs)
 and runs each one
-alternately without profiler, under libheapreel.so, under heaptrack and under
-`heaptrack -r` (record only), at least --runs times each. It prints, per
+alternately without profiler, under the clock floor (bench/clock_floor.c: a
+preloaded malloc family that only reads the clock once per call, the least
+a recorder that stamps every event with its time can cost), under
+libheapreel.so, under heaptrack and under `heaptrack -r` (record only), at
+least --runs times each. It prints, per
 workload: the median wall-time ratio vs the baseline with its min-max, trace
 bytes per event (and heaptrack -r's trace bytes over the same events), the
 recorder's extra peak RSS, the writer thread's CPU time
@@ -120,9 +123,9 @@ SHADOW_ENV = "REC_SHADOW"       # --shadow sets it to 1 for every run
 DIFFER_LINE = "REC_CHECK_STACKS: stacks differ: "  # heads the recorder's report
 checks = {"on": False, "shadow": False, "runs": 0, "differ": 0}    # --check-stacks' tally, --shadow
 
-VARIANTS = ("base", "rec", "ht", "htr")
-LABELS = {"base": "base", "rec": "libheapreel.so", "ht": "heaptrack",
-          "htr": "heaptrack -r"}
+VARIANTS = ("base", "floor", "rec", "ht", "htr")
+LABELS = {"base": "base", "floor": "clock floor", "rec": "libheapreel.so",
+          "ht": "heaptrack", "htr": "heaptrack -r"}
 
 
 class Run:
@@ -271,6 +274,8 @@ def run_variant(variant, argv, tools, work, tag, sample=None, max_size=None, sta
     # is recorded; the baseline goes through env(1) too, for the same cost.
     if variant == "base":
         return timed(["env"] + argv, env=env, cwd=work), None
+    if variant == "floor":
+        return timed(["env", "LD_PRELOAD=" + tools["floor"]] + argv, env=env, cwd=work), None
     if variant == "rec":
         trc = os.path.join(work, tag + ".trc")
         period = ["REC_SAMPLE=%d" % sample] if sample else []
@@ -434,6 +439,8 @@ def bench_recording(name, argv, tools, work, runs, wenv):
         for v in VARIANTS:
             if v in ("ht", "htr") and not tools["heaptrack"]:
                 continue
+            if v == "floor" and not tools["floor"]:
+                continue
             r, out = run_variant(v, argv, tools, work, tag_of(name, v, i), wenv=wenv)
             results[v].append(r)
             if r.ok and out:
@@ -454,8 +461,10 @@ def bench_recording(name, argv, tools, work, runs, wenv):
         t_base, ", %s allocation calls" % calls.group(1) if calls else ""))
     stats = {}
     row = {"workload": name}  # this workload's line of the closing table
-    for v in ("rec", "ht", "htr"):
+    for v in ("floor", "rec", "ht", "htr"):
         rs = results[v]
+        if v == "floor" and not rs:
+            continue
         if not rs:
             print("  %-17s skipped: heaptrack is not installed (./heapreel setup --bench)" % LABELS[v])
             continue
@@ -801,7 +810,7 @@ def check_target(stats, t_base):
     return "%s (vs %s/%d)" % (verdict, what, div)
 
 
-TABLE = (("workload", "workload"), ("rec", "libheapreel.so"), ("ht", "heaptrack"),
+TABLE = (("workload", "workload"), ("floor", "clock floor"), ("rec", "libheapreel.so"), ("ht", "heaptrack"),
          ("htr", "heaptrack -r"), ("bpe", "trace B/event"),
          ("htr_bpe", "heaptrack -r B/event"), ("rss", "extra RSS"),
          ("writer", "writer CPU"),
@@ -1113,6 +1122,10 @@ def find_tools(build):
     def exe(*parts):
         p = os.path.join(build, *parts)
         return p if os.access(p, os.X_OK) else None
+
+    def lib(*parts):
+        p = os.path.join(build, *parts)
+        return p if os.path.exists(p) else None
     tools = {
         "librec": os.path.join(build, "recorder", "libheapreel.so"),
         "dump": exe("trace-format", "trace-dump"),
@@ -1120,6 +1133,7 @@ def find_tools(build):
         "snap": exe("queries", "trace-snap"),
         "tui": exe("viewer-tui", "trace-tui"),
         "bounded_live": exe("bench", "bounded_live"),
+        "floor": lib("bench", "libclock_floor.so"),
         "pool_calls": exe("bench", "pool_calls"),
         "mmap_calls": exe("bench", "mmap_calls"),
         "heaptrack": shutil.which("heaptrack"),
