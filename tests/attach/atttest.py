@@ -6,11 +6,11 @@ import shutil
 import subprocess
 import time
 
-from hrtest import REC_BUILD, TRACE_IMPORT, TRACE_RECORD, connect, meta, need, run, skip
+from hrtest import REC_BUILD, TRACE_IMPORT, TRACE_RECORD, connect, limit, meta, need, run, skip
 
 LIBATTACH = os.path.join(REC_BUILD, "recorder", "libheapreel-attach.so")
 ATTACHED_LINE = "trace-record: attached to process"
-WAIT_S = 120                  # a step of a test never waits longer than this
+WAIT_S = limit(120)           # a step of a test never waits longer than this
 
 
 def need_attach():

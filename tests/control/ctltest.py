@@ -52,14 +52,14 @@ def marks(recs):
 
 def ctl(pid, *args, check=True, env=None):
     p = subprocess.run([TRACE_CTL, str(pid)] + list(args), capture_output=True, text=True,
-                       env=env, timeout=30)
+                       env=env, timeout=hrtest.limit(30))
     if check and p.returncode != 0:
         raise AssertionError("trace-ctl %s %s exited %d: %s" % (pid, " ".join(args),
                                                                 p.returncode, p.stderr))
     return p
 
 
-def wait_active(pid, timeout=30.0):
+def wait_active(pid, timeout=hrtest.limit(30.0)):
     """Returns once the recorder of pid says it is recording (trace-ctl
     record has started it); fails if it does not within timeout."""
     deadline = time.monotonic() + timeout
@@ -95,6 +95,6 @@ class Steps:
     def finish(self):
         self.p.stdin.close()
         err = self.p.stderr.read()
-        rc = self.p.wait(timeout=60)
+        rc = self.p.wait(timeout=hrtest.limit(60))
         assert rc == 0, "ctl_steps exited %d: %s" % (rc, err)
         return err

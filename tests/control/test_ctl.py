@@ -47,7 +47,7 @@ rec = subprocess.Popen([ctltest.TRACE_CTL, str(pid), "record", "--for", "600s"],
 ctltest.wait_active(pid)
 s.step()                                    # 4: 40 x 444, recorded
 rec.send_signal(signal.SIGINT)
-out, err = rec.communicate(timeout=30)
+out, err = rec.communicate(timeout=hrtest.limit(30))
 assert rec.returncode == 0, err
 said = re.fullmatch(r"recorded process %d for ([0-9.]+) s \(interrupted\); its trace: (.*)"
                     r" \(written as the process runs; trace-ctl %d flush writes out what is"
@@ -104,7 +104,7 @@ st = ctltest.ctl(s.pid, "status").stdout.split()
 assert st[:3] == ["ok", "state=active", "sample=4096"], st
 s.step()                                    # 2: 20 x 222 = 4440 bytes, sampled
 rec.send_signal(signal.SIGINT)
-assert rec.wait(timeout=30) == 0, rec.stderr.read()
+assert rec.wait(timeout=hrtest.limit(30)) == 0, rec.stderr.read()
 s.finish()
 recs = ctltest.dump(t2)
 assert [m["label"] for m in ctltest.marks(recs)] == [

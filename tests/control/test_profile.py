@@ -24,7 +24,7 @@ d = hrtest.tmpdir("profile")
 
 def profile(args, cwd=d):
     return subprocess.run([HEAPREEL, "profile"] + args, capture_output=True, text=True,
-                          cwd=cwd, stdin=subprocess.DEVNULL, timeout=120)
+                          cwd=cwd, stdin=subprocess.DEVNULL, timeout=hrtest.limit(120))
 
 
 p = profile(["-o", "run", "--", forker, "exec", "/bin/true"])
@@ -79,7 +79,7 @@ for args, words in ((["bench", "--help"], "usage: heapreel bench"),
                     (["test", "-h"], "./heapreel test"),
                     (["profile", "--help"], "./heapreel profile")):
     p = subprocess.run([HEAPREEL] + args, capture_output=True, text=True, cwd=d, env=env,
-                       stdin=subprocess.DEVNULL, timeout=60)
+                       stdin=subprocess.DEVNULL, timeout=hrtest.limit(60))
     assert p.returncode == 0 and words in p.stdout, (args, p.returncode, p.stdout, p.stderr)
     assert not os.path.exists(marker), (args, p.stdout, p.stderr)
 print("ok")

@@ -26,7 +26,7 @@ RING_MAGIC = 0x31474e4952524845    # trace_format.h TF_RING_MAGIC, "EHRRING1"
 
 def rec(args, **kw):
     return subprocess.run([ctltest.TRACE_RECORD] + args, capture_output=True, text=True,
-                          cwd=d, timeout=60, **kw)
+                          cwd=d, timeout=hrtest.limit(60), **kw)
 
 
 # Exit status passes through: 0, 3, killed by SIGTERM -> 143.
@@ -104,7 +104,7 @@ assert hrtest.connect(os.path.join(run, "run.db")).execute(
 cd = os.path.join(d, "cd")
 p = subprocess.run([os.path.relpath(ctltest.TRACE_RECORD, d), "-o", cd + "/", "--", "sh", "-c",
                     "cd / && exec /bin/sh -c 'echo $LD_PRELOAD'"],
-                   capture_output=True, text=True, cwd=d, timeout=60)
+                   capture_output=True, text=True, cwd=d, timeout=hrtest.limit(60))
 assert p.returncode == 0 and sorted(os.listdir(cd)) == ["run.trc", "run.trc.1"], (
     p.stderr, os.listdir(cd))
 assert p.stdout.strip() == os.path.realpath(hrtest.LIBREC), p.stdout
@@ -144,7 +144,7 @@ shutil.copy(hrtest.LIBREC, other_rec)
 under = os.path.join(d, "under")
 os.makedirs(under, exist_ok=True)
 p = subprocess.run([ctltest.TRACE_RECORD, "-o", "self.trc", "--", "sh", "-c", "echo $LD_PRELOAD"],
-                   capture_output=True, text=True, cwd=under, timeout=60,
+                   capture_output=True, text=True, cwd=under, timeout=hrtest.limit(60),
                    env=dict(os.environ, LD_PRELOAD=other_rec + ":" + other))
 assert p.returncode == 0, p.stderr
 assert p.stdout.strip().split(":") == [os.path.realpath(hrtest.LIBREC), other], p.stdout
@@ -155,7 +155,7 @@ assert hrtest.summary(os.path.join(under, "self.trc"))["alloc"] > 0
 twice = os.path.join(d, "twice")
 os.makedirs(twice, exist_ok=True)
 p = subprocess.run(["sh", "-c", "ls / > /dev/null"], capture_output=True, text=True, cwd=twice,
-                   timeout=60, env=dict(os.environ, LD_PRELOAD=other_rec + " " + hrtest.LIBREC))
+                   timeout=hrtest.limit(60), env=dict(os.environ, LD_PRELOAD=other_rec + " " + hrtest.LIBREC))
 assert p.returncode == 0, p.stderr
 names = sorted(os.listdir(twice))
 assert len(names) == 2 and all(re.fullmatch(r"(sh|ls)\.\d+\.trc", n) for n in names), names

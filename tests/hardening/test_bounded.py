@@ -105,7 +105,7 @@ def case_exact(d):
     hardtest.need(prog, hrtest.TRACE_SNAP)
     trace, db = os.path.join(d, "b.trc"), os.path.join(d, "b.db")
     p = subprocess.run([prog, str(ROUNDS)], env=hardtest.rec_env(trace, REC_MAX_SIZE="4M"),
-                       capture_output=True, timeout=240 * hrtest.SLOWER)
+                       capture_output=True, timeout=hrtest.limit(240))
     assert p.returncode == 0 and p.stdout == b"rounds %d\n" % ROUNDS and not p.stderr, p
     size, seg = os.path.getsize(trace), largest_segment(trace)
     s = hrtest.summary(trace)
@@ -150,7 +150,7 @@ def case_flushed(d):
     hardtest.need(prog, hrtest.TRACE_SNAP)
     trace, db = os.path.join(d, "f.trc"), os.path.join(d, "f.db")
     p = subprocess.run([prog, str(ROUNDS), "flush"], env=hardtest.rec_env(trace, REC_MAX_SIZE="4M"),
-                       capture_output=True, timeout=240 * hrtest.SLOWER)
+                       capture_output=True, timeout=hrtest.limit(240))
     assert p.returncode == 0 and p.stdout == b"rounds %d\n" % ROUNDS and not p.stderr, p
     hardtest.trace_import([trace], db)
     c = check_window(db)
@@ -163,7 +163,7 @@ def case_raced(d):
     trace, db = os.path.join(d, "r.trc"), os.path.join(d, "r.db")
     env = hardtest.rec_env(trace, REC_MAX_SIZE="4M", REC_TEST_KEYFRAME_GAP=str(KEY_GAP))
     p = subprocess.run([prog, str(RACED_ROUNDS), "pass"], env=env, capture_output=True,
-                       timeout=240 * hrtest.SLOWER)
+                       timeout=hrtest.limit(240))
     assert p.returncode == 0 and p.stdout == b"rounds %d\n" % RACED_ROUNDS and not p.stderr, p
     hardtest.trace_import([trace], db)
     c = check_window(db)
@@ -175,7 +175,7 @@ def case_idle(d):
     hardtest.need(prog)
     trace, db = os.path.join(d, "i.trc"), os.path.join(d, "i.db")
     p = subprocess.run([prog], env=hardtest.rec_env(trace, REC_MAX_SIZE="4M"),
-                       capture_output=True, timeout=240 * hrtest.SLOWER)
+                       capture_output=True, timeout=hrtest.limit(240))
     assert p.returncode == -signal.SIGKILL and not p.stderr, p
     # the kill may tear the segment being written (trace-dump: damaged,
     # exit 5, as for the import; its events are still in the .ring)

@@ -219,7 +219,7 @@ def crash_run(d, end, preexec=None, timeout=60):
             preexec()
     p = subprocess.run([exe, cnt, str(CRASH_WORKERS), str(CRASH_ITERS), end],
                        env=hardtest.rec_env(trace), capture_output=True, preexec_fn=child,
-                       timeout=timeout)
+                       timeout=hrtest.limit(timeout))
     assert os.path.exists(trace + ".ring"), "no .ring left beside %s" % trace
     return p, cnt, trace
 

@@ -293,7 +293,7 @@ def case_sql(d):
 def ctl(pid, uid=None, **env):
     e = hardtest.plain_env(**env)
     return subprocess.run([TRACE_CTL, str(pid), "status"], env=e, capture_output=True, text=True,
-                          preexec_fn=hardtest.as_user(uid) if uid is not None else None, timeout=30)
+                          preexec_fn=hardtest.as_user(uid) if uid is not None else None, timeout=hrtest.limit(30))
 
 
 def refused(p, who):

@@ -34,7 +34,7 @@ import time
 
 import hrtest
 
-WAIT_S = 30                   # bound on waiting for a file to appear (a failure, not a timing)
+WAIT_S = hrtest.limit(30)     # bound on waiting for a file to appear (a failure, not a timing)
 
 
 def wait_for(what, found):

@@ -72,7 +72,7 @@ def installed(cmd, *args, ok=(0,), cwd=d):
     """An installed command, without a caller's LD_PRELOAD."""
     env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "REC_OUT")}
     p = subprocess.run([os.path.join(bindir, cmd)] + list(args), capture_output=True,
-                       text=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL, timeout=120)
+                       text=True, cwd=cwd, env=env, stdin=subprocess.DEVNULL, timeout=hrtest.limit(120))
     assert p.returncode in ok, "%s %s: exit %d\n%s%s" % (cmd, args, p.returncode, p.stdout,
                                                          p.stderr)
     return p

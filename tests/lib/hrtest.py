@@ -39,6 +39,12 @@ SKIP = 77
 SLOWER = float(os.environ.get("HR_TIMEOUT_MULTIPLIER", "1"))
 
 
+def limit(seconds):
+    """A time limit of a test's own (a bound on a failure, not a timing),
+    grown with meson's --timeout-multiplier like the test's own limit."""
+    return seconds * SLOWER
+
+
 def prog(name):
     """Path of a test program built in tests/programs."""
     return os.path.join(REC_BUILD, "tests", "programs", name)

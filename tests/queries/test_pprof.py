@@ -80,7 +80,7 @@ if go:
                                          "helper": ["4", "4"], "main": ["0", "19"]})]:
         p = subprocess.run([go, "tool", "pprof", "-top", "-nodefraction=0", unit,
                             "-sample_index=" + idx, PB],
-                           capture_output=True, text=True, env=env, timeout=120)
+                           capture_output=True, text=True, env=env, timeout=hrtest.limit(120))
         assert p.returncode == 0, p.stderr
         # flat flat% sum% cum cum% name [(inline)]
         rows = {l.split()[5]: [l.split()[0], l.split()[3]] for l in p.stdout.splitlines()

@@ -189,7 +189,7 @@ if CHROMIUM:
         fh.write(page.replace("</svg>\n", HOOK))
     p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu",
                         "--user-data-dir=" + os.path.join(tmp, "chromium"), "--dump-dom",
-                        "file://" + hooked], capture_output=True, text=True, timeout=120)
+                        "file://" + hooked], capture_output=True, text=True, timeout=hrtest.limit(120))
     got = re.search(r'data-test="([^"]*)"', p.stdout)
     assert got, (p.stdout[-2000:], p.stderr[-2000:])
     seen = got.group(1).split(";")

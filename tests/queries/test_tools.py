@@ -107,7 +107,7 @@ GOENV = dict(os.environ, HOME=tmp, GOCACHE=os.path.join(tmp, "gocache"),
 
 def go_top(args):
     p = subprocess.run([GO, "tool", "pprof", "-top", "-nodefraction=0"] + args,
-                       capture_output=True, text=True, env=GOENV, timeout=120)
+                       capture_output=True, text=True, env=GOENV, timeout=hrtest.limit(120))
     assert p.returncode == 0, (args, p.stderr)
     return p.stdout
 

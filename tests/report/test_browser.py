@@ -62,7 +62,7 @@ CASES = {
 }
 shutil.rmtree(SHOTS, ignore_errors=True)
 os.makedirs(SHOTS)
-r = hrtest.run([node, DRIVER, chromium, PUPPETEER, page, SHOTS] + list(CASES), timeout=240)
+r = hrtest.run([node, DRIVER, chromium, PUPPETEER, page, SHOTS] + list(CASES), timeout=hrtest.limit(240))
 got = json.loads(r.stdout)
 assert got["console"] == [], got["console"]
 
@@ -118,7 +118,7 @@ frag = "#at=end&pid=%d" % pids[1]
 fshots = os.path.join(SHOTS, "forker")
 os.makedirs(fshots)
 fgot = json.loads(hrtest.run([node, DRIVER, chromium, PUPPETEER, fpage, fshots, frag],
-                             timeout=240).stdout)
+                             timeout=hrtest.limit(240)).stdout)
 assert fgot["console"] == [], fgot["console"]
 g = fgot["at"][frag]
 assert g["pid"] == str(pids[1]) and g["hash"] == frag, g

@@ -103,7 +103,7 @@ if not node or not os.path.isdir(os.path.join(PUPPETEER, "puppeteer-core")):
 shutil.rmtree(SHOTS, ignore_errors=True)
 os.makedirs(SHOTS)
 got = json.loads(hrtest.run([node, DRIVER, chromium, PUPPETEER, page, SHOTS, "--diff"],
-                            timeout=240).stdout)
+                            timeout=hrtest.limit(240)).stdout)
 assert got["console"] == [], got["console"]
 assert got["diff"]["bytes"] == change == NEW_PEAK - BASE_PEAK, (got["diff"], lines[0])
 assert (got["diff"]["base"], got["diff"]["new"]) == (b, n), got["diff"]

@@ -217,7 +217,7 @@ class Tmux:
         The screen must read the same twice in a row: ncurses sends a frame
         in pieces, and a capture between two of them shows a new status
         line over the old table."""
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + hrtest.limit(timeout)
         prev = None
         while True:
             scr = self.screen()
