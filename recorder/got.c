@@ -316,8 +316,8 @@ static struct pass run(int restore)
 	if (p.failed && !said) {
 		said = 1;
 		rec_say(restore ? "cannot put back every GOT entry changed" :
-			"cannot redirect every GOT entry of the allocator's own API", "",
-			restore ? "" : "; some of its calls go unrecorded");
+			"cannot redirect every GOT entry of an allocator function", "",
+			restore ? "" : "; the calls through those left go unrecorded");
 	}
 	atomic_flag_clear_explicit(&lock, memory_order_release);
 	rec_guard = g;

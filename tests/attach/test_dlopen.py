@@ -70,8 +70,8 @@ assert want in snap.stderr and "Warning: " + want in snap.stdout, (snap.stdout, 
 # table of entries would) leaves the calls through it unrecorded for good:
 # an unrouted span from then to the end, whatever is routed later.
 pid, db, c = recorded("fail", {"REC_TEST_GOT_FAIL": "malloc"},
-                      "heapreel: cannot redirect every GOT entry of the allocator's own API;"
-                      " some of its calls go unrecorded\n")
+                      "heapreel: cannot redirect every GOT entry of an allocator function;"
+                      " the calls through those left go unrecorded\n")
 assert c.execute("SELECT count(*) FROM allocations WHERE size IN (?, ?)",
                  (TAKE_SIZE, OWN_SIZE)).fetchone() == (0,)
 labels = [m for (m,) in c.execute("SELECT label FROM marks WHERE label IN "
