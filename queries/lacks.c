@@ -70,14 +70,25 @@ static const struct q_pdata *spans_of(struct q_db *db, int64_t pid)
 	return pd->spans_loaded || !load_spans(db, pid, pd) ? pd : NULL;
 }
 
-int q_stopped(struct q_db *db, int64_t pid, const struct q_span **out, size_t *n)
+static int span_list(struct q_db *db, int64_t pid, bool unrouted, const struct q_span **out,
+		     size_t *n)
 {
 	const struct q_pdata *pd = spans_of(db, pid);
 	if (!pd)
 		return -1;
-	*out = pd->stopped;
-	*n = pd->nstopped;
+	*out = unrouted ? pd->unrouted : pd->stopped;
+	*n = unrouted ? pd->nunrouted : pd->nstopped;
 	return 0;
+}
+
+int q_stopped(struct q_db *db, int64_t pid, const struct q_span **out, size_t *n)
+{
+	return span_list(db, pid, false, out, n);
+}
+
+int q_unrouted(struct q_db *db, int64_t pid, const struct q_span **out, size_t *n)
+{
+	return span_list(db, pid, true, out, n);
 }
 
 /* Which of spans s touch an answer over [t1, t2]: every span begun by t2

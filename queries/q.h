@@ -393,6 +393,10 @@ int q_write_stats(struct q_db *db, int64_t pid, int64_t t1, int64_t t2, bool win
 struct q_span { int64_t t1, t2; };
 /* The stopped spans of process pid, in time order; owned by db. */
 int q_stopped(struct q_db *db, int64_t pid, const struct q_span **s, size_t *n);
+/* Its unrouted spans (heapreel.unrouted .. heapreel.routed: calls reached
+ * the allocator unrecorded; they may nest), in order of their starts;
+ * owned by db. */
+int q_unrouted(struct q_db *db, int64_t pid, const struct q_span **s, size_t *n);
 
 enum {
 	Q_LACK_LOSS = 1,        /* reaches t_loss: events may be missing */

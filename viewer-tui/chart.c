@@ -6,9 +6,10 @@
  * the RSS samples are laid out once per terminal width into one value per
  * column each, the column's maximum, so that a cursor step redraws from the
  * cached columns and never reads the database. Both share the y axis. Rows below the bars: an axis carrying the cursor (^),
- * the peak (P), marks (M; the recorder's stop and start marks as ( and ))
- * and the growth window (=), then time labels. Columns where recording was
- * stopped are shaded above their bars.
+ * the peak (P), marks (M; the recorder's stop and start marks as ( and ),
+ * its unrouted and routed marks as { and }) and the growth window (=), then
+ * time labels. Columns where recording was stopped, or calls went
+ * unrecorded, are shaded above their bars.
  *
  * Never: allocate or query while drawing; draw outside the rows it is given.
  */
@@ -131,27 +132,39 @@ static const char *const blocks_utf8[EIGHTHS + 1] = {
 	" ", "\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"
 };
 
-/* The recorder's stop and start marks enclose a shaded stopped span: "(░░)". */
+/* The recorder's stop and start marks enclose a shaded stopped span,
+ * "(░░)"; its unrouted and routed marks, a shaded unrouted one, "{░░}". */
 static chtype mark_glyph(const char *label)
 {
 	if (!strcmp(label, TF_MARK_STOP))
 		return '(';
 	if (!strcmp(label, TF_MARK_START))
 		return ')';
+	if (!strcmp(label, TF_MARK_UNROUTED))
+		return '{';
+	if (!strcmp(label, TF_MARK_ROUTED))
+		return '}';
 	return 'M';
 }
 
-/* Whether column k meets a stopped span [t1, t2). */
-static bool col_stopped(const struct tui_chart *c, const struct tui_chart_marks *m, int k)
+/* Whether one of spans s meets [a, b). */
+static bool spans_meet(const struct q_span *s, size_t n, int64_t a, int64_t b)
 {
-	int64_t a = tui_chart_t_of(c, k), b = tui_chart_t_of(c, k + 1);
-	for (size_t i = 0; i < m->nstopped; i++)
-		if (m->stopped[i].t1 < b && m->stopped[i].t2 > a)
+	for (size_t i = 0; i < n; i++)
+		if (s[i].t1 < b && s[i].t2 > a)
 			return true;
 	return false;
 }
 
-/* The empty part of a column where recording was stopped. */
+/* Whether column k meets a stopped or unrouted span. */
+static bool col_shaded(const struct tui_chart *c, const struct tui_chart_marks *m, int k)
+{
+	int64_t a = tui_chart_t_of(c, k), b = tui_chart_t_of(c, k + 1);
+	return spans_meet(m->stopped, m->nstopped, a, b) ||
+	       spans_meet(m->unrouted, m->nunrouted, a, b);
+}
+
+/* The empty part of a column where allocations went unrecorded. */
 static void put_shade(WINDOW *w, int y, int x, bool utf8)
 {
 	if (utf8)
@@ -246,7 +259,7 @@ void tui_chart_draw(WINDOW *w, const struct tui_chart *c, const struct tui_chart
 			a = A_REVERSE | (color ? COLOR_PAIR(TUI_PAIR_CURSOR) : A_BOLD);
 		else if (color)
 			a = COLOR_PAIR(k == peak ? TUI_PAIR_PEAK : TUI_PAIR_BAR);
-		bool shade = col_stopped(c, m, k);
+		bool shade = col_shaded(c, m, k);
 		wattron(w, a);
 		for (int r = 0; r < h; r++) {
 			int64_t level = (int64_t)(h - 1 - r) * EIGHTHS;

@@ -21,8 +21,9 @@
 #include <sys/stat.h>
 
 /* The recorder's marks a person wants to see: where recording stopped and
- * started again. */
-static const char *const shown_reserved[] = { TF_MARK_START, TF_MARK_STOP };
+ * started again, where calls went unrecorded and where they were routed. */
+static const char *const shown_reserved[] = { TF_MARK_START, TF_MARK_STOP, TF_MARK_UNROUTED,
+					      TF_MARK_ROUTED };
 /* The counter the chart draws beside live bytes (README "Counters"). */
 #define RSS_COUNTER "rss_bytes"
 
@@ -44,6 +45,8 @@ struct tui_data {
 	const struct q_process *proc;
 	const struct q_span *stopped;   /* q's array */
 	size_t nstopped;
+	const struct q_span *unrouted;  /* q's array */
+	size_t nunrouted;
 	size_t nprocs;
 	struct tui_point *pts;
 	size_t npts;
@@ -152,10 +155,11 @@ struct tui_data *tui_data_open(const char *path, int64_t pid, bool *no_pid, char
 	const struct q_bucket *b;
 	const struct q_mark *all;
 	size_t nall;
-	/* The stopped spans now: later q_lacks calls then cannot fail. */
+	/* The spans now: later q_lacks calls then cannot fail. */
 	if (q_timeline(d->db, d->pid, &b, &d->npts) < 0 ||
 	    q_marks(d->db, d->pid, &all, &nall) < 0 ||
-	    q_stopped(d->db, d->pid, &d->stopped, &d->nstopped) < 0) {
+	    q_stopped(d->db, d->pid, &d->stopped, &d->nstopped) < 0 ||
+	    q_unrouted(d->db, d->pid, &d->unrouted, &d->nunrouted) < 0) {
 		snprintf(err, errn, "%s", q_errmsg(d->db));
 		goto fail;
 	}
@@ -276,6 +280,12 @@ const struct q_span *tui_data_stopped(const struct tui_data *d, size_t *n)
 {
 	*n = d->nstopped;
 	return d->stopped;
+}
+
+const struct q_span *tui_data_unrouted(const struct tui_data *d, size_t *n)
+{
+	*n = d->nunrouted;
+	return d->unrouted;
 }
 
 unsigned tui_data_lacks(struct tui_data *d, int64_t t)

@@ -406,6 +406,7 @@ static void load_process(struct tui_ui *u)
 	u->marks = tui_data_marks(u->d, &u->nmarks);
 	u->proc = tui_data_proc(u->d);
 	u->stopped = tui_data_stopped(u->d, &u->nstopped);
+	u->unrouted = tui_data_unrouted(u->d, &u->nunrouted);
 	u->chart.pts = tui_data_timeline(u->d, &u->chart.npts);
 	u->chart.rss = tui_data_rss(u->d, &u->chart.nrss);
 	u->chart.duration = u->t_end;

@@ -522,7 +522,8 @@ static const char *const help_text[] = {
 	"short); \"! after loss / after damage / after stop\":",
 	"the live set may lack blocks (events lost, trace cut,",
 	"recording stopped: shaded on the chart, ( and ) mark",
-	"where it stopped and started again); \"! no mmap\" and",
+	"where it stopped and started again; calls unrouted:",
+	"shaded too, { and } on the axis); \"! no mmap\" and",
 	"\"! custom unrecorded\": mappings or custom blocks that",
 	"a sampled (or bounded) trace could not hold; others:",
 	"\"! since attach\", \"! unrouted calls\" (trace-snap(1)).",
@@ -781,6 +782,7 @@ void tui_screen_draw(struct tui_ui *u)
 		.window = u->w1_set || u->w2_set,
 		.w1 = u->w1_set ? u->w1 : u->w2, .w2 = u->w2_set ? u->w2 : u->w1,
 		.stopped = u->stopped, .nstopped = u->nstopped,
+		.unrouted = u->unrouted, .nunrouted = u->nunrouted,
 	};
 	if (cm.w1 > cm.w2) {
 		int64_t t = cm.w1;

@@ -74,6 +74,8 @@ const struct q_mark *tui_data_marks(const struct tui_data *d, size_t *n);
 const struct q_process *tui_data_proc(const struct tui_data *d);
 /* The stopped spans (heapreel.stop .. heapreel.start), in time order. */
 const struct q_span *tui_data_stopped(const struct tui_data *d, size_t *n);
+/* The unrouted spans (heapreel.unrouted .. heapreel.routed). */
+const struct q_span *tui_data_unrouted(const struct tui_data *d, size_t *n);
 /* What the snapshot at t lacks: Q_LACK_* bits (q_lacks). */
 unsigned tui_data_lacks(struct tui_data *d, int64_t t);
 
@@ -144,6 +146,8 @@ struct tui_chart_marks {
 	int64_t w1, w2;
 	const struct q_span *stopped;   /* shaded: recording was stopped */
 	size_t nstopped;
+	const struct q_span *unrouted;  /* shaded: calls went unrecorded */
+	size_t nunrouted;
 };
 
 /* Draws the chart with its y labels into rows [y, y+h) of w, h >= 3,
@@ -209,8 +213,8 @@ struct tui_ui {
 	size_t nmarks;
 
 	const struct q_process *proc;   /* what its answers lack */
-	const struct q_span *stopped;
-	size_t nstopped;
+	const struct q_span *stopped, *unrouted;
+	size_t nstopped, nunrouted;
 
 	int64_t cursor;
 	int64_t live_bytes, live_objects, allocs;   /* at the cursor */

@@ -3,7 +3,7 @@ a loss and unknown inherited blocks; the status line says when the
 snapshot at the cursor lies after the loss, the damage or the start of a
 stopped span (heapreel.stop .. heapreel.start marks, which are shaded on
 the chart: blocks allocated then may still be live) or of calls not yet
-routed to the recorder, or after a mapping a sampled trace did not record; the
+routed to the recorder (shaded too), or after a mapping a sampled trace did not record; the
 numbers at the cursor stay exact. A trace that lacks
 nothing shows none of it.
 """
@@ -104,16 +104,24 @@ with tt.Tmux([TUI, "--at", "3s", SAMPLED], width=WIDTH, height=HEIGHT) as tm:
     assert st[5] == "", st
     checks += 2
 # Calls not routed to the recorder from 2.2 s to 3.2 s: from 2.2 s on
-# (blocks allocated then may still be live), not before.
+# (blocks allocated then may still be live), not before; the span is
+# shaded, between "{" and "}" on the axis.
 UNROUTED = os.path.join(D, "unrouted.db")
 tt.build_fixture(UNROUTED, marks=[(STOP, "heapreel.unrouted"), (START, "heapreel.routed")])
-with tt.Tmux([TUI, "--at", "3s", UNROUTED], width=WIDTH, height=HEIGHT) as tm:
-    at(tm, "3", "after unrouted calls")
-    tm.keys("End")
-    at(tm, "10", "after unrouted calls")
+with tt.Tmux([TUI, "--at", "9s", UNROUTED], width=WIDTH, height=HEIGHT) as tm:
+    scr = at(tm, "9", "after unrouted calls")
+    shade = [i - X0 for i, ch in enumerate(top_row(scr)) if ch == "\u2591"]
+    assert shade == shaded_cols(STOP, START), (shade, top_row(scr))
+    axis = scr.splitlines()[tt.STATUS_ROW(scr) - 2]
+    assert axis.index("{") - X0 == STOP * NCOL // tt.T_END, axis
+    assert axis.index("}") - X0 == START * NCOL // tt.T_END, axis
     tm.keys("Home")
     at(tm, "0", "")
-    checks += 3
+    tm.keys("m")                     # the unrouted and routed marks are marks too
+    at(tm, "2.2", "after unrouted calls")
+    tm.keys("m")
+    at(tm, "3.2", "after unrouted calls")
+    checks += 4
 # A trace that lacks nothing: no flag, no note, no shade.
 CLEAN = os.path.join(D, "clean.db")
 tt.build_fixture(CLEAN)
