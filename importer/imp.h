@@ -113,6 +113,9 @@ struct imp_trace {
 	uint64_t t_end;               /* END record's time, or IMP_NO_TIME */
 	uint64_t attach_t;            /* its heapreel.attach mark (trace-record -p),
 	                                 or IMP_NO_TIME: not an attached trace */
+	uint64_t t_detach;            /* its heapreel.detach mark, or IMP_NO_TIME:
+	                                 the recording ends there (replay.c) */
+	uint64_t after_detach;        /* events left out for being after it */
 	bool damaged;
 	char damage[IMP_ERR_MAX];     /* first damage found, printable */
 	bool wrapped;                 /* bounded trace whose oldest part is gone */
@@ -270,6 +273,7 @@ enum imp_alloc_kind { IMP_KIND_HEAP = 0, IMP_KIND_MMAP = 1, IMP_KIND_CUSTOM = 2 
 
 struct imp_ev {
 	uint64_t t;                   /* common axis */
+	uint64_t t_stamp;             /* t as recorded, before the merge clamped it */
 	uint64_t addr, size;
 	uint32_t stack;               /* trace node id */
 	uint8_t kind;                 /* enum imp_ev_kind */

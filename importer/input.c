@@ -25,6 +25,7 @@ int imp_trace_open(struct imp_trace *tr, const char *path, struct imp_err *e)
 	tr->t_end = IMP_NO_TIME;
 	tr->t_loss = IMP_NO_TIME;
 	tr->attach_t = IMP_NO_TIME;
+	tr->t_detach = IMP_NO_TIME;
 	tr->path = imp_strdup(path);
 	if (!tr->path) {
 		imp_errf(e, "%s: out of memory", path);
@@ -234,8 +235,8 @@ static int add_meta(struct imp_trace *tr, const struct tf_record *r)
 		tr->nmarks++;
 		if (!strcmp(k->label, TF_MARK_ATTACH) && tr->attach_t == IMP_NO_TIME)
 			tr->attach_t = r->t;
-		if (!strcmp(k->label, TF_MARK_DETACH) && r->t < tr->t_loss)
-			tr->t_loss = r->t;   /* events may be missing from it on */
+		if (!strcmp(k->label, TF_MARK_DETACH) && r->t < tr->t_detach)
+			tr->t_detach = r->t;
 		if (r->t > tr->t_max)
 			tr->t_max = r->t;
 		return 0;

@@ -351,6 +351,10 @@ int main(int argc, char **argv)
 		for (size_t i = 0; i < r.ntr; i++) {
 			const struct imp_trace *t = &r.tr[i];
 
+			if (t->after_detach)
+				fprintf(stderr, "trace-import: %s: the recording ends at the detach "
+					"(%.6f s): %" PRIu64 " events after it left out\n", t->path,
+					(double)(t->t_detach + t->shift) / 1e9, t->after_detach);
 			if (t->recovered || t->lost)
 				fprintf(stderr, "trace-import: %s: %" PRIu64
 					" events recovered from %s.ring, %" PRIu64

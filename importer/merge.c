@@ -323,6 +323,7 @@ int imp_merge_next(struct imp_merge *m, struct imp_ev *ev, struct imp_err *e)
 			ev->size = 0;
 		else if (imp_region_ends(ev->region))
 			ev->kind = IMP_FREE;   /* sorts as a free; an unmap's size: the range */
+		ev->t_stamp = ev->t;
 		/* A stream whose clock went backwards must not break the
 		 * global order the tables rely on. */
 		if (ev->t < m->now) {

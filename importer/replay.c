@@ -68,6 +68,14 @@ struct proc {
 	size_t nforeign;
 	bool inherit_unknown;         /* frees of unknown blocks: inherited ones */
 	bool attached;                /* frees of unknown blocks: allocated before the attach */
+	/* A recording that ended by a detach ends at its mark: every event
+	 * stamped by then was recorded (the recorder takes the mark's time
+	 * before it turns allocations off, and a hook reads the clock after
+	 * it looked whether they are on), while later ones are only some of
+	 * what happened (a thread already inside a hook, frees until the GOT
+	 * is put back). So they are left out, and answers up to the end stay
+	 * exact. IMP_NO_TIME: no detach. */
+	uint64_t t_cut;
 	uint64_t with_state;          /* stacks with alloc_objects > 0 */
 	bool changed;                 /* events since its last checkpoint */
 	int64_t live_bytes, live_objects;
@@ -1014,6 +1022,7 @@ static int setup(struct replay *r, struct imp_trace *tr, size_t ntr,
 			    tr[t].marks[k].t + tr[t].shift < p->t_unseen)
 				p->t_unseen = tr[t].marks[k].t + tr[t].shift;
 		p->attached = tr[t].attach_t != IMP_NO_TIME;
+		p->t_cut = tr[t].t_detach == IMP_NO_TIME ? IMP_NO_TIME : tr[t].t_detach + tr[t].shift;
 		p->index = (uint32_t)t;
 		p->pid = tr[t].pid;
 		p->ps = &ps[t];
@@ -1099,6 +1108,10 @@ int imp_replay(struct imp_db *db, struct imp_trace *tr, size_t ntr,
 
 		if (seed_before(&r, ev.t))
 			goto out;
+		if (ev.t_stamp > p->t_cut) {
+			p->tr->after_detach++;
+			continue;
+		}
 
 		/* The table lookup is a cache miss: start the next one now. */
 		if (imp_merge_peek_addr(m, &naddr, &nst)) {

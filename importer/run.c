@@ -225,7 +225,8 @@ static int write_process(struct imp_db *db, const struct imp_trace *tr,
 			 const struct imp_proc_stats *ps, uint64_t proc, uint64_t t0)
 {
 	const struct tf_header *h = tr->hdr;
-	uint64_t t_end = tr->t_end != IMP_NO_TIME ? tr->t_end + tr->shift : ps->t_end;
+	uint64_t t_end = tr->t_detach != IMP_NO_TIME ? tr->t_detach + tr->shift :
+			 tr->t_end != IMP_NO_TIME ? tr->t_end + tr->shift : ps->t_end;
 	char *real = realpath(tr->path, NULL);
 	int rc;
 

@@ -75,6 +75,42 @@ close 90
 """
 
 
+# An attached recording that ended by a detach at 60: the events stamped
+# after its mark (the new half of a realloc begun before it, an allocation,
+# a free) are left out, and the recording ends at the mark.
+DETACH = HEADER + """
+thread 1000 main
+node 1 0 401000
+node 2 1 401100
+mark 5 heapreel.attach
+mark 60 heapreel.detach
+flush
+events 1 1000
+a 10 1000 100 2
+a 20 2000 200 2
+f 30 1000
+a 40 5000 64 2
+r 55 65 2000 3000 400 2
+a 70 4000 50 2
+f 80 5000
+close 90
+"""
+
+
+def case_detach(d):
+    trc = mktrace(os.path.join(d, "d.trc"), DETACH)
+    db = os.path.join(d, "d.db")
+    p = trace_import([trc, db])
+    assert "%s: the recording ends at the detach (0.000000 s): 3 events after it left out" % trc \
+        in p.stderr, p.stderr
+    c = connect(db)
+    rows = c.execute("SELECT t_alloc, t_free, size, addr FROM allocations ORDER BY id").fetchall()
+    assert rows == [(10, 30, 100, 0x1000), (20, 55, 200, 0x2000), (40, None, 64, 0x5000)], rows
+    assert c.execute("SELECT t_end, t_loss FROM processes").fetchall() == [(60, None)]
+    assert meta(c, "unmatched_frees") == 0 and meta(c, "frees_before_attach") == 0
+    check_invariants(c)
+
+
 def case_maps(d):
     """Partial unmaps split a region, an mremap's new range counts only
     after its old range held a mapping (not at 50: a file's), a damaged
