@@ -70,6 +70,13 @@ REC_EXPORT int heapreel_attach(const char *trace_path)
 	rec_guard = 1;
 	int rc = rec_session_attach(trace_path);
 	if (rc == 0) {
+		/* The recorder's threads first run (their first step touches
+		 * our TLS) before any entry routes: here that TLS is allocated
+		 * through the program's malloc, and jemalloc's may mmap through
+		 * its GOT, which would re-enter the allocation from our hook
+		 * and deadlock on jemalloc's own lock. */
+		rec_thread_tid(&rec_s.writer_tid);
+		rec_thread_tid(&rec_s.enc_tid);
 		int held = rec_ctl_hold(0);          /* until every entry routes (api.c) */
 		rec_alloc_api_init(routes, find_routes());
 		rec_ctl_release(held);

@@ -140,4 +140,5 @@ void rec_enc_release(void)
 void rec_enc_abandon(void)
 {
 	running = 0;  /* a forked child has no such thread; its encoder is a copy, kept */
+	atomic_store(&rec_s.enc_tid, 0);
 }

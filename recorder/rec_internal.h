@@ -835,24 +835,28 @@ static inline void rec_futex_wake(_Atomic uint32_t *word, int n)
 	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
 }
 
+/* *tid of a thread made but not yet running. */
+#define REC_TID_STARTING UINT32_MAX
+
 /* Makes one with every signal blocked (a thread keeps the mask it is made
- * with), so no handler of the program ever runs on it, and returns once it
- * has published its tid in *tid (rec_thread_started): an exit right after
- * the start still tells the recorder's threads from the program's
- * (session.c); 0 or -1. */
+ * with), so no handler of the program ever runs on it; 0 or -1. It does
+ * not wait for the thread to run (on a busy machine that is milliseconds
+ * of every recorded process's start): *tid is REC_TID_STARTING until the
+ * thread publishes its tid (rec_thread_started), which rec_thread_tid
+ * waits for. */
 static inline int rec_thread_start(pthread_t *t, void *(*fn)(void *), void *arg,
 				   _Atomic uint32_t *tid)
 {
 	sigset_t all, old;
 	sigfillset(&all);
-	atomic_store(tid, 0);
+	atomic_store(tid, REC_TID_STARTING);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	int rc = pthread_create(t, NULL, fn, arg);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
+	if (rc) {
+		atomic_store(tid, 0);
 		return -1;
-	while (!atomic_load(tid))
-		rec_futex_wait(tid, 0, NULL);
+	}
 	return 0;
 }
 
@@ -861,6 +865,15 @@ static inline void rec_thread_started(_Atomic uint32_t *tid)
 {
 	atomic_store(tid, (uint32_t)gettid());
 	rec_futex_wake(tid, INT32_MAX);
+}
+
+/* The tid of a thread rec_thread_start made, once it runs (0: none). */
+static inline uint32_t rec_thread_tid(_Atomic uint32_t *tid)
+{
+	uint32_t v;
+	while ((v = atomic_load(tid)) == REC_TID_STARTING)
+		rec_futex_wait(tid, REC_TID_STARTING, NULL);
+	return v;
 }
 
 /* ---- encoder.c: the writer's second encoding thread ----------------------- */

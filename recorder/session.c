@@ -571,21 +571,29 @@ void rec_session_detach_end(void)
 		rec_say("cannot release the ring file's mapping", "", "; it stays mapped");
 }
 
+/* The caller's tid and the recorder's threads'. */
+struct known_tids {
+	uint32_t self, writer, enc;
+};
+
 /* A thread of /proc/self/task other than the caller and the recorder's own? */
-static int another_thread(const char *name, void *self)
+static int another_thread(const char *name, void *known)
 {
+	const struct known_tids *k = known;
 	uint64_t tid;
-	return rec_parse_u64(name, 1, INT32_MAX, &tid) == 0 && tid != *(uint32_t *)self &&
-	       tid != atomic_load(&rec_s.writer_tid) && tid != atomic_load(&rec_s.enc_tid);
+	return rec_parse_u64(name, 1, INT32_MAX, &tid) == 0 && tid != k->self &&
+	       tid != k->writer && tid != k->enc;
 }
 
 /* Does any thread of this process run besides the caller and the
  * recorder's own? 1 when it cannot tell (the cautious answer: the .ring
- * is kept). */
+ * is kept). A thread of ours made but not yet running is listed already:
+ * its tid is waited for. */
 static int others_running(void)
 {
-	uint32_t self = (uint32_t)gettid();
-	return rec_dir_each(AT_FDCWD, "/proc/self/task", another_thread, &self) != 0;
+	struct known_tids k = { (uint32_t)gettid(), rec_thread_tid(&rec_s.writer_tid),
+				rec_thread_tid(&rec_s.enc_tid) };
+	return rec_dir_each(AT_FDCWD, "/proc/self/task", another_thread, &k) != 0;
 }
 
 void rec_session_exit(void)

@@ -132,6 +132,11 @@ static uint64_t key_gap;
 /* Test only (REC_TEST_HOLD_FIRST_DRAIN=1, read at start): see hold(). */
 static int hold_first;
 #define HOLD_WAITS 10000               /* steps of KEY_GAP_STEP_NS: 10 s at most */
+/* Test only (REC_TEST_WRITER_LATE_US, read at start): the writer thread
+ * sleeps this long before its first step, so that a short program's exit
+ * comes before it (rec_thread_start does not wait for it, the exit does),
+ * and so does an attach's routing (attach.c waits for it). */
+static long late_us;
 
 /* Detaching (rec_writer_detach): the control connection to answer once
  * the trace is closed (-1: not detaching), and the rounds still to run
@@ -768,6 +773,10 @@ static void keyframe_step(void)
 static void *writer_main(void *arg)
 {
 	(void)arg;
+	if (late_us) {    /* before its first touch of our TLS */
+		struct timespec ts = { late_us / 1000000, late_us % 1000000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
 	rec_guard = 1;
 	rec_thread_started(&rec_s.writer_tid);
 	prctl(PR_SET_NAME, "heapreel-writer");
@@ -840,6 +849,10 @@ int rec_writer_start(struct tf_writer *tw)
 	const char *gap = getenv("REC_TEST_KEYFRAME_GAP");
 	key_gap = gap ? strtoull(gap, NULL, 10) : 0;
 	hold_first = getenv("REC_TEST_HOLD_FIRST_DRAIN") != NULL;
+	const char *late = getenv("REC_TEST_WRITER_LATE_US");
+	late_us = late ? strtol(late, NULL, 10) : 0;
+	if (late_us < 0 || late_us > 1000000)
+		late_us = 0;
 	w = tw;
 	failed = 0;
 	memset(lack_t, 0, sizeof lack_t);
@@ -873,6 +886,7 @@ void rec_writer_abandon(void)
 	if (w)
 		tf_writer_abandon(w);
 	w = NULL;
+	atomic_store(&rec_s.writer_tid, 0);   /* a forked child has no such thread */
 	rec_enc_abandon();
 }
 

@@ -26,7 +26,12 @@ PROGRAM = sys.argv[1] if len(sys.argv) > 1 else "att_phases"   # att_phases_je: 
 at.need_attach()
 d = tmpdir("attach")
 go, end = os.path.join(d, "go"), os.path.join(d, "end")
-p, pid = at.start([at.program(PROGRAM), go, end], cwd=d)
+# The writer thread held back (REC_TEST_WRITER_LATE_US): the attach must
+# wait for its first step before it routes any call, else with jemalloc
+# its first touch of our TLS (allocated by jemalloc, which maps memory
+# through its GOT, then routed to our mmap hook) deadlocks on jemalloc's lock.
+p, pid = at.start([at.program(PROGRAM), go, end], cwd=d,
+                  extra_env={"REC_TEST_WRITER_LATE_US": "100000"})
 trace, db = os.path.join(d, "run.trc"), os.path.join(d, "run.db")
 t_launch = time.time()
 r = at.attach(pid, trace)
