@@ -74,7 +74,11 @@ void rec_mmap_init(void)
  * the writer's next round, api.c). */
 static int program_call(uintptr_t caller, int anon_map)
 {
-	if (rec_guard || !rec_on() || (caller >= alloc_lo && caller < alloc_hi) ||
+	/* The allocator's object first, before anything touches our TLS:
+	 * when attached, a thread's first touch allocates it through the
+	 * program's malloc, and jemalloc's may map memory for it, which
+	 * must not come back here for the same TLS (its lock is held). */
+	if ((caller >= alloc_lo && caller < alloc_hi) || rec_guard || !rec_on() ||
 	    rec_stack_from_recorder(caller))
 		return 0;
 	uint64_t w = rec_ctl_now();
