@@ -61,6 +61,8 @@
 #define NO_HANDLE (-100)                   /* the gdb call's answer when dlopen failed */
 #define RESULT_TAG "heapreel-attach "     /* the line gdb prints with the answer */
 #define EXIT_GRACE_MS 2000                 /* an exit under way ends within this */
+#define EXEC_WAIT_MS 2000                  /* an exec under way ends within this */
+#define EXEC_STEP_NS 1000000L              /* looked at this often meanwhile */
 
 /* heapreel_attach's answers (recorder/rec_internal.h REC_ATTACH_*). */
 #define ANSWER_PRELOADED (-1)
@@ -168,8 +170,13 @@ static int mapped(long pid, const char *tail, char *out, size_t size)
 	return found;
 }
 
+/* has_loader's answer for a process whose exec is under way. */
+#define LOADER_NOT_YET 2
+
 /* Does process pid run with a dynamic loader (its auxv's AT_BASE, the
- * interpreter's address, is not 0)? 1, 0, or -1: unknown. */
+ * interpreter's address, is not 0)? 1, 0, -1: unknown, or LOADER_NOT_YET:
+ * its auxv is empty, as while an exec builds the new program's (a process
+ * just spawned: its parent may run on before that, as after vfork). */
 static int has_loader(long pid)
 {
 	char path[64];
@@ -178,12 +185,29 @@ static int has_loader(long pid)
 	if (fd < 0)
 		return -1;
 	uintptr_t av[2];
-	int rc = -1;
-	while (read(fd, av, sizeof av) == (ssize_t)sizeof av && av[0] != AT_NULL)
+	int rc = -1, entries = 0;
+	while (read(fd, av, sizeof av) == (ssize_t)sizeof av && av[0] != AT_NULL) {
+		entries++;
 		if (av[0] == AT_BASE)
 			rc = av[1] != 0;
+	}
 	close(fd);
+	if (!entries)
+		return LOADER_NOT_YET;
 	return rc < 0 ? 0 : rc;   /* no AT_BASE at all: no interpreter either */
+}
+
+/* has_loader, once an exec under way has ended (EXEC_WAIT_MS at most). */
+static int loader_after_exec(long pid)
+{
+	int loader = has_loader(pid);
+	for (long waited = 0; loader == LOADER_NOT_YET && waited < EXEC_WAIT_MS * 1000000L;
+	     waited += EXEC_STEP_NS) {
+		struct timespec step = { 0, EXEC_STEP_NS };
+		nanosleep(&step, NULL);
+		loader = has_loader(pid);
+	}
+	return loader;
 }
 
 /* The refusals that need no gdb: 0, or an exit code after one line. */
@@ -198,10 +222,13 @@ static int check_process(long pid, char *lib, size_t lib_size, const char *ctl)
 		return rec_fail(EXIT_OTHER_USER, "process %ld belongs to uid %u, not to you (uid %u):"
 				" run trace-record -p as its user", pid, (unsigned)st.st_uid,
 				(unsigned)geteuid());
-	int loader = has_loader(pid);
+	int loader = loader_after_exec(pid);
 	if (loader < 0)
 		return rec_fail(EXIT_NO_PROCESS, "cannot read /proc/%ld/auxv: %s (has it gone?)", pid,
 				strerror(errno));
+	if (loader == LOADER_NOT_YET)
+		return rec_fail(EXIT_CANNOT, "process %ld is still starting: its exec has not"
+				" finished after %d ms", pid, EXEC_WAIT_MS);
 	if (!loader)
 		return rec_fail(EXIT_STATIC, "process %ld runs a statically linked program (no"
 				" dynamic loader): no library can be loaded into it", pid);

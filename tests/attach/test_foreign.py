@@ -81,8 +81,10 @@ def feed():
 feeder = threading.Thread(target=feed)
 feeder.start()
 trace = os.path.join(d, "sq.trc")
-r = at.attach(q.pid, trace)
-attached.set()
+try:
+    r = at.attach(q.pid, trace)
+finally:
+    attached.set()            # a failed attach must not hold the feeder for WAIT_S
 at.settle()
 r.send_signal(signal.SIGINT)
 at.finish(r)
