@@ -77,6 +77,11 @@ struct rec_thread {
 	uint32_t index;                 /* its ring's */
 	uint32_t gen;                   /* session the fields here belong to */
 	int done;                       /* exiting, or no disk space for a ring: record nothing more */
+	/* Lost a call for want of room in its ring: every later call is lost
+	 * too, so the trace holds a prefix of the thread's calls. Else a
+	 * realloc (two events) lost with one slot left, then a free of its
+	 * new block that fits, would show as an unmatched free. */
+	int shut;
 	/* without a ring of its own: */
 	uint32_t tid;
 	uint32_t stream;                /* 0: none yet */
@@ -416,10 +421,15 @@ static inline void put(const struct tf_event *ev, unsigned n)
 	uint64_t head = atomic_load_explicit(&r->head, memory_order_relaxed);
 	uint64_t tail = atomic_load_explicit(&r->tail, memory_order_acquire);
 	uint64_t cap = (uint64_t)me.mask + 1;
-	if (REC_UNLIKELY(head + n - tail > cap)) {
+	if (REC_UNLIKELY((head + n - tail > cap) | me.shut)) {
+		if (me.shut) {
+			rec_lose(r, ev, n);
+			return;
+		}
 		if (!(cap < rec_s.rf->ring_events && grow(r, head))) {
 			atomic_fetch_add_explicit(&rec_s.ring_waits, 1, memory_order_relaxed);
 			if (!wait_room(r, head, n)) {
+				me.shut = 1;
 				rec_lose(r, ev, n);
 				return;
 			}
