@@ -37,7 +37,6 @@
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #if defined(__x86_64__)
 #define GOT_JUMP_SLOT R_X86_64_JUMP_SLOT
@@ -183,10 +182,10 @@ static struct entry *remembered(const uintptr_t *slot)
 	return NULL;
 }
 
-/* Test only (REC_TEST_GOT_PAUSE_US, read by rec_got_install, below 1 s):
+/* Test only (REC_TEST_GOT_PAUSE_US, read by rec_got_install, 1 s at most):
  * a pause after each entry written, so that the program's threads run
  * while its GOT is half rewritten (tests/attach/test_cycles.py slow). */
-static long pause_ns;
+static long pause_us;
 /* Test only (REC_TEST_GOT_FAIL=NAME, read by rec_got_install): NAME's
  * entries fail as a full table would (tests/attach/test_dlopen.py). */
 static const char *test_fail;
@@ -201,10 +200,8 @@ static int store(const struct object *o, uintptr_t *slot, uintptr_t word)
 	atomic_store_explicit((_Atomic uintptr_t *)slot, word, memory_order_release);
 	if (ro)
 		mprotect((void *)page, page_size, PROT_READ);
-	if (pause_ns) {
-		struct timespec ts = { 0, pause_ns };
-		nanosleep(&ts, NULL);
-	}
+	if (pause_us)
+		rec_sleep_us(pause_us);
 	return 0;
 }
 
@@ -334,9 +331,7 @@ int rec_got_install(const struct rec_got_fn *f, unsigned n)
 	return -1;
 #else
 	page_size = (uintptr_t)sysconf(_SC_PAGESIZE);
-	const char *us = getenv("REC_TEST_GOT_PAUSE_US");
-	long pause_us = us ? strtol(us, NULL, 10) : 0;
-	pause_ns = pause_us > 0 && pause_us < 1000000 ? pause_us * 1000 : 0;
+	pause_us = rec_test_delay_us("REC_TEST_GOT_PAUSE_US");
 	test_fail = getenv("REC_TEST_GOT_FAIL");
 	fns = f;
 	atomic_store_explicit(&nfns, n, memory_order_relaxed);

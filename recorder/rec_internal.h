@@ -20,6 +20,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -833,6 +834,22 @@ static inline void rec_futex_wait(_Atomic uint32_t *word, uint32_t seen,
 static inline void rec_futex_wake(_Atomic uint32_t *word, int n)
 {
 	syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, n, NULL, NULL, 0);
+}
+
+/* Test hooks' delays (REC_TEST_*_US, read at start): the microseconds
+ * variable `name` asks for, 0 unless it holds 1 to REC_TEST_DELAY_MAX_US. */
+#define REC_TEST_DELAY_MAX_US 1000000u
+static inline long rec_test_delay_us(const char *name)
+{
+	const char *s = getenv(name);
+	uint64_t us;
+	return s && rec_parse_u64(s, 1, REC_TEST_DELAY_MAX_US, &us) == 0 ? (long)us : 0;
+}
+
+static inline void rec_sleep_us(long us)
+{
+	struct timespec ts = { us / 1000000, us % 1000000 * 1000 };
+	nanosleep(&ts, NULL);
 }
 
 /* *tid of a thread made but not yet running. */

@@ -24,8 +24,6 @@
 
 #include <link.h>
 #include <pthread.h>
-#include <stdlib.h>
-#include <time.h>
 
 static pthread_mutex_t walk_lock = PTHREAD_MUTEX_INITIALIZER;
 static long delay_us;           /* REC_TEST_WALK_DELAY_US */
@@ -41,18 +39,14 @@ static int slow_cb(struct dl_phdr_info *info, size_t size, void *v)
 {
 	struct slow_walk *w = v;
 	if (!w->slept++) {
-		struct timespec ts = { delay_us / 1000000, (delay_us % 1000000) * 1000 };
-		nanosleep(&ts, NULL);
+		rec_sleep_us(delay_us);
 	}
 	return w->cb(info, size, w->data);
 }
 
 void rec_walk_init(void)
 {
-	const char *s = getenv("REC_TEST_WALK_DELAY_US");
-	delay_us = s ? atol(s) : 0;
-	if (delay_us < 0 || delay_us > 1000000)
-		delay_us = 0;
+	delay_us = rec_test_delay_us("REC_TEST_WALK_DELAY_US");
 }
 
 int rec_walk_objects(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)

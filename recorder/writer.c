@@ -773,10 +773,8 @@ static void keyframe_step(void)
 static void *writer_main(void *arg)
 {
 	(void)arg;
-	if (late_us) {    /* before its first touch of our TLS */
-		struct timespec ts = { late_us / 1000000, late_us % 1000000 * 1000 };
-		nanosleep(&ts, NULL);
-	}
+	if (late_us)    /* before its first touch of our TLS */
+		rec_sleep_us(late_us);
 	rec_guard = 1;
 	rec_thread_started(&rec_s.writer_tid);
 	prctl(PR_SET_NAME, "heapreel-writer");
@@ -849,10 +847,7 @@ int rec_writer_start(struct tf_writer *tw)
 	const char *gap = getenv("REC_TEST_KEYFRAME_GAP");
 	key_gap = gap ? strtoull(gap, NULL, 10) : 0;
 	hold_first = getenv("REC_TEST_HOLD_FIRST_DRAIN") != NULL;
-	const char *late = getenv("REC_TEST_WRITER_LATE_US");
-	late_us = late ? strtol(late, NULL, 10) : 0;
-	if (late_us < 0 || late_us > 1000000)
-		late_us = 0;
+	late_us = rec_test_delay_us("REC_TEST_WRITER_LATE_US");
 	w = tw;
 	failed = 0;
 	memset(lack_t, 0, sizeof lack_t);
