@@ -18,8 +18,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 import atttest as at
-from hrtest import (TRACE_DUMP, TRACE_IMPORT, TRACE_SNAP, connect, folded_per_function, meta,
-                    one, run, tmpdir)
+from hrtest import (TRACE_IMPORT, TRACE_SNAP, connect, dump, folded_per_function, meta, one,
+                    run, tmpdir)
 
 PROGRAM = sys.argv[1] if len(sys.argv) > 1 else "att_phases"   # att_phases_je: jemalloc's
 
@@ -119,10 +119,9 @@ if not marks:
     print("exit during the detach: the exit came first")
 else:
     t_detach, after = marks[0][0], 0   # one trace: its time axis is the database's
-    for line in run([TRACE_DUMP, trace]).stdout.splitlines():
-        kind = line.split(" ", 1)[0]
-        f = dict(w.split("=", 1) for w in line.split()[1:] if "=" in w)
-        if kind in ("alloc", "free", "realloc"):   # a realloc: a free at t, an allocation at t2
+    for words in dump(trace):
+        f = dict(w.split("=", 1) for w in words[1:] if "=" in w)
+        if words[0] in ("alloc", "free", "realloc"):   # a realloc: a free at t, an allocation at t2
             after += sum(int(f[k]) > t_detach for k in ("t", "t2") if k in f)
     if after:
         assert "%s (%.6f s): %d events after it left out" % (left, t_detach / 1e9, after) \
