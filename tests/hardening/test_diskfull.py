@@ -31,6 +31,11 @@ CASE:
   fsize_waves  hr_kill (workers, and short-lived threads exiting in waves)
                until the limit stops the trace, then SIGKILLed: every call
                it published is imported or counted lost (not hr_disk).
+  fsize_shut   hr_resize: once the limit stopped the trace, threads fill
+               their rings with reallocs (two events each), one of them
+               with an odd number of slots: each thread's imported calls
+               are a prefix of its calls, the rest counted lost, so no
+               free goes without the realloc that made its block.
   tmpfs_start  a TMPFS_START tmpfs: too small for what the recorder
                reserves at start (header, first node chunk, the first
                thread's ring); it refuses, nothing is left on the tmpfs.
@@ -72,6 +77,8 @@ FSIZE_START = 1 << 20
 WAVES_WORKERS = 3                      # fsize_waves: hr_kill workers
 WAVES_START = 2 << 20                  # trace bytes before the limit is set
 WAVES_AFTER = 0.3                      # seconds recorded after writing failed
+SHUT_REALLOCS = 100000                 # fsize_shut: 2 events each, more than a ring holds
+SHUT_RESIZERS = 2                      # hr_resize.c's RESIZERS
 FSIZE_MARGIN = 256 << 10
 TMPFS_START = "1m"                     # < the ~1.2 MiB reserved at start
 TMPFS_LOST = "6m"                      # start reservation + trace, no 2nd ring
@@ -170,11 +177,11 @@ def case_fsize_start(d):
 
 
 class Paused:
-    """hr_disk in "pause" mode, recorded: waits for its phase lines and
-    the recorder's stderr without buffering surprises."""
+    """hr_disk in "pause" mode (or argv), recorded: waits for its phase
+    lines and the recorder's stderr without buffering surprises."""
 
-    def __init__(self, env):
-        self.p = subprocess.Popen(hr_disk(pause=True), env=env, stdin=subprocess.PIPE,
+    def __init__(self, env, argv=None):
+        self.p = subprocess.Popen(argv or hr_disk(pause=True), env=env, stdin=subprocess.PIPE,
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.out = b""
         self.err = b""
@@ -297,6 +304,50 @@ def case_fsize_waves(d):
     assert lost <= f["lost_events"], \
         "%d published calls missing, only %d counted lost" % (lost, f["lost_events"])
     hardtest.check_worker_losses(c, slots, WAVES_WORKERS)
+    c.close()
+
+
+def case_fsize_shut(d):
+    """hr_resize: its phase 1 runs until the limit stopped the trace,
+    then each resizer thread's ring fills with reallocs; what the trace
+    and its .ring hold of each resizer is a prefix of its calls, the rest
+    counted lost to that thread."""
+    exe = hardtest.prog("hr_resize")
+    hardtest.need(exe, hrtest.LIBREC, hrtest.TRACE_IMPORT)
+    trace = os.path.join(d, "r.trc")
+    h = Paused(hardtest.rec_env(trace), [exe, str(SHUT_REALLOCS)])
+    h.phase_done(0)
+    lim = os.path.getsize(trace) + FSIZE_MARGIN
+    resource.prlimit(h.p.pid, resource.RLIMIT_FSIZE, (lim, lim))
+    h.go()
+    h.heapreel_line()
+    h.go()
+    rc, out, err = h.finish()
+    assert rc == 0, "hr_resize exit %d; stderr %r" % (rc, err)
+    assert err.decode().splitlines() == [FSIZE_LINE.replace("\\", "") % trace], err
+    tids = [int(t) for t in re.findall(r"^resizer \d+ tid (\d+)$", out.decode(), re.M)]
+    assert len(tids) == SHUT_RESIZERS, "stdout %r" % out
+    db = os.path.join(d, "r.db")
+    hardtest.trace_import([trace], db)
+    c = hardtest.connect(db)
+    f = hardtest.consistency(c, lost=None, missed_if_lost=True)
+    assert f["unmatched_frees"] == 0, "%d unmatched frees" % f["unmatched_frees"]
+    for k, tid in enumerate(tids):
+        mallocs = k + 1
+        allocs = hardtest.one(c, "SELECT COUNT(*) FROM allocations WHERE tid=?", tid)
+        moved = hardtest.one(c, "SELECT COUNT(*) FROM allocations WHERE tid=? AND from_realloc",
+                             tid)
+        freed = hardtest.one(c, "SELECT COUNT(*) FROM allocations WHERE tid=? "
+                                "AND t_free IS NOT NULL", tid)
+        lost = hardtest.one(c, "SELECT lost_events FROM threads WHERE tid=?", tid)
+        print("resizer %d: %d mallocs, %d of %d reallocs imported, %d blocks freed, "
+              "%d events lost" % (k, allocs - moved, moved, SHUT_REALLOCS, freed, lost))
+        assert 0 < moved < SHUT_REALLOCS, "the ring of resizer %d did not fill in its loop" % k
+        assert allocs == mallocs + moved and freed == moved, \
+            "resizer %d: not a prefix of its calls" % k
+        assert lost == 2 * (SHUT_REALLOCS - moved) + mallocs, \
+            "resizer %d: %d events lost, %d calls' events missing" % (
+                k, lost, 2 * (SHUT_REALLOCS - moved) + mallocs)
     c.close()
 
 
