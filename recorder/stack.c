@@ -2,8 +2,9 @@
  * stack.c - capturing the call stack of an allocation.
  *
  * Fast path: a walk driven by the DWARF CFI rules cfi.c caches per return
- * address: per frame one probe of a per-thread cache (none when the frame is
- * where it was in this thread's previous walk) and two loads from the stack.
+ * address: per frame one probe of a per-thread cache (none when the frame
+ * has the return address of this thread's previous walk's frame at the
+ * same depth or at the same stack pointer) and two loads from the stack.
  * On a deep stack (walk_memo) the walk stops at the first frame that starts
  * as one of the thread's previous walk and whose outer frames' loaded words
  * all still hold: the rest is that walk's, checked with independent loads
@@ -130,12 +131,14 @@ static REC_TLS struct rec_sh memo_tb;
  * depths) costs more than the frames it saves. */
 #define MEMO_DEEP 48
 static REC_TLS unsigned walk_depth;    /* frames of the thread's previous walk */
-/* The previous shallow walk (walk_plain), by depth. */
+/* The previous shallow walk (walk_plain), innermost first, and the one
+ * being made: they take turns. */
 struct plain {
-	uintptr_t ip;
+	uintptr_t ip, sp;
 	uint64_t rule;
 };
-static REC_TLS struct plain plain[MEMO_FRAMES];
+static REC_TLS struct plain plain[2][MEMO_FRAMES];
+static REC_TLS unsigned plain_cur;     /* plain[plain_cur] is the previous walk */
 static REC_TLS unsigned plain_n;       /* its frames; 0 = not a shallow walk */
 /* This walk's new frames, innermost first, before they join the memo
  * (where their words were loaded from follows from the inner frame's
@@ -374,22 +377,38 @@ static int walk_past(void **buf, unsigned n, unsigned max, uint64_t epoch)
 }
 
 /* The CFI walk of a shallow stack, from its innermost frame f: the
- * previous shallow walk's return addresses and rules by depth stand in
- * front of the rule caches (a hit needs no hash), and a walk whose every
- * frame hits, at the previous walk's depth, is the previous stack. As
- * walk(). */
+ * previous shallow walk's return addresses and rules stand in front of
+ * the rule caches (a hit needs no hash). A rule depends on the return
+ * address only, so any of that walk's frames with the same address will
+ * do; the one looked at first is at the same depth, or once the walk met
+ * a frame of the previous one at the same stack pointer (the same outer
+ * frames, under inner ones that changed), at that frame's offset. A walk
+ * whose every frame hits at its own depth, as deep as the previous walk,
+ * is the previous stack. As walk(). */
 static int walk_plain(struct frame f, void **buf, unsigned max, int *same, uint64_t epoch)
 {
-	unsigned n = 0, hits = 0;
+	const struct plain *prev = plain[plain_cur];
+	struct plain *next = plain[plain_cur ^ 1];
+	unsigned n = 0, hits = 0, pn = plain_n, q = 0, d = 0;  /* prev[n + d]: the guess */
 	while (n < max) {
-		if (n < MEMO_FRAMES && plain[n].ip == f.ip) {
-			f.rule = plain[n].rule;
-			hits++;
+		const struct plain *g = n + d < pn ? &prev[n + d] : NULL;
+		if (g && g->ip == f.ip) {
+			f.rule = g->rule;
+			hits += d == 0;
+		} else if (g && g->sp == f.sp) {
+			f.rule = rule_of(f.ip, epoch);  /* in line, but another caller */
 		} else {
-			f.rule = rule_of(f.ip, epoch);
-			if (n < MEMO_FRAMES)
-				plain[n] = (struct plain){ f.ip, f.rule };
+			while (q < pn && prev[q].sp < f.sp)
+				q++;
+			if (q < pn && prev[q].sp == f.sp && prev[q].ip == f.ip) {
+				f.rule = prev[q].rule;
+				d = q - n;
+			} else {
+				f.rule = rule_of(f.ip, epoch);
+			}
 		}
+		if (n < MEMO_FRAMES)
+			next[n] = (struct plain){ f.ip, f.sp, f.rule };
 		buf[n++] = (void *)f.ip;
 		int s = step(f.rule, &f.ip, &f.sp, &f.bp);
 		if (s < 0)
@@ -397,8 +416,9 @@ static int walk_plain(struct frame f, void **buf, unsigned max, int *same, uint6
 		if (s == 0 || !f.ip)
 			break;
 	}
-	*same = hits == n && n == plain_n;  /* hits only count below MEMO_FRAMES */
-	plain_n = n;
+	*same = hits == n && n == pn;  /* hits at the same depth, below MEMO_FRAMES */
+	plain_n = n < MEMO_FRAMES ? n : MEMO_FRAMES;
+	plain_cur ^= 1;
 	return (int)n;
 }
 
@@ -491,7 +511,6 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same,
 		return -1;
 	if (REC_UNLIKELY(memo_epoch != epoch)) {
 		memset(near, 0, sizeof near);
-		memset(plain, 0, sizeof plain);
 		memo_epoch = epoch;
 		memo_n = plain_n = 0;
 	}
