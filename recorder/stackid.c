@@ -8,13 +8,17 @@
  * no memory beyond the table.
  *
  * Miss path (once per distinct stack): under one spinlock, walk the trie from
- * the outermost frame inward, finding or creating each (parent, ip) node in a
- * second table. New nodes go into the .ring file's node array: ip and parent
- * first, then `ready` with a release store, so the writer and a recovering
- * reader only ever see whole nodes. Then the stack is added to the hash
- * table. The lock keeps node ids unique per (parent, ip) and lets both tables
- * grow; it is never held across anything that can allocate or lock (only
- * mmap), and the re-entrancy guard keeps a thread from re-entering it. A
+ * the outermost frame inward, taking the nodes of the outer frames shared
+ * with the previous stack that went this way from `path`, finding the next
+ * (parent, ip) nodes in a second table; from the first frame that has
+ * none, every node is new, and they are made together (nodes_new). New
+ * nodes go into the .ring file's node array: ip and parent first, then
+ * `ready` with a release store, so the writer and a recovering reader
+ * only ever see whole nodes (nodes_next moves past them after). Then the
+ * stack is added to the hash table. The lock keeps node ids unique per
+ * (parent, ip) and lets both tables grow; it is never held across anything
+ * that can allocate or lock (only mmap), and the re-entrancy guard keeps a
+ * thread from re-entering it. A
  * signal handler that interrupts this thread's miss path (nested.c) only
  * looks up: a new stack gets stack 0 instead of waiting for a lock its own
  * thread may hold.
@@ -56,6 +60,16 @@ struct node_slot {                 /* (parent, ip) -> id; ip 0 = empty */
 static _Atomic(struct stk_table *) stk;
 static struct node_slot *ntab;
 static uint64_t ntab_mask, ntab_used;
+/* Under the lock: the outer frames of the stack that last went through
+ * the trie, outermost first, with their nodes: a new stack mostly shares
+ * its outer frames with the one before it, and takes their nodes from
+ * here instead of looking them up. */
+#define PATH_FRAMES REC_DEPTH_DEFAULT
+static struct path_frame {
+	uint64_t ip;
+	uint32_t node;
+} path[PATH_FRAMES];
+static unsigned path_n;
 static atomic_flag lock = ATOMIC_FLAG_INIT;
 static int said_full;
 /* This thread is in the miss path (wants or holds the lock): a signal
@@ -99,6 +113,7 @@ int rec_stackid_init(int unmap_old)
 	said_full = 0;
 	ntab_mask = NODE_INITIAL_SLOTS - 1;
 	ntab_used = 0;
+	path_n = 0;
 	ntab = rec_map_private(NODE_INITIAL_SLOTS * sizeof *ntab, 1);
 	struct stk_table *t = stk_new(STK_INITIAL_SLOTS);
 	atomic_store(&stk, t);
@@ -186,29 +201,80 @@ static void say_full(void)
 	}
 }
 
-/* Under the lock: the id of node (parent, ip), created if new; 0 if full. */
-static uint32_t node_get(uint32_t parent, uint64_t ip)
+/* Under the lock: the id of node (parent, ip), or 0 if there is none. */
+static uint32_t node_find(uint32_t parent, uint64_t ip)
 {
-	if (2 * (ntab_used + 1) > ntab_mask + 1 && ntab_grow() < 0)
-		return 0;
-	uint64_t i = node_hash(parent, ip) & ntab_mask;
-	for (; ntab[i].ip; i = (i + 1) & ntab_mask)
+	for (uint64_t i = node_hash(parent, ip) & ntab_mask; ntab[i].ip; i = (i + 1) & ntab_mask)
 		if (ntab[i].ip == ip && ntab[i].parent == parent)
 			return ntab[i].id;
+	return 0;
+}
+
+/* Under the lock: new nodes for the frames ips[count - 1] .. ips[0]
+ * (innermost last), the first under parent: none of them exists, since
+ * a node just made has no children. Their ids are known before they are
+ * made (nodes_next onward), so their table slots are fetched all at once
+ * rather than one cache miss after another (cc1plus makes a million
+ * nodes). The leaf's id, or 0 if the trie has no room for them all. */
+static uint32_t nodes_new(uint32_t parent, void *const *ips, unsigned count)
+{
 	struct tf_ring_file *rf = rec_s.rf;
 	uint32_t id = atomic_load_explicit(&rf->nodes_next, memory_order_relaxed);
-	if (id >= rf->max_nodes || !rec_session_reserve_nodes(id + 1))
+	uint64_t end = (uint64_t)id + count;
+	if (end > rf->max_nodes || !rec_session_reserve_nodes(end))
 		return 0;
+	while (2 * (ntab_used + count) > ntab_mask + 1)
+		if (ntab_grow() < 0)
+			return 0;
+	for (unsigned k = 0; k < count; k++)
+		__builtin_prefetch(&ntab[node_hash(k ? id + k - 1 : parent,
+						  (uintptr_t)ips[count - 1 - k]) & ntab_mask], 1);
 	struct tf_node *nd = (struct tf_node *)((char *)rf + rf->nodes_offset) + id;
-	nd->ip = ip;
-	nd->parent = parent;
-	atomic_store_explicit(&nd->ready, 1, memory_order_release);
-	atomic_store_explicit(&rf->nodes_next, id + 1, memory_order_release);
-	ntab[i].ip = ip;
-	ntab[i].parent = parent;
-	ntab[i].id = id;
-	ntab_used++;
-	return id;
+	for (unsigned k = 0; k < count; k++, nd++, parent = id++) {
+		uint64_t ip = (uintptr_t)ips[count - 1 - k];
+		uint64_t i = node_hash(parent, ip) & ntab_mask;
+		while (ntab[i].ip)
+			i = (i + 1) & ntab_mask;
+		ntab[i] = (struct node_slot){ ip, parent, id };
+		nd->ip = ip;
+		nd->parent = parent;
+		atomic_store_explicit(&nd->ready, 1, memory_order_release);
+	}
+	ntab_used += count;
+	atomic_store_explicit(&rf->nodes_next, id, memory_order_release);
+	return parent;
+}
+
+/* Under the lock: the leaf node of ips[0..n) (innermost first), the
+ * frames that have none yet given theirs; 0 if the trie is full. */
+static uint32_t leaf_of(void *const *ips, unsigned n)
+{
+	uint32_t node = 0;
+	unsigned j = 0;                   /* frames from the outermost with a node */
+	while (j < path_n && j < n && path[j].ip == (uintptr_t)ips[n - 1 - j])
+		node = path[j++].node;
+	path_n = j;
+	for (; j < n; j++) {
+		uint64_t ip = (uintptr_t)ips[n - 1 - j];
+		uint32_t id = node_find(node, ip);
+		if (!id)
+			break;
+		node = id;
+		if (j < PATH_FRAMES) {
+			path[j] = (struct path_frame){ ip, node };
+			path_n = j + 1;
+		}
+	}
+	if (j < n) {
+		uint32_t first = atomic_load_explicit(&rec_s.rf->nodes_next, memory_order_relaxed);
+		node = nodes_new(node, ips, n - j);
+		if (!node)
+			return 0;
+		for (unsigned k = j; k < n && k < PATH_FRAMES; k++)
+			path[k] = (struct path_frame){ (uintptr_t)ips[n - 1 - k], first + (k - j) };
+		path_n = n < PATH_FRAMES ? n : PATH_FRAMES;
+	}
+	return node;
 }
 
 uint32_t rec_stackid(void *const *ips, unsigned n, const struct rec_sh *h)
@@ -232,10 +298,7 @@ uint32_t rec_stackid(void *const *ips, unsigned n, const struct rec_sh *h)
 		sched_yield();
 	leaf = stk_find(atomic_load_explicit(&stk, memory_order_relaxed), h1, h2);
 	if (!leaf) {
-		uint32_t parent = 0;
-		for (unsigned i = n; i-- > 0 && (parent || i == n - 1);)
-			parent = node_get(parent, (uintptr_t)ips[i]);
-		leaf = parent;
+		leaf = leaf_of(ips, n);
 		if (leaf)
 			stk_add(h1, h2, leaf);
 	}
