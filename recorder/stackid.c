@@ -266,12 +266,12 @@ static uint32_t leaf_of(void *const *ips, unsigned n)
 		}
 	}
 	if (j < n) {
-		uint32_t first = atomic_load_explicit(&rec_s.rf->nodes_next, memory_order_relaxed);
 		node = nodes_new(node, ips, n - j);
 		if (!node)
 			return 0;
+		/* the new nodes' ids are consecutive, up to the leaf's */
 		for (unsigned k = j; k < n && k < PATH_FRAMES; k++)
-			path[k] = (struct path_frame){ (uintptr_t)ips[n - 1 - k], first + (k - j) };
+			path[k] = (struct path_frame){ (uintptr_t)ips[n - 1 - k], node - (n - 1 - k) };
 		path_n = n < PATH_FRAMES ? n : PATH_FRAMES;
 	}
 	return node;
