@@ -339,6 +339,7 @@ struct rec_session {
 	_Atomic uint64_t shadow_quiet; /* windows of a thread's captures that patched
 	                                  nothing (stack.c's patching policy) */
 	_Atomic uint64_t memo_hits;   /* of those, walks that took the rest from the memo */
+	_Atomic uint64_t plain_hashes; /* shallow walks hashed from their previous one's */
 	_Atomic uint64_t stacks_unknown; /* events stored with stack 0: trie full, or a
 	                                    new stack in a handler that interrupted
 	                                    this thread's trie insert */

@@ -444,6 +444,7 @@ static void start(int single_thread)
 	atomic_store(&rec_s.shadow_hits, 0);
 	atomic_store(&rec_s.shadow_quiet, 0);
 	atomic_store(&rec_s.memo_hits, 0);
+	atomic_store(&rec_s.plain_hashes, 0);
 	atomic_store(&rec_s.reserve_failed, 0);
 	atomic_store(&rec_s.said_trouble, 0);
 	struct timespec mono, real;

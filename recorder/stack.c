@@ -9,7 +9,8 @@
  * as one of the thread's previous walk and whose outer frames' loaded words
  * all still hold: the rest is that walk's, checked with independent loads
  * instead of a chain of dependent ones (the memo's comment says why it is
- * exact). The
+ * exact). Either walk hashes only the frames it does not share with the
+ * previous walk (stackhash.c says why that is the same hash). The
  * recorder's own frames are left through their frame pointers (libheapreel.so is
  * built with -fno-omit-frame-pointer), which gives the call site's return
  * address, stack pointer and frame pointer without unw_getcontext.
@@ -140,6 +141,15 @@ struct plain {
 static REC_TLS struct plain plain[2][MEMO_FRAMES];
 static REC_TLS unsigned plain_cur;     /* plain[plain_cur] is the previous walk */
 static REC_TLS unsigned plain_n;       /* its frames; 0 = not a shallow walk */
+/* The hash chain's value (stackhash.c) at the shallow walks' frames,
+ * indexed from the outermost: the value at a frame depends only on the
+ * frames from it outward, so a walk that ends in the previous one's
+ * outer frames finds their values where that walk left them, and steps
+ * the chain over its new inner frames only. The first plain_t_n hold the
+ * previous walk's. */
+static REC_TLS struct rec_sh plain_t[MEMO_FRAMES];
+static REC_TLS unsigned plain_t_n;
+static REC_TLS int plain_alike;        /* the previous walk shared half its frames */
 /* This walk's new frames, innermost first, before they join the memo
  * (where their words were loaded from follows from the inner frame's
  * rule: memo_join works it out). */
@@ -376,6 +386,43 @@ static int walk_past(void **buf, unsigned n, unsigned max, uint64_t epoch)
 	return (int)n;
 }
 
+/* A Horner step waits for the multiply before it, where rec_stackhash's
+ * multiplies overlap: stepping over a walk's new frames pays while they
+ * are at most about half of its frames. */
+#define PLAIN_STEPS(n) ((n) / 2)
+
+/* The hash of a shallow walk's n frames buf[], whose outermost `shared`
+ * were the previous walk's outermost too: the chain's values at those
+ * come from plain_t (as far as it holds them), and it steps over the
+ * rest (*hashed), if they are few enough; else the caller hashes. The
+ * second of two walks that each shared at least half their frames with
+ * the one before steps over all its frames if it must: the walks after
+ * it will share them too (sqlite3's). One alike walk alone is no sign
+ * (one in 15 of churn's, whose call paths change at random depths). */
+static void plain_hash(void *const *buf, unsigned n, unsigned shared,
+		       struct rec_sh *h, int *hashed)
+{
+	int alike = plain_alike;
+	plain_alike = shared >= n - PLAIN_STEPS(n);
+	if (n > MEMO_FRAMES) {
+		plain_t_n = 0;
+		return;
+	}
+	unsigned from = shared < plain_t_n ? shared : plain_t_n;  /* values still right */
+	if (n - from > PLAIN_STEPS(n) && !(alike && plain_alike)) {
+		plain_t_n = from;
+		return;
+	}
+	struct rec_sh t = from ? plain_t[from - 1] : (struct rec_sh){ 0, 0 };
+	for (unsigned k = from; k < n; k++)
+		plain_t[k] = t = rec_sh_in(t, (uintptr_t)buf[n - 1 - k]);
+	plain_t_n = n;
+	*h = t;
+	*hashed = 1;
+	if (REC_UNLIKELY(rec_check_stacks) && from)
+		atomic_fetch_add_explicit(&rec_s.plain_hashes, 1, memory_order_relaxed);
+}
+
 /* The CFI walk of a shallow stack, from its innermost frame f: the
  * previous shallow walk's return addresses and rules stand in front of
  * the rule caches (a hit needs no hash). A rule depends on the return
@@ -384,27 +431,34 @@ static int walk_past(void **buf, unsigned n, unsigned max, uint64_t epoch)
  * a frame of the previous one at the same stack pointer (the same outer
  * frames, under inner ones that changed), at that frame's offset. A walk
  * whose every frame hits at its own depth, as deep as the previous walk,
- * is the previous stack. As walk(). */
-static int walk_plain(struct frame f, void **buf, unsigned max, int *same, uint64_t epoch)
+ * is the previous stack. Its hash comes from plain_hash. As walk(). */
+static int walk_plain(struct frame f, void **buf, unsigned max, int *same,
+		      struct rec_sh *h, int *hashed, uint64_t epoch)
 {
 	const struct plain *prev = plain[plain_cur];
 	struct plain *next = plain[plain_cur ^ 1];
 	unsigned n = 0, hits = 0, pn = plain_n, q = 0, d = 0;  /* prev[n + d]: the guess */
+	unsigned run = UINT_MAX;  /* frames from run to n - 1 have prev's at n + d */
 	while (n < max) {
 		const struct plain *g = n + d < pn ? &prev[n + d] : NULL;
 		if (g && g->ip == f.ip) {
 			f.rule = g->rule;
 			hits += d == 0;
+			if (run == UINT_MAX)
+				run = n;
 		} else if (g && g->sp == f.sp) {
 			f.rule = rule_of(f.ip, epoch);  /* in line, but another caller */
+			run = UINT_MAX;
 		} else {
 			while (q < pn && prev[q].sp < f.sp)
 				q++;
 			if (q < pn && prev[q].sp == f.sp && prev[q].ip == f.ip) {
 				f.rule = prev[q].rule;
 				d = q - n;
+				run = n;
 			} else {
 				f.rule = rule_of(f.ip, epoch);
+				run = UINT_MAX;
 			}
 		}
 		if (n < MEMO_FRAMES)
@@ -419,6 +473,9 @@ static int walk_plain(struct frame f, void **buf, unsigned max, int *same, uint6
 	*same = hits == n && n == pn;  /* hits at the same depth, below MEMO_FRAMES */
 	plain_n = n < MEMO_FRAMES ? n : MEMO_FRAMES;
 	plain_cur ^= 1;
+	/* the outer frames this walk shares with the previous one, whole */
+	unsigned shared = run != UINT_MAX && n + d == pn ? n - run : 0;
+	plain_hash(buf, n, shared, h, hashed);
 	return (int)n;
 }
 
@@ -498,8 +555,9 @@ static int walk_memo(struct frame f, void **buf, unsigned max, int *same, uint64
 
 /* The CFI walk: the number of frames put in buf, or -1 to use libunwind.
  * *same: the frames are exactly those of the thread's previous capture;
- * *h: their hash, if the memo holds them (*hashed; buf may then lack the
- * frames the memo gave, rec_stack_fill). */
+ * *h: their hash, if the walk worked it out from the previous walk's
+ * figures (*hashed; after walk_memo buf may then lack the frames the memo
+ * gave, rec_stack_fill). */
 static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same,
 					  struct rec_sh *h, int *hashed)
 {
@@ -525,7 +583,7 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same,
 		}
 	} else {
 		memo_n = 0;
-		n = walk_plain(f, buf, max, same, epoch);
+		n = walk_plain(f, buf, max, same, h, hashed, epoch);
 	}
 	walk_depth = n < 0 ? 0 : (unsigned)n;
 	return n;
@@ -926,6 +984,8 @@ int rec_stack_fill(void **buf, unsigned *n)
 		shadow_copy(buf, f->from, *n, f->k);
 		return 1;
 	}
+	if (!memo_n)
+		return 1;  /* a shallow walk hashed what it put in buf */
 	for (unsigned i = 0; i < *n; i++)
 		buf[i] = (void *)memo_at(*n - 1 - i)->ip;
 	return 1;

@@ -639,7 +639,7 @@ uint64_t rec_thread_cpu_ns(void)
 
 static void stats(void)
 {
-	char label[400], *e = label + sizeof label;
+	char label[640], *e = label + sizeof label;  /* every figure at 20 digits */
 	char *p = rec_cat(label, e, TF_MARK_RESERVED "stats ring_waits=");
 	p = rec_utoa(p, e, atomic_load(&rec_s.ring_waits));
 	p = rec_cat(p, e, " wait_rounds=");
@@ -669,6 +669,8 @@ static void stats(void)
 		p = rec_utoa(p, e, atomic_load(&rec_s.stack_checks));
 		p = rec_cat(p, e, " memo_hits=");
 		p = rec_utoa(p, e, atomic_load(&rec_s.memo_hits));
+		p = rec_cat(p, e, " plain_hashes=");
+		p = rec_utoa(p, e, atomic_load(&rec_s.plain_hashes));
 		if (rec_shadow_on) {
 			p = rec_cat(p, e, " shadow_hits=");
 			p = rec_utoa(p, e, atomic_load(&rec_s.shadow_hits));

@@ -20,7 +20,8 @@ PAD frames (STK_PAD), so that every stack is deep enough for the walk that
 reuses the thread's previous walk (recorder/stack.c, walk_memo): some
 walks must have (memo_hits), each expected stack gets the pad frames
 between the case and main, and a stack cut at REC_DEPTH frames must be a
-prefix of the expected one.
+prefix of the expected one. Without either, some shallow walks must have
+been hashed from their previous walk's figures (plain_hashes).
 
 Each case (argv[1]) runs tests/programs/stk_hard CASE (or stk_throw) and
 checks: the program exits 0 (no difference found); the heapreel.stats
@@ -107,10 +108,12 @@ def record_out(argv, tag, env=None):
     return trace, p.stdout
 
 
-def checked(path, hits=True, memo=True):
+def checked(path, hits=True, memo=True, plain=True):
     """The trace, its checks counted: one per allocation recorded; with
     --shadow and hits, some walks met the shadow's trampoline; with --pad
-    and memo, some took their outer frames from the previous walk."""
+    and memo, some took their outer frames from the previous walk; with
+    neither and plain, some shallow walks were hashed from the previous
+    walk's figures (plain_hashes), each checked against its own hash."""
     t = Trace(path)
     st = t.stats()
     allocs = len(t.allocs())
@@ -123,6 +126,9 @@ def checked(path, hits=True, memo=True):
         assert "shadow_hits" not in st, st
     if PAD and memo and not SHADOW:
         assert st.get("memo_hits", 0) > 0, "%s: no walk reused the previous one: %s" % (path, st)
+    if not PAD and memo and plain and not SHADOW:
+        assert st.get("plain_hashes", 0) > 0, \
+            "%s: no walk was hashed from the previous one: %s" % (path, st)
     return t
 
 
@@ -377,7 +383,7 @@ def case_deep(depth=DEPTH):
     prog = hrtest.prog("stk_shadow")
     rectest.need(prog, "stk_shadow (no C++ compiler)")
     trace, _ = record_out([prog, "deep"], "deep%d" % depth, env={"REC_DEPTH": str(depth)})
-    t = checked(trace)
+    t = checked(trace, plain=False)  # deep walks, and few shallow ones alike
     n = Names(t)
     for size, levels in ((1930, 300), (1932, 100)):
         down_, up = deep_stacks(size, levels, depth)
