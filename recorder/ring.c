@@ -180,12 +180,20 @@ static int take(uint32_t from, uint32_t to)
 	return -1;
 }
 
-#define PREPARE_AHEAD 32                /* rings made ready beyond the last claimed */
+/* Rings made ready beyond the last claimed: as many as are claimed, from
+ * PREPARE_MIN to PREPARE_MAX. Making one costs the writer its 64 KiB of
+ * the file, reserved and faulted in: 32 of them were 2 MiB and a third of
+ * the recorder's start-up in a short single-threaded program, where one
+ * ring is all it takes; a program that starts threads gets more ahead as
+ * it claims them. */
+#define PREPARE_MIN 2
+#define PREPARE_MAX 32
 
 void rec_ring_prepare(void)
 {
 	uint32_t used = atomic_load_explicit(&rec_s.rf->rings_used, memory_order_relaxed);
-	uint32_t upto = used + PREPARE_AHEAD < REC_RINGS_KEPT ? used + PREPARE_AHEAD : REC_RINGS_KEPT;
+	uint32_t ahead = used < PREPARE_MIN ? PREPARE_MIN : used < PREPARE_MAX ? used : PREPARE_MAX;
+	uint32_t upto = used + ahead < REC_RINGS_KEPT ? used + ahead : REC_RINGS_KEPT;
 	for (uint32_t i = used; i < upto; i++) {
 		uint8_t none = RES_NONE;
 		if (atomic_load(&reserved[i]) != RES_NONE || !rec_session_prepare_ring(i))
