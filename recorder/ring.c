@@ -182,10 +182,10 @@ static int take(uint32_t from, uint32_t to)
 
 /* Rings made ready beyond the last claimed: as many as are claimed, from
  * PREPARE_MIN to PREPARE_MAX. Making one costs the writer its 64 KiB of
- * the file, reserved and faulted in: 32 of them were 2 MiB and a third of
- * the recorder's start-up in a short single-threaded program, where one
- * ring is all it takes; a program that starts threads gets more ahead as
- * it claims them. */
+ * the file, reserved and faulted in: 32 of them were 2 MiB and half the
+ * CPU the recorder added to `python3 -c pass`, where one ring is all it
+ * takes; a program that starts threads gets more ahead as it claims
+ * them. */
 #define PREPARE_MIN 2
 #define PREPARE_MAX 32
 

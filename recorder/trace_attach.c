@@ -23,9 +23,9 @@
  * dlopen waits while one of them holds the loader's lock (inside dlopen,
  * or a dl_iterate_phdr callback). Interrupting gdb then has it undo the
  * call, and that leaves the process holding dl_load_lock (dlopen takes it
- * before it waits for dl_load_write_lock): every later dlopen of the
- * program would wait for ever. So trace-record waits as long as the call
- * does, Ctrl-C included.
+ * before it waits for dl_load_write_lock, and the lock counts its owner
+ * thread): every later dlopen by another thread would wait for ever. So
+ * trace-record waits as long as the call does, Ctrl-C included.
  *
  * A second attach later finds the library loaded: dlopen returns it, and
  * heapreel_attach starts a new trace (no second copy is ever loaded: the
