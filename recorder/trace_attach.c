@@ -15,7 +15,9 @@
  * bugs ours, inside someone's running service. The price is a dependency
  * (Debian's gdb; ./heapreel setup installs it) and gdb's start-up time,
  * during which the process runs; it is stopped only while gdb reads its
- * libraries and makes the two calls. Detaching needs no ptrace: `trace-ctl
+ * libraries and makes the two calls, which it makes only once the thread
+ * is out of the allocator and the loader (SAFE_POINT_PY says why and how).
+ * Detaching needs no ptrace: `trace-ctl
  * PID detach` asks the recorder, whose writer thread puts the GOT back and
  * closes the trace (control.c).
  *
@@ -68,6 +70,8 @@
 #define RTLD_NOW_VALUE 2                   /* dlopen's RTLD_NOW, written into gdb's call */
 #define NO_HANDLE (-100)                   /* the gdb call's answer when dlopen failed */
 #define RESULT_TAG "heapreel-attach "     /* the line gdb prints with the answer */
+#define UNSAFE_TAG "heapreel-unsafe"      /* what it prints when it found no safe point */
+#define NO_PYTHON "Python scripting is not supported"  /* gdb-minimal's answer */
 #define EXIT_GRACE_MS 2000                 /* an exit under way ends within this */
 #define EXEC_WAIT_MS 2000                  /* an exec under way ends within this */
 #define EXEC_STEP_NS 1000000L              /* looked at this often meanwhile */
@@ -269,6 +273,52 @@ static int ptrace_refused(long pid, const char *out)
 			pid, why ? (int)strcspn(why, "\n") : 0, why ? why : "");
 }
 
+/* gdb's calls run in the thread it stopped, wherever it stopped it. Inside
+ * malloc or free the dlopen's own allocations, and the strings gdb puts in
+ * the process, re-enter the allocator half way through an operation:
+ * stopped between reading a tcache bin's head and unlinking it, the
+ * thread's malloc and the call's both get the same block (shown with gdb on
+ * glibc 2.36), and a program that mostly allocates crashed in 4 of 20
+ * attaches; stopped holding an arena's lock, the call waits for ever.
+ * Inside the dynamic loader, a dlopen would change the list of objects
+ * under a dlopen or dl_iterate_phdr of the same thread. So this gdb Python
+ * first lets the thread run out of the frames that are in libc or the
+ * object that defines malloc (jemalloc's, say) and of every frame of the
+ * loader, one `finish` at a time (at most SAFE_FINISHES), and sets
+ * $hr_safe. A thread that waits in a system call of its own in libc (not
+ * one of the allocator's: mmap, mprotect, munmap, brk, mremap, madvise)
+ * is called there, as before: `finish` could wait for ever, and nothing
+ * is half done. An allocator linked into the executable is not seen. */
+#define SAFE_FINISHES "64"   /* frames a thread is let out of, at most */
+#define SAFE_POINT_PY \
+	"python exec(\"" \
+	"import gdb\\n" \
+	"def obj(a):\\n return gdb.solib_name(a) or ''\\n" \
+	"def base(n):\\n return n.rsplit('/', 1)[-1]\\n" \
+	"try:\\n alloc = obj(int(gdb.parse_and_eval('(long)&malloc')))\\n" \
+	"except gdb.error:\\n alloc = ''\\n" \
+	"def risky():\\n" \
+	" f = gdb.newest_frame()\\n" \
+	" inner = obj(f.pc())\\n" \
+	" k = 0\\n" \
+	" while f is not None and k < 512:\\n" \
+	"  if base(obj(f.pc())).startswith('ld-linux'):\\n   return True\\n" \
+	"  f = f.older()\\n  k += 1\\n" \
+	" if inner == '' or not (base(inner).startswith('libc.so') or inner == alloc):\\n" \
+	"  return False\\n" \
+	" nr = int(gdb.parse_and_eval('$orig_rax'))\\n" \
+	" return nr < 0 or nr in (9, 10, 11, 12, 25, 28)\\n" \
+	"safe = 0\\n" \
+	"for i in range(" SAFE_FINISHES "):\\n" \
+	" try:\\n  r = risky()\\n" \
+	" except gdb.error:\\n  break\\n" \
+	" if not r:\\n  safe = 1\\n  break\\n" \
+	" try:\\n  gdb.execute('finish', to_string=True)\\n" \
+	" except gdb.error:\\n  break\\n" \
+	"gdb.set_convenience_variable('hr_safe', safe)\\n" \
+	"if not safe:\\n print('" UNSAFE_TAG "')\\n" \
+	"\")"
+
 /* Loads lib into process pid and calls heapreel_attach(trace) there, with
  * gdb: 0, or an exit code after one line. */
 static int inject(long pid, const char *lib, const char *trace)
@@ -278,7 +328,8 @@ static int inject(long pid, const char *lib, const char *trace)
 				" the injection cannot pass", lib, trace);
 	char pidstr[32], load[PATH_MAX + 128], call[PATH_MAX + 256];
 	snprintf(pidstr, sizeof pidstr, "%ld", pid);
-	snprintf(load, sizeof load, "set $h = ((void *(*)(const char *, int))dlopen)(\"%s\", %d)",
+	snprintf(load, sizeof load, "set $h = $hr_safe == 1 ?"
+		 " ((void *(*)(const char *, int))dlopen)(\"%s\", %d) : (void *)0",
 		 lib, RTLD_NOW_VALUE);
 	snprintf(call, sizeof call, "set $r = $h ? ((int (*)(const char *))((void *(*)(void *,"
 		 " const char *))dlsym)($h, \"heapreel_attach\"))(\"%s\") : %d", trace, NO_HANDLE);
@@ -293,16 +344,23 @@ static int inject(long pid, const char *lib, const char *trace)
 		"-iex", "set unwindonsignal on", "-p", pidstr,
 		"-ex", "handle all nostop noprint pass",
 		"-ex", "handle SIGSEGV SIGBUS SIGILL SIGFPE SIGABRT stop print nopass",
-		"-ex", "call ((char *(*)(void))dlerror)()",   /* no stale error */
+		"-ex", SAFE_POINT_PY,
+		"-ex", "call $hr_safe == 1 ? ((char *(*)(void))dlerror)() : (char *)0", /* no stale error */
 		"-ex", load, "-ex", call,
 		/* No string literal once the trace runs: gdb would malloc it in
 		 * the process, a block of gdb's recorded (printf "%s" of NULL
 		 * prints "(null)") */
-		"-ex", "printf \"" RESULT_TAG "%d %s\\n\", $r, $h ? (char *)0 :"
+		"-ex", "printf \"" RESULT_TAG "%d %s\\n\", $r, $h || $hr_safe != 1 ? (char *)0 :"
 		" ((char *(*)(void))dlerror)()", NULL,
 	};
 	static char out[OUTPUT_MAX];
 	int rc = run_captured(argv, out, sizeof out);
+	if (strstr(out, NO_PYTHON))
+		return rec_fail(EXIT_CANNOT, "this gdb has no Python, which attaching needs to stop"
+				" process %ld outside its allocator: apt-get install gdb", pid);
+	if (strstr(out, UNSAFE_TAG))
+		return rec_fail(EXIT_CANNOT, "process %ld stayed inside its allocator or the dynamic"
+				" loader while gdb let it run out: nothing was loaded; try again", pid);
 	const char *res = strstr(out, RESULT_TAG);
 	if (!res) {
 		if (strstr(out, "ptrace: Operation not permitted"))

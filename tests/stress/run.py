@@ -58,6 +58,7 @@ FAULT_TESTS = [
     "test_cycles-slow",        # the same, each GOT entry rewritten 2 ms apart
     "test_foreign",            # attach to python3 and sqlite3 while they work
     "test_dlopen",             # a library dlopen'ed while attached: its unrouted span
+    "test_midcall",            # attaches to a thread living in malloc and free
 ]
 QUICK_RUNS = 1                 # --quick: one run...
 QUICK_BUSY = 1                 # ... with one busy loop
