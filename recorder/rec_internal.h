@@ -33,7 +33,7 @@
  * (which may allocate and take loader locks). A library loaded into a
  * running process (libheapreel-attach.so, REC_ATTACH_BUILD: trace-record
  * -p) cannot have it: the loader keeps ~2 KiB of static TLS for late
- * comers and ours is 12 KiB. There it is global-dynamic: each thread's
+ * comers and ours is 27.6 KiB. There it is global-dynamic: each thread's
  * first access allocates its block (the program's malloc, called by the
  * loader directly, not through a hook) without a lock, once the first
  * access ever (heapreel_attach's, before any hook is routed) has settled
