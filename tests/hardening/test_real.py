@@ -262,8 +262,11 @@ def case_python3(d):
     print("python3: peak %d bytes vs tracemalloc's %d (ratio %.2f)" % (peak, own, peak / own))
 
 
+# join() returns before the thread's OS-level exit has run, and a process
+# that exits while a thread of its own is still listed keeps its .ring (as
+# it must: that thread may still free), so the script waits for them to go
 MANY = """
-import threading
+import os, threading, time
 N = %d
 gate = threading.Barrier(N + 1)
 def work(i):
@@ -274,6 +277,16 @@ ts = [threading.Thread(target=work, args=(i,)) for i in range(N)]
 [t.start() for t in ts]
 gate.wait()
 [t.join() for t in ts]
+def ours(tid):
+    with open("/proc/self/task/%%s/comm" %% tid) as f:
+        return not f.read().startswith("heapreel-")
+for _ in range(10000):
+    try:
+        if [t for t in os.listdir("/proc/self/task") if ours(t)] == [str(os.getpid())]:
+            break
+    except FileNotFoundError:
+        pass
+    time.sleep(0.001)
 print("threads", N)
 """
 
