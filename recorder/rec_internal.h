@@ -32,8 +32,10 @@
 /* initial-exec: a TLS access is one %fs-relative load, no __tls_get_addr
  * (which may allocate and take loader locks). A library loaded into a
  * running process (libheapreel-attach.so, REC_ATTACH_BUILD: trace-record
- * -p) cannot have it: the loader keeps ~2 KiB of static TLS for late
- * comers and ours is 27.6 KiB. There it is global-dynamic: each thread's
+ * -p) cannot have it: the loader keeps less static TLS for late comers
+ * (glibc.rtld.optional_static_tls, 512 bytes by default) than our 1.6
+ * KiB (the big per-thread tables are mapped: rec_map_thread). There it is
+ * global-dynamic: each thread's
  * first access allocates its block (the program's malloc, called by the
  * loader directly, not through a hook) without a lock, once the first
  * access ever (heapreel_attach's, before any hook is routed) has settled
@@ -532,9 +534,21 @@ struct rec_shadow_ent {
 	uintptr_t bp;                 /* RBP in the frame of ra, to walk on from */
 	struct rec_sh t;              /* the hash chain's value at ra (stackhash.c) */
 };
-/* [0] the outermost frame patched; slots grow down towards the top */
-extern REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
+/* [0] the outermost frame patched; slots grow down towards the top.
+ * REC_SHADOW_MAX entries (5 KiB) in memory of the thread's own
+ * (rec_map_thread), mapped by its first shadow walk; NULL until then and
+ * after its exit, when rec_shadow_n is 0. */
+extern REC_TLS struct rec_shadow_ent *rec_shadow;
 extern REC_TLS unsigned rec_shadow_n;
+/* 1 once the thread's exit put its patched slots back (or its memory could
+ * not be had): no walk patches any more. */
+extern REC_TLS int rec_shadow_closed;
+int rec_shadow_map(void);             /* maps rec_shadow; 0 if closed */
+/* Can this thread's walk patch (rec_shadow mapped, the thread not gone)? */
+static inline int rec_shadow_ready(void)
+{
+	return REC_LIKELY(rec_shadow && !rec_shadow_closed) || rec_shadow_map();
+}
 /* 1 while each entry's t follows from the one below it, and
  * rec_shadow[0]'s from rec_shadow_tb (a rec_shadow_drop that keeps some
  * entries breaks the chain until the shadow starts again from empty). */
@@ -971,12 +985,35 @@ void rec_keyframe_write(uint32_t nodes, uint32_t modules);
  * an interrupt for each program thread); buffers always written first get
  * their pages as they are used. mmap may take the kernel's mm lock for
  * long: the writer calls this, an allocation hook only on stackid.c's
- * once-per-stack path. */
+ * once-per-stack path and at a thread's first walk (rec_map_thread). */
 static inline void *rec_map_private(size_t bytes, int populate)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
 		       MAP_PRIVATE | MAP_ANONYMOUS | (populate ? MAP_POPULATE : 0), -1, 0);
 	return p == MAP_FAILED ? NULL : p;
+}
+
+/* A thread's own table, populated, for what is too big for TLS: glibc
+ * carves every thread's static TLS out of the top of its stack, so each
+ * KiB of ours is a KiB less for a thread whose stack was sized tightly
+ * (and pthread_create fails with EINVAL for a stack TLS fills). Handed to
+ * key's destructor at the thread's exit, which unmaps it. NULL if there
+ * is none: the caller does without (and must not ask again after its
+ * destructor ran, or nobody would unmap it). */
+static inline void *rec_map_thread(pthread_key_t key, size_t bytes)
+{
+	void *p = rec_map_private(bytes, 1);
+	if (!p)
+		return NULL;
+	int g = rec_guard;
+	rec_guard = REC_GUARD_OWN;  /* keys past the first 32 allocate: libc's, not the program's */
+	int err = pthread_setspecific(key, p);
+	rec_guard = g;
+	if (err) {
+		munmap(p, bytes);
+		return NULL;
+	}
+	return p;
 }
 
 /* ---- stopset.c: while stopped, only recorded blocks' frees (writer) ----- */

@@ -48,7 +48,8 @@
 #include <dlfcn.h>
 #include <stdlib.h>
 
-REC_TLS struct rec_shadow_ent rec_shadow[REC_SHADOW_MAX];
+REC_TLS struct rec_shadow_ent *rec_shadow;
+REC_TLS int rec_shadow_closed;
 REC_TLS unsigned rec_shadow_n;
 REC_TLS int rec_shadow_chained;
 REC_TLS unsigned rec_shadow_drops;
@@ -57,6 +58,33 @@ REC_TLS struct rec_sh rec_shadow_tb;
 REC_TLS uintptr_t rec_shadow_barrier, rec_shadow_barrier_ra;
 REC_TLS struct rec_shadow_cut rec_shadow_cut;
 int rec_shadow_on;
+static pthread_key_t mem_key;
+
+#define MEM_BYTES (REC_SHADOW_MAX * sizeof *rec_shadow)
+
+/* The thread's exit (a key destructor): no walk patches from here on,
+ * every live patched slot is put back, and the entries' memory goes. A
+ * signal handler's walk before the close may have patched: the drop
+ * after it puts that back too. */
+static void mem_free(void *arg)
+{
+	rec_shadow_closed = 1;
+	atomic_signal_fence(memory_order_seq_cst);
+	rec_shadow_drop();
+	rec_shadow_n = 0;  /* what the drop kept are dead frames' */
+	rec_shadow = NULL;
+	atomic_signal_fence(memory_order_seq_cst);
+	munmap(arg, MEM_BYTES);
+}
+
+int rec_shadow_map(void)
+{
+	if (rec_shadow_closed)
+		return 0;
+	rec_shadow = rec_map_thread(mem_key, MEM_BYTES);
+	rec_shadow_closed = !rec_shadow;
+	return !rec_shadow_closed;
+}
 
 /* The trampoline a patched frame returns into: rsp = slot + 8. It saves
  * the return registers (rax, rdx, xmm0, xmm1; x87 and vector registers
@@ -262,7 +290,7 @@ __asm__(".text\n" FORWARDS(FORWARD));
 void rec_shadow_init(void)
 {
 	const char *s = getenv("REC_SHADOW");
-	rec_shadow_on = s && s[0] == '1' && !s[1];
+	rec_shadow_on = s && s[0] == '1' && !s[1] && pthread_key_create(&mem_key, mem_free) == 0;
 	for (unsigned i = 0; i < N_FORWARDS; i++)
 		next_def[i] = dlsym(RTLD_NEXT, names[i]);
 }

@@ -111,7 +111,6 @@ struct frame {
 	int bp_read;              /* the walk from here outward reads bp as it is here */
 	struct rec_sh t;          /* the hash chain's value here (stackhash.c) */
 };
-static REC_TLS struct frame memo[MEMO_FRAMES];
 static REC_TLS unsigned memo_base;
 static REC_TLS unsigned memo_n;         /* frames of the previous capture; 0 = not a walk */
 static REC_TLS uint64_t memo_epoch;
@@ -138,7 +137,6 @@ struct plain {
 	uintptr_t ip, sp;
 	uint64_t rule;
 };
-static REC_TLS struct plain plain[2][MEMO_FRAMES];
 static REC_TLS unsigned plain_cur;     /* plain[plain_cur] is the previous walk */
 static REC_TLS unsigned plain_n;       /* its frames; 0 = not a shallow walk */
 /* The hash chain's value (stackhash.c) at the shallow walks' frames,
@@ -147,7 +145,6 @@ static REC_TLS unsigned plain_n;       /* its frames; 0 = not a shallow walk */
  * outer frames finds their values where that walk left them, and steps
  * the chain over its new inner frames only. The first plain_t_n hold the
  * previous walk's. */
-static REC_TLS struct rec_sh plain_t[MEMO_FRAMES];
 static REC_TLS unsigned plain_t_n;
 static REC_TLS int plain_alike;        /* the previous walk shared half its frames */
 /* This walk's new frames, innermost first, before they join the memo
@@ -157,12 +154,6 @@ struct fresh {
 	uintptr_t ip, sp, bp;
 	uint64_t rule;
 };
-static REC_TLS struct fresh fresh[MEMO_FRAMES];
-
-static inline struct frame *memo_at(unsigned i)
-{
-	return &memo[(memo_base + i) & (MEMO_FRAMES - 1)];
-}
 
 /* Per thread, rules by return address, direct-mapped, behind the memo and
  * in front of cfi.c's shared cache: a frame the memo misses is most often
@@ -171,14 +162,59 @@ static inline struct frame *memo_at(unsigned i)
  * miss. */
 #define NEAR_LOG 9
 #define NEAR_SLOTS (1u << NEAR_LOG)
-static REC_TLS struct near {
+struct near {
 	uintptr_t ip;                 /* 0: empty */
 	uint64_t rule;
-} near[NEAR_SLOTS];
+};
+
+/* The tables above, 21 KiB a thread, in memory of their own, not TLS
+ * (rec_map_thread says why): mapped by the thread's first walk, unmapped
+ * by its exit (a key destructor); its captures after that (other
+ * destructors' allocations) are libunwind's. */
+struct tables {
+	struct frame memo[MEMO_FRAMES];
+	struct plain plain[2][MEMO_FRAMES];
+	struct rec_sh plain_t[MEMO_FRAMES];
+	struct fresh fresh[MEMO_FRAMES];
+	struct near near[NEAR_SLOTS];
+	/* walk_shadow's: the return address slots of the frames walked, and
+	 * their RBP, to patch (never wanted by two walks at once: a hook a
+	 * signal handler runs inside ours walks as nested.c's) */
+	uintptr_t slots[REC_SHADOW_MAX], bps[REC_SHADOW_MAX];
+};
+static REC_TLS struct tables *tb;
+static REC_TLS int tb_gone;             /* unmapped, or none to be had */
+static pthread_key_t tb_key;
+
+static void tables_free(void *arg)
+{
+	tb = NULL;  /* first: a hook in a signal handler from here on does without */
+	tb_gone = 1;
+	memo_n = plain_n = walk_depth = 0;
+	atomic_signal_fence(memory_order_seq_cst);
+	munmap(arg, sizeof *tb);
+}
+
+/* This thread's tables, mapped at its first walk: 0 if it has none. */
+static inline int tables(void)
+{
+	if (REC_LIKELY(tb))
+		return 1;
+	if (tb_gone)
+		return 0;
+	tb = rec_map_thread(tb_key, sizeof *tb);
+	tb_gone = !tb;
+	return !tb_gone;
+}
+
+static inline struct frame *memo_at(unsigned i)
+{
+	return &tb->memo[(memo_base + i) & (MEMO_FRAMES - 1)];
+}
 
 static inline uint64_t rule_of(uintptr_t ip, uint64_t epoch)
 {
-	struct near *e = &near[(ip * 0x9e3779b97f4a7c15ull) >> (64 - NEAR_LOG)];
+	struct near *e = &tb->near[(ip * 0x9e3779b97f4a7c15ull) >> (64 - NEAR_LOG)];
 	if (REC_LIKELY(e->ip == ip))
 		return e->rule;
 	uint64_t rule = rec_cfi_find(ip, epoch);
@@ -221,7 +257,7 @@ int rec_stack_init(void)
 	if (!h)
 		return -1;
 	*(void **)&unw_bt = dlsym(h, "unw_backtrace");
-	if (!unw_bt)
+	if (!unw_bt || pthread_key_create(&tb_key, tables_free) != 0)
 		return -1;
 	rec_shadow_init();
 	return rec_stack_check_init(h, self_lo, self_hi);
@@ -326,7 +362,7 @@ static void memo_join(unsigned c, int k, unsigned keep_from)
 	int beyond = k < 0 ? memo_past.bp_read : memo_at((unsigned)k)->bp_read;
 	struct rec_sh t = k < 0 ? memo_tb : memo_at((unsigned)k)->t;
 	for (unsigned j = 0; j < c; j++) {
-		const struct fresh *fr = &fresh[c - 1 - j];
+		const struct fresh *fr = &tb->fresh[c - 1 - j];
 		struct frame *m = memo_at((unsigned)(k + 1) + j);
 		m->t = t = rec_sh_in(t, fr->ip);
 		m->ip = fr->ip;
@@ -334,7 +370,7 @@ static void memo_join(unsigned c, int k, unsigned keep_from)
 		m->bp = fr->bp;
 		m->rule = fr->rule;
 		if (j + 1 < c)
-			set_loads(m, fresh[c - 2 - j].rule);
+			set_loads(m, tb->fresh[c - 2 - j].rule);
 		m->bp_read = beyond = reads_bp(m->rule, beyond);
 		set_bpslot(m);
 	}
@@ -413,9 +449,9 @@ static void plain_hash(void *const *buf, unsigned n, unsigned shared,
 		plain_t_n = from;
 		return;
 	}
-	struct rec_sh t = from ? plain_t[from - 1] : (struct rec_sh){ 0, 0 };
+	struct rec_sh t = from ? tb->plain_t[from - 1] : (struct rec_sh){ 0, 0 };
 	for (unsigned k = from; k < n; k++)
-		plain_t[k] = t = rec_sh_in(t, (uintptr_t)buf[n - 1 - k]);
+		tb->plain_t[k] = t = rec_sh_in(t, (uintptr_t)buf[n - 1 - k]);
 	plain_t_n = n;
 	*h = t;
 	*hashed = 1;
@@ -435,8 +471,8 @@ static void plain_hash(void *const *buf, unsigned n, unsigned shared,
 static int walk_plain(struct frame f, void **buf, unsigned max, int *same,
 		      struct rec_sh *h, int *hashed, uint64_t epoch)
 {
-	const struct plain *prev = plain[plain_cur];
-	struct plain *next = plain[plain_cur ^ 1];
+	const struct plain *prev = tb->plain[plain_cur];
+	struct plain *next = tb->plain[plain_cur ^ 1];
 	unsigned n = 0, hits = 0, pn = plain_n, q = 0, d = 0;  /* prev[n + d]: the guess */
 	unsigned run = UINT_MAX;  /* frames from run to n - 1 have prev's at n + d */
 	while (n < max) {
@@ -513,7 +549,7 @@ static int walk_memo(struct frame f, void **buf, unsigned max, int *same, uint64
 				}
 				if (c) {  /* its inner frame is this walk's now */
 					struct frame *mk = memo_at(k);
-					set_loads(mk, fresh[c - 1].rule);
+					set_loads(mk, tb->fresh[c - 1].rule);
 					set_bpslot(mk);
 				}
 				if (drop) {
@@ -532,7 +568,7 @@ static int walk_memo(struct frame f, void **buf, unsigned max, int *same, uint64
 			f.rule = rule_of(f.ip, epoch);
 		}
 		if (c < MEMO_FRAMES)
-			fresh[c] = (struct fresh){ f.ip, f.sp, f.bp, f.rule };
+			tb->fresh[c] = (struct fresh){ f.ip, f.sp, f.bp, f.rule };
 		buf[c++] = (void *)f.ip;
 		int s = step(f.rule, &f.ip, &f.sp, &f.bp);
 		if (s < 0)
@@ -562,13 +598,13 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same,
 					  struct rec_sh *h, int *hashed)
 {
 	uint64_t epoch = rec_cfi_epoch();
-	if (epoch == UINT64_MAX)
+	if (epoch == UINT64_MAX || !tables())
 		return -1;
 	struct frame f = { 0 };
 	if (!call_site(__builtin_frame_address(0), &f.ip, &f.sp, &f.bp))
 		return -1;
 	if (REC_UNLIKELY(memo_epoch != epoch)) {
-		memset(near, 0, sizeof near);
+		memset(tb->near, 0, sizeof tb->near);
 		memo_epoch = epoch;
 		memo_n = plain_n = 0;
 	}
@@ -738,16 +774,16 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 						 struct rec_sh *h, int *hashed)
 {
 	uint64_t epoch = rec_cfi_epoch();
-	if (epoch == UINT64_MAX)
+	if (epoch == UINT64_MAX || !tables() || !rec_shadow_ready())
 		return -1;
 	uintptr_t ip, sp, bp, tramp = (uintptr_t)rec_shadow_tramp, x = 0;
 	if (!call_site(__builtin_frame_address(0), &ip, &sp, &bp))
 		return -1;
 	if (REC_UNLIKELY(memo_epoch != epoch)) {
-		memset(near, 0, sizeof near);
+		memset(tb->near, 0, sizeof tb->near);
 		memo_epoch = epoch;
 	}
-	uintptr_t slots[REC_SHADOW_MAX], bps[REC_SHADOW_MAX];
+	uintptr_t *slots = tb->slots, *bps = tb->bps;
 	unsigned t = 0, m = 0;             /* frames in buf; slots staged */
 	int staging = 1;                   /* every frame so far staged */
 	/* inside a call that unwinds (its return slot on the walk, still

@@ -27,7 +27,7 @@
  *
  * The cost is irrelevant (a full DWARF walk per event); the recorder's
  * rules are not: no stdio (the report goes through write(2)), no
- * allocation (the previous walk is kept in a per-thread static buffer,
+ * allocation (the previous walk is kept in a per-thread mapping,
  * libunwind's context and cursor live on the stack as in unw_backtrace),
  * and libunwind's entry points are looked up in the constructor.
  *
@@ -53,9 +53,28 @@ static __typeof__(unw_step) *step_out;
 static __typeof__(unw_get_reg) *get_reg;
 static uintptr_t own_lo, own_hi;      /* libheapreel.so's executable segments */
 
-/* Per thread, the frames of the previous capture's full walk. */
-static REC_TLS uintptr_t prev[REC_DEPTH_MAX];
+/* Per thread, the full walks of the previous capture and of this one:
+ * 4 KiB of the thread's own (rec_map_thread), not its stack's, mapped by
+ * its first check and unmapped by its exit. The key comes after stack.c's,
+ * so the walks after that are libunwind's, which claim no `same`; their
+ * checks walk into the stack (check_on_stack). */
+struct mem {
+	uintptr_t prev[REC_DEPTH_MAX];
+	void *walked[REC_DEPTH_MAX];
+};
+static REC_TLS struct mem *mem;
 static REC_TLS unsigned prev_n;
+static REC_TLS int mem_gone;
+static pthread_key_t mem_key;
+
+static void mem_free(void *arg)
+{
+	mem = NULL;
+	mem_gone = 1;
+	prev_n = 0;
+	atomic_signal_fence(memory_order_seq_cst);
+	munmap(arg, sizeof *mem);
+}
 
 int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi)
 {
@@ -72,7 +91,7 @@ int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi)
 	const char *s = getenv("REC_CHECK_STACKS");
 	if (!s || strcmp(s, "1") != 0)
 		return 0;
-	if (!get_context)
+	if (!get_context || pthread_key_create(&mem_key, mem_free) != 0)
 		return -1;
 	rec_check_stacks = 1;
 	return 0;
@@ -138,10 +157,10 @@ static int equal(const uintptr_t *a, unsigned na, const uintptr_t *b, unsigned n
 	return na == nb && memcmp(a, b, na * sizeof *a) == 0;
 }
 
-void rec_stack_check(void *const *ips, unsigned n, int same, const struct rec_sh *h)
+static void check(void *const *ips, unsigned n, int same, const struct rec_sh *h, void **walked)
 {
-	void *walked[REC_DEPTH_MAX];
 	const uintptr_t *full = (const uintptr_t *)(const void *)walked;
+	const uintptr_t *prev = mem ? mem->prev : NULL;
 	unsigned depth = rec_s.depth < REC_DEPTH_MAX ? rec_s.depth : REC_DEPTH_MAX;
 	if (rec_shadow_on)
 		rec_shadow_hide();  /* libunwind must see the real stack, not the shadow's */
@@ -156,8 +175,8 @@ void rec_stack_check(void *const *ips, unsigned n, int same, const struct rec_sh
 		say_stack("libunwind", full, nf);
 		abort();
 	}
-	if (same && !equal(prev, prev_n, full, nf)) {
-		rec_say(DIFFER, "a stack taken for the thread's previous one is not", "");
+	if (same && (!prev || !equal(prev, prev_n, full, nf))) {
+		rec_say(DIFFER, "a stack taken for the thread's previous one is not", prev ? "" : " (unknown)");
 		say_stack("previous", prev, prev_n);
 		say_stack("libunwind", full, nf);
 		abort();
@@ -168,6 +187,27 @@ void rec_stack_check(void *const *ips, unsigned n, int same, const struct rec_sh
 		say_stack("fast walk", fast, n);
 		abort();
 	}
-	memcpy(prev, full, nf * sizeof *full);
-	prev_n = nf;
+	if (prev) {
+		memcpy(mem->prev, full, nf * sizeof *full);
+		prev_n = nf;
+	}
+}
+
+static __attribute__((noinline)) void check_on_stack(void *const *ips, unsigned n, int same,
+						     const struct rec_sh *h)
+{
+	void *walked[REC_DEPTH_MAX];
+	check(ips, n, same, h, walked);
+}
+
+void rec_stack_check(void *const *ips, unsigned n, int same, const struct rec_sh *h)
+{
+	if (!mem && !mem_gone) {
+		mem = rec_map_thread(mem_key, sizeof *mem);
+		mem_gone = !mem;
+	}
+	if (REC_LIKELY(mem))
+		check(ips, n, same, h, mem->walked);
+	else
+		check_on_stack(ips, n, same, h);
 }
