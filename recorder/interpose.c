@@ -48,10 +48,9 @@ static inline int ready(void)
  * equal to the previous one needs neither hash nor lookup. */
 static REC_TLS uint32_t last_id, last_gen;
 
-/* The stack id of the current allocation's call stack. */
-static uint32_t current_stack(void)
+/* The stack id of the current allocation's call stack, captured into buf. */
+static inline uint32_t stack_id(void **buf)
 {
-	void *buf[REC_STACK_SLOTS];
 	unsigned n;
 	int same, hashed;
 	struct rec_sh h;
@@ -69,6 +68,20 @@ static uint32_t current_stack(void)
 	}
 	last_id = rec_stackid(ips, n, hashed ? &h : NULL);
 	return last_id;
+}
+
+/* A thread without a mapping of its own captures into its stack: 2 KiB a
+ * thread sized tightly may lack, so only then. */
+static __attribute__((noinline)) uint32_t stack_id_on_stack(void)
+{
+	void *buf[REC_STACK_SLOTS];
+	return stack_id(buf);
+}
+
+static uint32_t current_stack(void)
+{
+	void **room = rec_stack_room();
+	return REC_LIKELY(room) ? stack_id(room) : stack_id_on_stack();
 }
 
 /* Is an allocation of size bytes to be recorded now? *track: it must

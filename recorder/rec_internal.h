@@ -483,6 +483,11 @@ static inline struct rec_sh rec_sh_span(struct rec_sh inner, struct rec_sh outsi
 /* Room for REC_DEPTH_MAX frames plus the recorder's own frames. */
 #define REC_STACK_SLOTS (REC_DEPTH_MAX + 8)
 int rec_stack_init(void);
+/* A buffer of REC_STACK_SLOTS for this thread's hook to capture into, in
+ * the thread's own mapping (rec_map_thread), not its stack; NULL if it has
+ * none (then a buffer on the stack). Only the hook uses it (rec_guard
+ * REC_GUARD_HOOK): a handler interrupting it captures as nested.c's. */
+void **rec_stack_room(void);
 /* Captures into buf (REC_STACK_SLOTS entries) and returns where the
  * program's frames start: return addresses from the allocation's call site
  * outward, *n of them (at most rec_s.depth). *same = 1 when they are

@@ -167,7 +167,7 @@ struct near {
 	uint64_t rule;
 };
 
-/* The tables above, 21 KiB a thread, in memory of their own, not TLS
+/* The tables above, 23 KiB a thread, in memory of their own, not TLS
  * (rec_map_thread says why): mapped by the thread's first walk, unmapped
  * by its exit (a key destructor); its captures after that (other
  * destructors' allocations) are libunwind's. */
@@ -181,6 +181,7 @@ struct tables {
 	 * their RBP, to patch (never wanted by two walks at once: a hook a
 	 * signal handler runs inside ours walks as nested.c's) */
 	uintptr_t slots[REC_SHADOW_MAX], bps[REC_SHADOW_MAX];
+	void *room[REC_STACK_SLOTS];  /* rec_stack_room */
 };
 static REC_TLS struct tables *tb;
 static REC_TLS int tb_gone;             /* unmapped, or none to be had */
@@ -205,6 +206,11 @@ static inline int tables(void)
 	tb = rec_map_thread(tb_key, sizeof *tb);
 	tb_gone = !tb;
 	return !tb_gone;
+}
+
+void **rec_stack_room(void)
+{
+	return tables() ? tb->room : NULL;
 }
 
 static inline struct frame *memo_at(unsigned i)

@@ -135,7 +135,7 @@ def case_small_stacks(d):
     failed with EINVAL up to 32 KiB, a 36 KiB thread crashed in the hook)."""
     trace = os.path.join(d, "small_stacks.trc")
     # libunwind's full walk in each hook leaves a checked run less stack
-    pad = 2048 if os.environ.get("REC_CHECK_STACKS") == "1" else 5120
+    pad = 3072 if os.environ.get("REC_CHECK_STACKS") == "1" else 5120
     p = rectest.record([hrtest.prog("small_stacks"), str(pad)], trace)
     want = out_lines(p)
     assert [w[3] for w in want] == ["16384", "20480", "24576", "32768", "36864"], p.stdout
