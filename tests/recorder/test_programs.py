@@ -6,6 +6,7 @@ threads, fork and exec traces, MODULE records for a dlopen'ed library.
 CASE: entry realloc threads crowd thread_exit fork fork_exit fork_exec exec_path dlopen dlopen_cxx cxx cxx_entry
       cxx_entry_je cxx_sampled cxx_entry_tc clock pairs alloc_api_je alloc_api_je_restore
       alloc_api_tc alloc_api_probe got_threads fork_walk ring_grow quick_exit small_stacks
+      thread_cycle
 """
 import glob
 import math
@@ -161,6 +162,34 @@ def case_small_stacks(d):
     st = t.stats()
     assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
     print("small_stacks: %d threads of 16-36 KiB stacks, %d allocations each: ok" % (len(want), int(want[0][5])))
+
+
+def case_thread_cycle(d):
+    """10000 threads one after the other, one allocation each: every
+    thread's tables are unmapped at its exit (24 KiB each: 234 MiB if they
+    were not), and every allocation is in the trace."""
+    n = 10000
+    trace = os.path.join(d, "thread_cycle.trc")
+    p = rectest.record([hrtest.prog("thread_cycle"), str(n)], trace)
+    w = out_lines(p)[0]
+    threads, size, v0, v1 = int(w[1]), int(w[3]), int(w[5]), int(w[6])
+    grown_kib = v1 - v0
+    # glibc's stack cache and an arena may grow once (30 MiB here), never by thread
+    assert grown_kib < n * 24 // 2, "virtual size grew %d KiB over %d threads: %s" % (grown_kib, n, p.stdout)
+    t = Trace(trace)
+    got = t.allocs(size=size)
+    assert len(got) == threads, "%d allocations of %d, expected %d" % (len(got), size, threads)
+    live, freed = {}, 0  # addresses reused: a free is ours if the block it frees is
+    for r in t.events:
+        if r["kind"] == "alloc":
+            live[r["addr"]] = r["size"]
+        elif r["kind"] == "free":
+            freed += live.pop(r["addr"], None) == size
+    assert freed == threads, "frees %d, expected %d" % (freed, threads)
+    rectest.one_stack_per_site(t, [size])
+    st = t.stats()
+    assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
+    print("thread_cycle: %d threads, virtual size %+d KiB, %d allocations: ok" % (threads, grown_kib, threads))
 
 
 def case_crowd(d):
