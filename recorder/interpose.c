@@ -24,9 +24,11 @@
  * the signal landed.
  *
  * Must never: allocate, lock, or call into the dynamic loader; syscalls
- * only when a thread claims its ring, when its ring crosses half full (one
- * futex wake) or is full. Errors of the real call pass through unchanged
- * (errno included); a failed call records nothing.
+ * only when a thread claims its ring or maps its walk tables (its first
+ * capture, stack.c), when its ring crosses half full (one futex wake) or
+ * is full, and on a new stack's path (stackid.c's tables growing). Errors
+ * of the real call pass through unchanged (errno included); a failed call
+ * records nothing.
  */
 #include "rec_internal.h"
 

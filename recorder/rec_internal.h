@@ -33,13 +33,13 @@
  * (which may allocate and take loader locks). A library loaded into a
  * running process (libheapreel-attach.so, REC_ATTACH_BUILD: trace-record
  * -p) cannot have it: the loader keeps less static TLS for late comers
- * (glibc.rtld.optional_static_tls, 512 bytes by default) than our 1.6
- * KiB (the big per-thread tables are mapped: rec_map_thread). There it is
- * global-dynamic: each thread's
- * first access allocates its block (the program's malloc, called by the
- * loader directly, not through a hook) without a lock, once the first
- * access ever (heapreel_attach's, before any hook is routed) has settled
- * the module's TLS as dynamic under the loader's TLS lock. */
+ * (glibc.rtld.optional_static_tls, 512 bytes by default) than our 1.6 KiB
+ * (the big per-thread tables are mapped: rec_map_thread). There it is
+ * global-dynamic: each thread's first access allocates its block (the
+ * program's malloc, called by the loader directly, not through a hook)
+ * without a lock, once the first access ever (heapreel_attach's, before
+ * any hook is routed) has settled the module's TLS as dynamic under the
+ * loader's TLS lock. */
 #ifdef REC_ATTACH_BUILD
 #define REC_TLS __thread __attribute__((tls_model("global-dynamic")))
 #else
@@ -482,9 +482,12 @@ static inline struct rec_sh rec_sh_span(struct rec_sh inner, struct rec_sh outsi
 /* ---- stack.c: capture --------------------------------------------------- */
 /* Room for REC_DEPTH_MAX frames plus the recorder's own frames. */
 #define REC_STACK_SLOTS (REC_DEPTH_MAX + 8)
+/* libunwind, the stack hash, the per-thread tables' keys: 0; -1 if
+ * libunwind is missing (or lacks what REC_CHECK_STACKS needs), -2 if no
+ * thread key could be made. Again after a failure, it tries again. */
 int rec_stack_init(void);
 /* A buffer of REC_STACK_SLOTS for this thread's hook to capture into, in
- * the thread's own mapping (rec_map_thread), not its stack; NULL if it has
+ * the thread's own mapping (thread_mem.c), not its stack; NULL if it has
  * none (then a buffer on the stack). Only the hook uses it (rec_guard
  * REC_GUARD_HOOK): a handler interrupting it captures as nested.c's. */
 void **rec_stack_room(void);
@@ -518,7 +521,8 @@ int rec_stack_from_recorder(uintptr_t caller);
 /* ---- stack_check.c: REC_CHECK_STACKS ------------------------------------ */
 extern int rec_check_stacks;          /* 1: check every capture */
 /* From rec_stack_init, with libunwind's handle and libheapreel.so's text:
- * reads REC_CHECK_STACKS; -1 if checking is asked and cannot be done. */
+ * reads REC_CHECK_STACKS; if checking is asked and cannot be done, -1
+ * (libunwind lacks an entry point) or -2 (no thread key). */
 int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi);
 /* Checks a capture (rec_stack_capture's frames, count, `same` and the
  * hash it worked out, or NULL) against a full libunwind walk from the
@@ -541,7 +545,7 @@ struct rec_shadow_ent {
 };
 /* [0] the outermost frame patched; slots grow down towards the top.
  * REC_SHADOW_MAX entries (5 KiB) in memory of the thread's own
- * (rec_map_thread), mapped by its first shadow walk; NULL until then and
+ * (thread_mem.c), had at its first shadow walk; NULL until then and
  * after its exit, when rec_shadow_n is 0. */
 extern REC_TLS struct rec_shadow_ent *rec_shadow;
 extern REC_TLS unsigned rec_shadow_n;
@@ -573,7 +577,7 @@ struct rec_shadow_cut {
 };
 extern REC_TLS struct rec_shadow_cut rec_shadow_cut;
 void rec_shadow_tramp(void);          /* what a patched slot holds (asm) */
-void rec_shadow_init(void);           /* from rec_stack_init: REC_SHADOW, RTLD_NEXT */
+int rec_shadow_init(void);            /* from rec_stack_init: REC_SHADOW, RTLD_NEXT; -2: no key */
 /* The frames from the patched slot `slot` outward, at most room; 0 if no
  * entry has that slot. *cut: they end at rec_shadow_cut's frame, not at
  * the outermost one. Reads only (a signal handler may call it). */
@@ -990,7 +994,7 @@ void rec_keyframe_write(uint32_t nodes, uint32_t modules);
  * an interrupt for each program thread); buffers always written first get
  * their pages as they are used. mmap may take the kernel's mm lock for
  * long: the writer calls this, an allocation hook only on stackid.c's
- * once-per-stack path and at a thread's first walk (rec_map_thread). */
+ * once-per-stack path and at a thread's first capture (rec_map_thread). */
 static inline void *rec_map_private(size_t bytes, int populate)
 {
 	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
@@ -998,28 +1002,35 @@ static inline void *rec_map_private(size_t bytes, int populate)
 	return p == MAP_FAILED ? NULL : p;
 }
 
-/* A thread's own table, populated, for what is too big for TLS: glibc
- * carves every thread's static TLS out of the top of its stack, so each
- * KiB of ours is a KiB less for a thread whose stack was sized tightly
- * (and pthread_create fails with EINVAL for a stack TLS fills). Handed to
- * key's destructor at the thread's exit, which unmaps it. NULL if there
- * is none: the caller does without (and must not ask again after its
- * destructor ran, or nobody would unmap it). */
-static inline void *rec_map_thread(pthread_key_t key, size_t bytes)
-{
-	void *p = rec_map_private(bytes, 1);
-	if (!p)
-		return NULL;
-	int g = rec_guard;
-	rec_guard = REC_GUARD_OWN;  /* keys past the first 32 allocate: libc's, not the program's */
-	int err = pthread_setspecific(key, p);
-	rec_guard = g;
-	if (err) {
-		munmap(p, bytes);
-		return NULL;
-	}
-	return p;
-}
+/* ---- thread_mem.c: a thread's own tables, not TLS ------------------------ */
+/* pthread_setspecific for the recorder: keys past the first 32 allocate,
+ * which is libc's, not the program's. Inside a hook (REC_GUARD_HOOK) that
+ * call is told from the recorder's side and passed through, while a signal
+ * handler's allocations meanwhile are still recorded (nested.c). */
+int rec_thread_set(pthread_key_t key, void *p);
+/* Mappings of one kind given back by threads that ended, for the next. */
+#define REC_THREAD_CACHE 64
+struct rec_thread_cache {
+	_Atomic(void *) slot[REC_THREAD_CACHE];
+};
+/* bytes of the thread's own, set as key's value (its destructor gives
+ * them back: rec_unmap_thread), from c or newly mapped and populated; not
+ * cleared. NULL if there are none: the caller does without (and must not
+ * ask again after its destructor ran, or nobody would give them back). */
+void *rec_map_thread(struct rec_thread_cache *c, pthread_key_t key, size_t bytes);
+void rec_unmap_thread(struct rec_thread_cache *c, void *p, size_t bytes);
+/* From the destructor of rec_map_thread's key, with its mapping p: keep
+ * it one round more? glibc runs the destructors key by key in the order
+ * the keys were made, so ours (made by the constructor) come before the
+ * program's, whose destructors still allocate; and it runs another round,
+ * PTHREAD_DESTRUCTOR_ITERATIONS in all, while a key was set again. So the
+ * mapping is set again until the last round, when the caller gives it
+ * back (0): a capture in a later destructor without it would be
+ * libunwind's, whose own per-thread cache, made that late, is never freed
+ * (it waits for the same last round, counting from its first). A mapping
+ * first made in a destructor (the thread's first capture) counts late the
+ * same way and is not given back. *rounds: the thread's. */
+int rec_thread_keep(pthread_key_t key, void *p, int *rounds);
 
 /* ---- stopset.c: while stopped, only recorded blocks' frees (writer) ----- */
 void rec_stopset_fork_child(int inherited); /* before the child's session: blocks inherited? */

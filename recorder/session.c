@@ -741,11 +741,13 @@ static int setup(void)
 	rec_counters_init();
 	if (!attached)
 		rec_alloc_api_init(NULL, 0);   /* attached: each attach routes them (attach.c) */
-	if (rec_stack_init() < 0) {
+	int rc = rec_stack_init();
+	if (rc == -1) {
 		rec_say("cannot load ", REC_LIBUNWIND_SONAME, " for stack capture; not recording");
 		return -1;
 	}
-	if (rec_ring_init() < 0 || pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) {
+	if (rc < 0 || rec_ring_init() < 0 ||
+	    pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) {
 		rec_say("cannot set up thread hooks", "", "; not recording");
 		return -1;
 	}

@@ -167,10 +167,11 @@ struct near {
 	uint64_t rule;
 };
 
-/* The tables above, 23 KiB a thread, in memory of their own, not TLS
- * (rec_map_thread says why): mapped by the thread's first walk, unmapped
- * by its exit (a key destructor); its captures after that (other
- * destructors' allocations) are libunwind's. */
+/* The tables above, 23 KiB a thread (a mapping of 24), in memory of
+ * their own, not TLS (thread_mem.c says why): had at the thread's first
+ * capture, given back at its exit (a key destructor, in its last round:
+ * rec_thread_keep); its captures after that (later destructors'
+ * allocations) are libunwind's. */
 struct tables {
 	struct frame memo[MEMO_FRAMES];
 	struct plain plain[2][MEMO_FRAMES];
@@ -185,15 +186,20 @@ struct tables {
 };
 static REC_TLS struct tables *tb;
 static REC_TLS int tb_gone;             /* unmapped, or none to be had */
+static REC_TLS int tb_rounds;        /* its exit's destructor rounds so far */
 static pthread_key_t tb_key;
+static struct rec_thread_cache tb_cache;
 
 static void tables_free(void *arg)
 {
-	tb = NULL;  /* first: a hook in a signal handler from here on does without */
-	tb_gone = 1;
+	if (rec_thread_keep(tb_key, arg, &tb_rounds))
+		return;
+	tb_gone = 1;  /* first: a signal handler's hook from here on maps none */
+	atomic_signal_fence(memory_order_seq_cst);
+	tb = NULL;
 	memo_n = plain_n = walk_depth = 0;
 	atomic_signal_fence(memory_order_seq_cst);
-	munmap(arg, sizeof *tb);
+	rec_unmap_thread(&tb_cache, arg, sizeof *tb);
 }
 
 /* This thread's tables, mapped at its first walk: 0 if it has none. */
@@ -203,7 +209,7 @@ static inline int tables(void)
 		return 1;
 	if (tb_gone)
 		return 0;
-	tb = rec_map_thread(tb_key, sizeof *tb);
+	tb = rec_map_thread(&tb_cache, tb_key, sizeof *tb);
 	tb_gone = !tb;
 	return !tb_gone;
 }
@@ -254,7 +260,8 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *data)
 
 int rec_stack_init(void)
 {
-	if (unw_bt)
+	static int ready, keyed;   /* an attach after a failed one tries again */
+	if (ready)
 		return 0;
 	rec_stackhash_init();
 	if (!rec_walk_objects(find_self, (void *)(uintptr_t)rec_stack_init))
@@ -263,10 +270,16 @@ int rec_stack_init(void)
 	if (!h)
 		return -1;
 	*(void **)&unw_bt = dlsym(h, "unw_backtrace");
-	if (!unw_bt || pthread_key_create(&tb_key, tables_free) != 0)
+	if (!unw_bt)
 		return -1;
-	rec_shadow_init();
-	return rec_stack_check_init(h, self_lo, self_hi);
+	if (!keyed && pthread_key_create(&tb_key, tables_free) != 0)
+		return -2;
+	keyed = 1;
+	int rc = rec_shadow_init();
+	if (rc == 0)
+		rc = rec_stack_check_init(h, self_lo, self_hi);
+	ready = rc == 0;
+	return rc;
 }
 
 /* Leaves the recorder's own frames through their frame pointers, from fp

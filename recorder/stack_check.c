@@ -54,8 +54,8 @@ static __typeof__(unw_get_reg) *get_reg;
 static uintptr_t own_lo, own_hi;      /* libheapreel.so's executable segments */
 
 /* Per thread, the full walks of the previous capture and of this one:
- * 4 KiB of the thread's own (rec_map_thread), not its stack's, mapped by
- * its first check and unmapped by its exit. The key comes after stack.c's,
+ * 4 KiB of the thread's own (thread_mem.c), not its stack's, had at its
+ * first check and given back at its exit. The key comes after stack.c's,
  * so the walks after that are libunwind's, which claim no `same`; their
  * checks walk into the stack (check_on_stack). */
 struct mem {
@@ -66,14 +66,19 @@ static REC_TLS struct mem *mem;
 static REC_TLS unsigned prev_n;
 static REC_TLS int mem_gone;
 static pthread_key_t mem_key;
+static struct rec_thread_cache mem_cache;
 
 static void mem_free(void *arg)
 {
+	static REC_TLS int rounds;
+	if (rec_thread_keep(mem_key, arg, &rounds))
+		return;
+	mem_gone = 1;  /* first: a signal handler's check from here on maps none */
+	atomic_signal_fence(memory_order_seq_cst);
 	mem = NULL;
-	mem_gone = 1;
 	prev_n = 0;
 	atomic_signal_fence(memory_order_seq_cst);
-	munmap(arg, sizeof *mem);
+	rec_unmap_thread(&mem_cache, arg, sizeof *mem);
 }
 
 int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi)
@@ -91,8 +96,12 @@ int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi)
 	const char *s = getenv("REC_CHECK_STACKS");
 	if (!s || strcmp(s, "1") != 0)
 		return 0;
-	if (!get_context || pthread_key_create(&mem_key, mem_free) != 0)
+	static int keyed;
+	if (!get_context)
 		return -1;
+	if (!keyed && pthread_key_create(&mem_key, mem_free) != 0)
+		return -2;
+	keyed = 1;
 	rec_check_stacks = 1;
 	return 0;
 }
@@ -203,7 +212,7 @@ static __attribute__((noinline)) void check_on_stack(void *const *ips, unsigned 
 void rec_stack_check(void *const *ips, unsigned n, int same, const struct rec_sh *h)
 {
 	if (!mem && !mem_gone) {
-		mem = rec_map_thread(mem_key, sizeof *mem);
+		mem = rec_map_thread(&mem_cache, mem_key, sizeof *mem);
 		mem_gone = !mem;
 	}
 	if (REC_LIKELY(mem))

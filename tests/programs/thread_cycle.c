@@ -1,14 +1,20 @@
 /*
  * thread_cycle - N threads (argv[1], default 10000) one after the other,
  * each allocating one block of 777 bytes from cycle_site and freeing it.
- * The recorder maps each thread's own tables (24 KiB) at its first
- * allocation and must unmap them at its exit, or a program that keeps
- * making threads grows without end: the process's virtual size and
+ * The recorder maps each thread's own tables (a 24 KiB mapping) at its
+ * first allocation and must give them back at its exit (for the next
+ * threads, a few kept), or a program that keeps making threads grows
+ * without end: the process's virtual size and
  * mappings (/proc/self/statm, /proc/self/maps) are read after WARM_UP
  * threads and again at the end, and printed as
  * "threads <all> size 777 vsz_kib <before> <after> maps <before> <after>".
  * glibc's own growth in between is bounded and does not grow with N (its
  * cache of thread stacks, at most 40 MiB; an arena).
+ * Each thread also sets a thread-specific value whose destructor, made
+ * after the recorder's, allocates and frees DTOR_SIZE bytes from dtor_site
+ * and sets the value again once: glibc calls it in two rounds, the first
+ * while the recorder's tables are still mapped, the second after. The
+ * line then goes on "dtor_size <DTOR_SIZE> dtor_allocs <2 x threads>".
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -17,14 +23,32 @@
 
 #define WARM_UP 16  /* threads before the first reading: stack cache, arenas, rings */
 #define SIZE 777
+#define DTOR_SIZE 555
+#define FIRST ((void *)1)       /* the value as the thread set it */
+#define AGAIN ((void *)2)       /* as the destructor set it again */
+
+static pthread_key_t key;
 
 __attribute__((noinline)) static void *cycle_site(void)
 {
 	return malloc(SIZE);
 }
 
+__attribute__((noinline)) static void *dtor_site(void)
+{
+	return malloc(DTOR_SIZE);
+}
+
+static void on_exit_key(void *value)
+{
+	free(dtor_site());
+	if (value == FIRST)
+		pthread_setspecific(key, AGAIN);
+}
+
 static void *worker(void *arg)
 {
+	pthread_setspecific(key, FIRST);
 	free(cycle_site());
 	return arg;
 }
@@ -71,12 +95,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: thread_cycle [N >= 1]\n");
 		return 2;
 	}
-	if (cycle(WARM_UP) != 0)
+	if (pthread_key_create(&key, on_exit_key) != 0 || cycle(WARM_UP) != 0)
 		return 1;
 	long v0 = vsz_kib(), m0 = maps();
 	if (cycle(n) != 0)
 		return 1;
-	printf("threads %d size %d vsz_kib %ld %ld maps %ld %ld\n", n + WARM_UP, SIZE, v0, vsz_kib(),
-	       m0, maps());
+	printf("threads %d size %d vsz_kib %ld %ld maps %ld %ld dtor_size %d dtor_allocs %d\n",
+	       n + WARM_UP, SIZE, v0, vsz_kib(), m0, maps(), DTOR_SIZE, 2 * (n + WARM_UP));
 	return 0;
 }

@@ -165,9 +165,11 @@ def case_small_stacks(d):
 
 
 def case_thread_cycle(d):
-    """10000 threads one after the other, one allocation each: every
-    thread's tables are unmapped at its exit (24 KiB each: 234 MiB if they
-    were not), and every allocation is in the trace."""
+    """10000 threads one after the other, one allocation each and two in
+    a thread-specific data destructor (one round with the recorder's tables
+    still mapped, one after): every thread's tables are unmapped at its
+    exit (24 KiB each: 234 MiB if they were not), and every allocation is
+    in the trace, each site with one stack."""
     n = 10000
     trace = os.path.join(d, "thread_cycle.trc")
     p = rectest.record([hrtest.prog("thread_cycle"), str(n)], trace)
@@ -176,20 +178,32 @@ def case_thread_cycle(d):
     grown_kib = v1 - v0
     # glibc's stack cache and an arena may grow once (30 MiB here), never by thread
     assert grown_kib < n * 24 // 2, "virtual size grew %d KiB over %d threads: %s" % (grown_kib, n, p.stdout)
+    dtor_size, dtor_allocs = int(w[11]), int(w[13])
     t = Trace(trace)
-    got = t.allocs(size=size)
-    assert len(got) == threads, "%d allocations of %d, expected %d" % (len(got), size, threads)
-    live, freed = {}, 0  # addresses reused: a free is ours if the block it frees is
-    for r in t.events:
+    want = {size: threads, dtor_size: dtor_allocs}
+    for sz, k in want.items():
+        got = t.allocs(size=sz)
+        assert len(got) == k, "%d allocations of %d, expected %d" % (len(got), sz, k)
+    # addresses are reused, so a free is ours if the block it frees is; in
+    # time order (a thread's events after its ring closed come in later)
+    live, freed = {}, {sz: 0 for sz in want}
+    for r in sorted(t.events, key=lambda r: r["t"]):
         if r["kind"] == "alloc":
             live[r["addr"]] = r["size"]
         elif r["kind"] == "free":
-            freed += live.pop(r["addr"], None) == size
-    assert freed == threads, "frees %d, expected %d" % (freed, threads)
-    rectest.one_stack_per_site(t, [size])
+            sz = live.pop(r["addr"], None)
+            if sz in freed:
+                freed[sz] += 1
+    assert freed == want, "frees %s, expected %s" % (freed, want)
+    ids = rectest.one_stack_per_site(t, [size, dtor_size])
+    for sz, name in ((size, "cycle_site"), (dtor_size, "dtor_site")):
+        got = rectest.symbolize(t, t.stack(ids[sz])[0])
+        if got is not None:
+            assert got == name, "size %d: call site %s, expected %s" % (sz, got, name)
     st = t.stats()
     assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
-    print("thread_cycle: %d threads, virtual size %+d KiB, %d allocations: ok" % (threads, grown_kib, threads))
+    print("thread_cycle: %d threads, virtual size %+d KiB, %d + %d allocations: ok" % (
+        threads, grown_kib, threads, dtor_allocs))
 
 
 def case_crowd(d):

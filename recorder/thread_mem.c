@@ -1,0 +1,78 @@
+/*
+ * thread_mem.c - memory of a thread's own for what is too big for TLS:
+ * the walk's tables (stack.c), the shadow stack (shadow.c), the check
+ * mode's walks (stack_check.c).
+ *
+ * glibc carves every thread's static TLS out of the top of its stack, so
+ * each KiB of ours is a KiB less for a thread whose stack was sized
+ * tightly (and pthread_create fails with EINVAL for a stack that TLS
+ * fills). So a thread's tables are a mapping, made at its first need and
+ * handed to a pthread key whose destructor gives it back at the thread's
+ * exit. Given back, a mapping waits in its kind's cache for the next
+ * thread: a program that makes short threads pays neither an mmap nor an
+ * munmap (which interrupts every CPU the process runs on to flush its
+ * TLB) per thread. A table is written before it is read (its counts are
+ * TLS, zero in a new thread), so a mapping needs no clearing between
+ * threads.
+ *
+ * Must never: lock (a hook or a signal handler gets and gives mappings),
+ * or allocate for the program.
+ */
+#include "rec_internal.h"
+
+#include <limits.h>
+
+int rec_thread_set(pthread_key_t key, void *p)
+{
+	int g = rec_guard;
+	if (!g)
+		rec_guard = REC_GUARD_OWN;
+	int err = pthread_setspecific(key, p);
+	rec_guard = g;
+	return err;
+}
+
+/* A mapping from the cache (each slot taken by one exchange, so two
+ * takers never get the same one), or NULL. */
+static void *take(struct rec_thread_cache *c)
+{
+	for (unsigned i = 0; i < REC_THREAD_CACHE; i++) {
+		if (atomic_load_explicit(&c->slot[i], memory_order_relaxed) == NULL)
+			continue;
+		void *p = atomic_exchange_explicit(&c->slot[i], NULL, memory_order_acquire);
+		if (p)
+			return p;
+	}
+	return NULL;
+}
+
+void *rec_map_thread(struct rec_thread_cache *c, pthread_key_t key, size_t bytes)
+{
+	void *p = take(c);
+	if (!p)
+		p = rec_map_private(bytes, 1);
+	if (p && rec_thread_set(key, p) != 0) {
+		rec_unmap_thread(c, p, bytes);
+		p = NULL;
+	}
+	return p;
+}
+
+void rec_unmap_thread(struct rec_thread_cache *c, void *p, size_t bytes)
+{
+	for (unsigned i = 0; i < REC_THREAD_CACHE; i++) {
+		void *none = NULL;
+		if (atomic_compare_exchange_strong_explicit(&c->slot[i], &none, p,
+							    memory_order_release,
+							    memory_order_relaxed))
+			return;
+	}
+	munmap(p, bytes);
+}
+
+int rec_thread_keep(pthread_key_t key, void *p, int *rounds)
+{
+	if (++*rounds >= PTHREAD_DESTRUCTOR_ITERATIONS)
+		return 0;
+	return rec_thread_set(key, p) == 0;
+}
