@@ -185,8 +185,8 @@ struct tables {
 	void *room[REC_STACK_SLOTS];  /* rec_stack_room */
 };
 static REC_TLS struct tables *tb;
-static REC_TLS int tb_gone;             /* unmapped, or none to be had */
-static REC_TLS int tb_rounds;        /* its exit's destructor rounds so far */
+static REC_TLS int tb_gone;             /* given back, or none to be had */
+static REC_TLS int tb_rounds;           /* its exit's destructor rounds so far */
 static pthread_key_t tb_key;
 static struct rec_thread_cache tb_cache;
 
@@ -202,7 +202,7 @@ static void tables_free(void *arg)
 	rec_unmap_thread(&tb_cache, arg, sizeof *tb);
 }
 
-/* This thread's tables, mapped at its first walk: 0 if it has none. */
+/* This thread's tables, had at its first capture: 0 if it has none. */
 static inline int tables(void)
 {
 	if (REC_LIKELY(tb))
