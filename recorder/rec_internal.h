@@ -1008,17 +1008,24 @@ static inline void *rec_map_private(size_t bytes, int populate)
  * call is told from the recorder's side and passed through, while a signal
  * handler's allocations meanwhile are still recorded (nested.c). */
 int rec_thread_set(pthread_key_t key, void *p);
-/* Mappings of one kind given back by threads that ended, for the next. */
+/* One kind of a thread's own memory: the key whose destructor gives a
+ * thread's mapping back, and the mappings given back, for the next threads. */
 #define REC_THREAD_CACHE 64
-struct rec_thread_cache {
-	_Atomic(void *) slot[REC_THREAD_CACHE];
+struct rec_thread_kind {
+	pthread_key_t key;
+	int keyed;                    /* made once: a retried setup keeps it */
+	size_t bytes;
+	_Atomic(void *) cache[REC_THREAD_CACHE];
 };
-/* bytes of the thread's own, set as key's value (its destructor gives
- * them back: rec_unmap_thread), from c or newly mapped and populated; not
- * cleared. NULL if there are none: the caller does without (and must not
- * ask again after its destructor ran, or nobody would give them back). */
-void *rec_map_thread(struct rec_thread_cache *c, pthread_key_t key, size_t bytes);
-void rec_unmap_thread(struct rec_thread_cache *c, void *p, size_t bytes);
+/* Makes k's key (once) for mappings of bytes, give_back its destructor:
+ * 0, or -2 if no key can be made. */
+int rec_thread_kind_init(struct rec_thread_kind *k, size_t bytes, void (*give_back)(void *));
+/* k->bytes of the thread's own, set as k's key's value, from k's cache or
+ * newly mapped and populated; not cleared. NULL if there are none: the
+ * caller does without (and must not ask again after its destructor ran,
+ * or nobody would give them back). */
+void *rec_map_thread(struct rec_thread_kind *k);
+void rec_unmap_thread(struct rec_thread_kind *k, void *p);   /* to the cache, or unmapped */
 /* From the destructor of rec_map_thread's key, with its mapping p: keep
  * it one round more? glibc runs the destructors key by key in the order
  * the keys were made, so ours (made by the constructor) come before the
@@ -1030,7 +1037,7 @@ void rec_unmap_thread(struct rec_thread_cache *c, void *p, size_t bytes);
  * (it waits for the same last round, counting from its first). A mapping
  * first made in a destructor (the thread's first capture) counts late the
  * same way and is not given back. *rounds: the thread's. */
-int rec_thread_keep(pthread_key_t key, void *p, int *rounds);
+int rec_thread_keep(struct rec_thread_kind *k, void *p, int *rounds);
 
 /* ---- stopset.c: while stopped, only recorded blocks' frees (writer) ----- */
 void rec_stopset_fork_child(int inherited); /* before the child's session: blocks inherited? */

@@ -239,12 +239,8 @@ static int claim(void)
 	me.slot = rec_ring_events(r);
 	me.mask = atomic_load_explicit(&r->events, memory_order_relaxed) - 1;
 	me.index = (uint32_t)i;
-	/* no-op for the main thread, which never runs key destructors; may
-	 * allocate (keys past the first 32), which is libc's, not the program's */
-	int g = rec_guard;
-	rec_guard = 1;
-	pthread_setspecific(exit_key, (void *)1);
-	rec_guard = g;
+	/* no-op for the main thread, which never runs key destructors */
+	rec_thread_set(exit_key, (void *)1);
 	return 0;
 }
 

@@ -58,10 +58,7 @@ REC_TLS struct rec_sh rec_shadow_tb;
 REC_TLS uintptr_t rec_shadow_barrier, rec_shadow_barrier_ra;
 REC_TLS struct rec_shadow_cut rec_shadow_cut;
 int rec_shadow_on;
-static pthread_key_t mem_key;
-static struct rec_thread_cache mem_cache;
-
-#define MEM_BYTES (REC_SHADOW_MAX * sizeof *rec_shadow)
+static struct rec_thread_kind mem_kind;
 
 /* The thread's exit (a key destructor): no walk patches from here on,
  * every live patched slot is put back, and the entries' memory goes. A
@@ -70,7 +67,7 @@ static struct rec_thread_cache mem_cache;
 static void mem_free(void *arg)
 {
 	static REC_TLS int rounds;
-	if (rec_thread_keep(mem_key, arg, &rounds))
+	if (rec_thread_keep(&mem_kind, arg, &rounds))
 		return;
 	rec_shadow_closed = 1;
 	atomic_signal_fence(memory_order_seq_cst);
@@ -78,14 +75,14 @@ static void mem_free(void *arg)
 	rec_shadow_n = 0;  /* what the drop kept are dead frames' */
 	rec_shadow = NULL;
 	atomic_signal_fence(memory_order_seq_cst);
-	rec_unmap_thread(&mem_cache, arg, MEM_BYTES);
+	rec_unmap_thread(&mem_kind, arg);
 }
 
 int rec_shadow_map(void)
 {
 	if (rec_shadow_closed)
 		return 0;
-	rec_shadow = rec_map_thread(&mem_cache, mem_key, MEM_BYTES);
+	rec_shadow = rec_map_thread(&mem_kind);
 	rec_shadow_closed = !rec_shadow;
 	return !rec_shadow_closed;
 }
@@ -293,13 +290,10 @@ __asm__(".text\n" FORWARDS(FORWARD));
 
 int rec_shadow_init(void)
 {
-	static int keyed;
 	const char *s = getenv("REC_SHADOW");
 	rec_shadow_on = s && s[0] == '1' && !s[1];
 	for (unsigned i = 0; i < N_FORWARDS; i++)
 		next_def[i] = dlsym(RTLD_NEXT, names[i]);
-	if (rec_shadow_on && !keyed && pthread_key_create(&mem_key, mem_free) != 0)
-		return -2;
-	keyed |= rec_shadow_on;
-	return 0;
+	return rec_shadow_on ? rec_thread_kind_init(&mem_kind, REC_SHADOW_MAX * sizeof *rec_shadow,
+						    mem_free) : 0;
 }

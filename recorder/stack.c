@@ -187,19 +187,18 @@ struct tables {
 static REC_TLS struct tables *tb;
 static REC_TLS int tb_gone;             /* given back, or none to be had */
 static REC_TLS int tb_rounds;           /* its exit's destructor rounds so far */
-static pthread_key_t tb_key;
-static struct rec_thread_cache tb_cache;
+static struct rec_thread_kind tb_kind;
 
 static void tables_free(void *arg)
 {
-	if (rec_thread_keep(tb_key, arg, &tb_rounds))
+	if (rec_thread_keep(&tb_kind, arg, &tb_rounds))
 		return;
 	tb_gone = 1;  /* first: a signal handler's hook from here on maps none */
 	atomic_signal_fence(memory_order_seq_cst);
 	tb = NULL;
 	memo_n = plain_n = walk_depth = 0;
 	atomic_signal_fence(memory_order_seq_cst);
-	rec_unmap_thread(&tb_cache, arg, sizeof *tb);
+	rec_unmap_thread(&tb_kind, arg);
 }
 
 /* This thread's tables, had at its first capture: 0 if it has none. */
@@ -209,7 +208,7 @@ static inline int tables(void)
 		return 1;
 	if (tb_gone)
 		return 0;
-	tb = rec_map_thread(&tb_cache, tb_key, sizeof *tb);
+	tb = rec_map_thread(&tb_kind);
 	tb_gone = !tb;
 	return !tb_gone;
 }
@@ -260,7 +259,7 @@ static int find_self(struct dl_phdr_info *info, size_t size, void *data)
 
 int rec_stack_init(void)
 {
-	static int ready, keyed;   /* an attach after a failed one tries again */
+	static int ready;          /* an attach after a failed one tries again */
 	if (ready)
 		return 0;
 	rec_stackhash_init();
@@ -272,10 +271,9 @@ int rec_stack_init(void)
 	*(void **)&unw_bt = dlsym(h, "unw_backtrace");
 	if (!unw_bt)
 		return -1;
-	if (!keyed && pthread_key_create(&tb_key, tables_free) != 0)
-		return -2;
-	keyed = 1;
-	int rc = rec_shadow_init();
+	int rc = rec_thread_kind_init(&tb_kind, sizeof *tb, tables_free);
+	if (rc == 0)
+		rc = rec_shadow_init();
 	if (rc == 0)
 		rc = rec_stack_check_init(h, self_lo, self_hi);
 	ready = rc == 0;

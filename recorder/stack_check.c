@@ -65,20 +65,19 @@ struct mem {
 static REC_TLS struct mem *mem;
 static REC_TLS unsigned prev_n;
 static REC_TLS int mem_gone;
-static pthread_key_t mem_key;
-static struct rec_thread_cache mem_cache;
+static struct rec_thread_kind mem_kind;
 
 static void mem_free(void *arg)
 {
 	static REC_TLS int rounds;
-	if (rec_thread_keep(mem_key, arg, &rounds))
+	if (rec_thread_keep(&mem_kind, arg, &rounds))
 		return;
 	mem_gone = 1;  /* first: a signal handler's check from here on maps none */
 	atomic_signal_fence(memory_order_seq_cst);
 	mem = NULL;
 	prev_n = 0;
 	atomic_signal_fence(memory_order_seq_cst);
-	rec_unmap_thread(&mem_cache, arg, sizeof *mem);
+	rec_unmap_thread(&mem_kind, arg);
 }
 
 int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi)
@@ -96,12 +95,10 @@ int rec_stack_check_init(void *unwind, uintptr_t lo, uintptr_t hi)
 	const char *s = getenv("REC_CHECK_STACKS");
 	if (!s || strcmp(s, "1") != 0)
 		return 0;
-	static int keyed;
 	if (!get_context)
 		return -1;
-	if (!keyed && pthread_key_create(&mem_key, mem_free) != 0)
+	if (rec_thread_kind_init(&mem_kind, sizeof *mem, mem_free) < 0)
 		return -2;
-	keyed = 1;
 	rec_check_stacks = 1;
 	return 0;
 }
@@ -212,7 +209,7 @@ static __attribute__((noinline)) void check_on_stack(void *const *ips, unsigned 
 void rec_stack_check(void *const *ips, unsigned n, int same, const struct rec_sh *h)
 {
 	if (!mem && !mem_gone) {
-		mem = rec_map_thread(&mem_cache, mem_key, sizeof *mem);
+		mem = rec_map_thread(&mem_kind);
 		mem_gone = !mem;
 	}
 	if (REC_LIKELY(mem))

@@ -32,47 +32,56 @@ int rec_thread_set(pthread_key_t key, void *p)
 	return err;
 }
 
+int rec_thread_kind_init(struct rec_thread_kind *k, size_t bytes, void (*give_back)(void *))
+{
+	if (!k->keyed && pthread_key_create(&k->key, give_back) != 0)
+		return -2;
+	k->keyed = 1;
+	k->bytes = bytes;
+	return 0;
+}
+
 /* A mapping from the cache (each slot taken by one exchange, so two
  * takers never get the same one), or NULL. */
-static void *take(struct rec_thread_cache *c)
+static void *take(struct rec_thread_kind *k)
 {
 	for (unsigned i = 0; i < REC_THREAD_CACHE; i++) {
-		if (atomic_load_explicit(&c->slot[i], memory_order_relaxed) == NULL)
+		if (atomic_load_explicit(&k->cache[i], memory_order_relaxed) == NULL)
 			continue;
-		void *p = atomic_exchange_explicit(&c->slot[i], NULL, memory_order_acquire);
+		void *p = atomic_exchange_explicit(&k->cache[i], NULL, memory_order_acquire);
 		if (p)
 			return p;
 	}
 	return NULL;
 }
 
-void *rec_map_thread(struct rec_thread_cache *c, pthread_key_t key, size_t bytes)
+void *rec_map_thread(struct rec_thread_kind *k)
 {
-	void *p = take(c);
+	void *p = take(k);
 	if (!p)
-		p = rec_map_private(bytes, 1);
-	if (p && rec_thread_set(key, p) != 0) {
-		rec_unmap_thread(c, p, bytes);
+		p = rec_map_private(k->bytes, 1);
+	if (p && rec_thread_set(k->key, p) != 0) {
+		rec_unmap_thread(k, p);
 		p = NULL;
 	}
 	return p;
 }
 
-void rec_unmap_thread(struct rec_thread_cache *c, void *p, size_t bytes)
+void rec_unmap_thread(struct rec_thread_kind *k, void *p)
 {
 	for (unsigned i = 0; i < REC_THREAD_CACHE; i++) {
 		void *none = NULL;
-		if (atomic_compare_exchange_strong_explicit(&c->slot[i], &none, p,
+		if (atomic_compare_exchange_strong_explicit(&k->cache[i], &none, p,
 							    memory_order_release,
 							    memory_order_relaxed))
 			return;
 	}
-	munmap(p, bytes);
+	munmap(p, k->bytes);
 }
 
-int rec_thread_keep(pthread_key_t key, void *p, int *rounds)
+int rec_thread_keep(struct rec_thread_kind *k, void *p, int *rounds)
 {
 	if (++*rounds >= PTHREAD_DESTRUCTOR_ITERATIONS)
 		return 0;
-	return rec_thread_set(key, p) == 0;
+	return rec_thread_set(k->key, p) == 0;
 }
