@@ -115,7 +115,11 @@ static void thread_exit(void *arg)
 
 int rec_ring_init(void)
 {
-	return pthread_key_create(&exit_key, thread_exit) == 0 ? 0 : -1;
+	static int keyed;  /* once: a retried setup (the next attach) keeps it */
+	if (!keyed && pthread_key_create(&exit_key, thread_exit) != 0)
+		return -1;
+	keyed = 1;
+	return 0;
 }
 
 void rec_ring_reset(void)

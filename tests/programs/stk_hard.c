@@ -44,6 +44,9 @@
  *   fp          ROUNDS x, twice: 1800 bytes in fp_leaf < fp_mid < fp_top <
  *               main, through fp_top's two calls of fp_mid, whose stacks
  *               differ only in the frame pointer fp_mid saved (below)
+ *   same        SAME_CALLS x in a row: 1900 bytes in same_leaf < main,
+ *               from one call site (each capture after the first is the
+ *               thread's previous stack)
  * With STK_PAD=N in the environment, main runs the case under N frames of
  * pad (< main), so that every stack is deep (the recorder's walk of deep
  * stacks, which reuses the thread's previous walk, then meets each case).
@@ -67,6 +70,7 @@
 #define THREADS_AT_ONCE 4
 #define CO_STACK (256 * 1024)   /* the coroutine's stack */
 #define ALT_STACK (64 * 1024)   /* the alternate signal stack */
+#define SAME_CALLS 8
 
 static volatile unsigned sink;
 
@@ -389,6 +393,18 @@ static int run_fp(int argc, char **argv)
 	return 0;
 }
 
+/* ---- same: one stack, again and again --------------------------------- */
+__attribute__((noinline)) static void same_leaf(void) { take(1900); sink++; }
+
+static int run_same(int argc, char **argv)
+{
+	(void)argc;
+	(void)argv;
+	for (int i = 0; i < SAME_CALLS; i++)
+		same_leaf();
+	return 0;
+}
+
 /* The cases by name; each returns the exit status. */
 static const struct {
 	const char *name;
@@ -397,6 +413,7 @@ static const struct {
 	{ "ab", run_ab }, { "longjmp", run_longjmp }, { "siglongjmp", run_siglongjmp },
 	{ "signal", run_signal }, { "coroutine", run_coroutine }, { "threads", run_threads },
 	{ "fork", run_fork }, { "dlclose", run_dlclose }, { "fp", run_fp },
+	{ "same", run_same },
 };
 
 /* Runs the case under n + 1 frames of pad. */

@@ -5,9 +5,10 @@ siglongjmp across allocating frames, C++ exceptions unwinding through
 allocating frames, allocations in signal handlers (on the thread's stack
 and on an alternate one), swapcontext coroutines, short threads on reused
 stacks, fork from a deep stack, dlclose then another library at the same
-address, two callers of equal frames calling one helper, and two stacks
-that differ only in a saved frame pointer; and what the shadow
-stack (REC_SHADOW=1) must survive: exceptions whose cleanups allocate
+address, two callers of equal frames calling one helper, two stacks
+that differ only in a saved frame pointer, and one stack again and again
+(also where check mode has no memory to keep the previous one); and what
+the shadow stack (REC_SHADOW=1) must survive: exceptions whose cleanups allocate
 (also unwound by a libgcc linked into the program), pthread_exit and
 pthread_cancel from a deep stack, backtrace() and _Unwind_Backtrace from
 the program, stacks deeper than REC_DEPTH and than the shadow, and call
@@ -43,6 +44,7 @@ ROUNDS = 3
 DEEP = 12               # stk_hard.c's DEEP
 THROW_DEEP = 8          # stk_throw.cc's DEEP
 THREADS = 60
+SAME_CALLS = 8          # stk_hard.c's SAME_CALLS
 OURS = ("stk_hard", "stk_throw", "stk_shadow", "stk_shadow_static", "libstk_dl_a.so",
         "libstk_dl_b.so")
 DEPTH = 64              # REC_DEPTH's default
@@ -183,6 +185,28 @@ def case_fp():
     t = checked(stk("fp"))
     n = Names(t)
     expect(t, n, 1800, [["take", "fp_leaf", "fp_mid", "fp_top", "run_fp"] + TOP] * (2 * ROUNDS))
+
+
+def case_same():
+    t = checked(stk("same"))
+    expect(t, Names(t), 1900, [["take", "same_leaf", "run_same"] + TOP] * SAME_CALLS)
+
+
+def case_nomem():
+    """Check mode without the memory that keeps each thread's previous
+    full walk (REC_TEST_CHECK_NO_MEM, as when it cannot be mapped): a
+    capture that claims to be the thread's previous stack cannot be
+    checked, so it is left out of stack_checks, not reported as a
+    difference; the stacks stay exact."""
+    prog = hrtest.prog("stk_hard")
+    rectest.need(prog, "stk_hard")
+    t = Trace(record([prog, "same"], "nomem", {"REC_TEST_CHECK_NO_MEM": "1"}))
+    st = t.stats()
+    allocs = len(t.allocs())
+    assert 0 < st.get("stack_checks", 0) < allocs, \
+        "%s stacks checked, %d allocations: expected fewer, not none" % (st.get("stack_checks"), allocs)
+    assert st["lost"] == 0 and st["stacks_unknown"] == 0, st
+    expect(t, Names(t), 1900, [["take", "same_leaf", "run_same"] + TOP] * SAME_CALLS)
 
 
 def down(fn, k, top):
@@ -396,7 +420,7 @@ CASES = {"ab": case_ab, "fp": case_fp, "longjmp": case_longjmp, "siglongjmp": ca
          "fork": case_fork, "dlclose": case_dlclose, "throw": case_throw,
          "unwind": case_unwind, "unwind_static": lambda: case_unwind("stk_shadow_static"),
          "exit": case_exit, "cancel": case_cancel, "policy": case_policy, "backtrace": case_backtrace, "deep": case_deep,
-         "deep256": lambda: case_deep(256)}
+         "deep256": lambda: case_deep(256), "same": case_same, "nomem": case_nomem}
 
 
 def main():
