@@ -194,9 +194,10 @@ static void check(void *const *ips, unsigned n, int same, const struct rec_sh *h
 	}
 	if (!prev) {
 		/* no memory kept the previous walk (mem could not be had while
-		 * stack.c's tables could): a `same` cannot be checked, so this
-		 * capture is left out of stack_checks, which then falls short
-		 * of the events, rather than reported as a difference */
+		 * stack.c's tables could; after mem_gone no walk claims `same`):
+		 * a `same` cannot be checked, so this capture is left out of
+		 * stack_checks, which then falls short of the events, rather
+		 * than reported as a difference */
 		if (!same)
 			atomic_fetch_add_explicit(&rec_s.stack_checks, 1, memory_order_relaxed);
 		return;
