@@ -1008,12 +1008,16 @@ static inline void *rec_map_private(size_t bytes, int populate)
  * call is told from the recorder's side and passed through, while a signal
  * handler's allocations meanwhile are still recorded (nested.c). */
 int rec_thread_set(pthread_key_t key, void *p);
+/* Makes *key (destructor its destructor) unless *keyed says it was made:
+ * 0, or -1. Once per process, so a retried setup (the next attach after a
+ * failed one) makes no other key. */
+int rec_thread_key(pthread_key_t *key, int *keyed, void (*destructor)(void *));
 /* One kind of a thread's own memory: the key whose destructor gives a
  * thread's mapping back, and the mappings given back, for the next threads. */
 #define REC_THREAD_CACHE 64
 struct rec_thread_kind {
 	pthread_key_t key;
-	int keyed;                    /* made once: a retried setup keeps it */
+	int keyed;                    /* rec_thread_key */
 	size_t bytes;
 	_Atomic(void *) cache[REC_THREAD_CACHE];
 };

@@ -115,11 +115,8 @@ static void thread_exit(void *arg)
 
 int rec_ring_init(void)
 {
-	static int keyed;  /* once: a retried setup (the next attach) keeps it */
-	if (!keyed && pthread_key_create(&exit_key, thread_exit) != 0)
-		return -1;
-	keyed = 1;
-	return 0;
+	static int keyed;
+	return rec_thread_key(&exit_key, &keyed, thread_exit);
 }
 
 void rec_ring_reset(void)

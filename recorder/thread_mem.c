@@ -32,11 +32,18 @@ int rec_thread_set(pthread_key_t key, void *p)
 	return err;
 }
 
+int rec_thread_key(pthread_key_t *key, int *keyed, void (*destructor)(void *))
+{
+	if (!*keyed && pthread_key_create(key, destructor) != 0)
+		return -1;
+	*keyed = 1;
+	return 0;
+}
+
 int rec_thread_kind_init(struct rec_thread_kind *k, size_t bytes, void (*give_back)(void *))
 {
-	if (!k->keyed && pthread_key_create(&k->key, give_back) != 0)
+	if (rec_thread_key(&k->key, &k->keyed, give_back) < 0)
 		return -2;
-	k->keyed = 1;
 	k->bytes = bytes;
 	return 0;
 }
