@@ -12,9 +12,10 @@
  * cache of thread stacks, at most 40 MiB; an arena).
  * Each thread also sets a thread-specific value whose destructor, made
  * after the recorder's, allocates and frees DTOR_SIZE bytes from dtor_site
- * and sets the value again once: glibc calls it in two rounds, the first
- * while the recorder's tables are still mapped, the second after. The
- * line then goes on "dtor_size <DTOR_SIZE> dtor_allocs <2 x threads>".
+ * and sets the value again once: glibc calls it in two rounds, both after
+ * the recorder's own destructors ran in that round (which keep its tables
+ * until the last round). The line then goes on "dtor_size <DTOR_SIZE>
+ * dtor_allocs <2 x threads>".
  */
 #include <pthread.h>
 #include <stdio.h>

@@ -166,8 +166,8 @@ def case_small_stacks(d):
 
 def case_thread_cycle(d):
     """10000 threads one after the other, one allocation each and two in
-    a thread-specific data destructor (one round with the recorder's tables
-    still mapped, one after): every thread's tables are unmapped at its
+    a thread-specific data destructor (in two rounds, each after the
+    recorder's destructors): every thread's tables are given back at its
     exit (24 KiB each: 234 MiB if they were not), and every allocation is
     in the trace, each site with one stack."""
     n = 10000
