@@ -9,6 +9,8 @@ and runs each one
 alternately without profiler, under the clock floor (bench/clock_floor.c: a
 preloaded malloc family that only reads the clock once per call, the least
 a recorder that stamps every event with its time can cost), under
+libheapreel.so with REC_DEPTH=1 (everything the recorder does but walk the
+stack beyond the call site: what a free walk would leave), under
 libheapreel.so, under heaptrack and under `heaptrack -r` (record only), at
 least --runs times each. It prints, per
 workload: the median wall-time ratio vs the baseline with its min-max, trace
@@ -123,8 +125,8 @@ SHADOW_ENV = "REC_SHADOW"       # --shadow sets it to 1 for every run
 DIFFER_LINE = "REC_CHECK_STACKS: stacks differ: "  # heads the recorder's report
 checks = {"on": False, "shadow": False, "runs": 0, "differ": 0}    # --check-stacks' tally, --shadow
 
-VARIANTS = ("base", "floor", "rec", "ht", "htr")
-LABELS = {"base": "base", "floor": "clock floor", "rec": "libheapreel.so",
+VARIANTS = ("base", "floor", "depth1", "rec", "ht", "htr")
+LABELS = {"base": "base", "floor": "clock floor", "depth1": "REC_DEPTH=1", "rec": "libheapreel.so",
           "ht": "heaptrack", "htr": "heaptrack -r"}
 
 
@@ -267,7 +269,8 @@ def run_variant(variant, argv, tools, work, tag, sample=None, max_size=None, sta
                 wenv=None):
     """One run of one variant; returns (Run, output file or None). sample,
     max_size, stats_ms: for "rec", REC_SAMPLE, REC_MAX_SIZE and REC_STATS_MS
-    (None: the recorder's default); wenv: the workload's own variables."""
+    (None: the recorder's default); wenv: the workload's own variables.
+    "depth1" is "rec" with REC_DEPTH=1."""
     env = clean_env()
     env.update(wenv or {})
     # The preload is set by env(1) after GNU time, so that only the workload
@@ -276,9 +279,10 @@ def run_variant(variant, argv, tools, work, tag, sample=None, max_size=None, sta
         return timed(["env"] + argv, env=env, cwd=work), None
     if variant == "floor":
         return timed(["env", "LD_PRELOAD=" + tools["floor"]] + argv, env=env, cwd=work), None
-    if variant == "rec":
+    if variant in ("rec", "depth1"):
         trc = os.path.join(work, tag + ".trc")
-        period = ["REC_SAMPLE=%d" % sample] if sample else []
+        period = ["REC_DEPTH=1"] if variant == "depth1" else []
+        period += ["REC_SAMPLE=%d" % sample] if sample else []
         period += ["REC_MAX_SIZE=%s" % max_size] if max_size else []
         period += ["REC_STATS_MS=%d" % stats_ms] if stats_ms is not None else []
         r = timed(["env", "LD_PRELOAD=" + tools["librec"], "REC_OUT=" + trc] + period + argv,
@@ -443,7 +447,9 @@ def bench_recording(name, argv, tools, work, runs, wenv):
                 continue
             r, out = run_variant(v, argv, tools, work, tag_of(name, v, i), wenv=wenv)
             results[v].append(r)
-            if r.ok and out:
+            if v == "depth1":
+                remove(out)
+            elif r.ok and out:
                 remove(keep.get(v))
                 keep[v] = out
                 kept_wall[v] = r.wall
@@ -461,7 +467,7 @@ def bench_recording(name, argv, tools, work, runs, wenv):
         t_base, ", %s allocation calls" % calls.group(1) if calls else ""))
     stats = {}
     row = {"workload": name}  # this workload's line of the closing table
-    for v in ("floor", "rec", "ht", "htr"):
+    for v in ("floor", "depth1", "rec", "ht", "htr"):
         rs = results[v]
         if v == "floor" and not rs:
             continue
@@ -473,7 +479,7 @@ def bench_recording(name, argv, tools, work, runs, wenv):
         stats[v] = st
         if st is None:
             why = why_failed(rs)
-            cap = " under prlimit --as=%d GiB" % (HEAPTRACK_AS_LIMIT >> 30) if v != "rec" else ""
+            cap = " under prlimit --as=%d GiB" % (HEAPTRACK_AS_LIMIT >> 30) if v in ("ht", "htr") else ""
             print("  %-17s FAILED %d/%d%s (%s)" % (LABELS[v], nfail, len(rs), cap, why))
             row[v] = "failed"
             continue
@@ -810,7 +816,8 @@ def check_target(stats, t_base):
     return "%s (vs %s/%d)" % (verdict, what, div)
 
 
-TABLE = (("workload", "workload"), ("floor", "clock floor"), ("rec", "libheapreel.so"), ("ht", "heaptrack"),
+TABLE = (("workload", "workload"), ("floor", "clock floor"), ("depth1", "REC_DEPTH=1"),
+         ("rec", "libheapreel.so"), ("ht", "heaptrack"),
          ("htr", "heaptrack -r"), ("bpe", "trace B/event"),
          ("htr_bpe", "heaptrack -r B/event"), ("rss", "extra RSS"),
          ("writer", "writer CPU"),
