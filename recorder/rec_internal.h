@@ -517,6 +517,11 @@ unsigned rec_stack_capture_nested(void **buf, unsigned max);
  * stops first, as a signal handler's does at the signal frame. Same walk as
  * rec_stack_capture_nested. */
 int rec_stack_from_recorder(uintptr_t caller);
+/* Threads' walk tables mapped afresh so far, not taken from those given
+ * back (heapreel.stats). */
+uint64_t rec_stack_tables_mapped(void);
+/* This thread's next capture claims no `same`: it has no previous walk. */
+void rec_stack_forget(void);
 
 /* ---- stack_check.c: REC_CHECK_STACKS ------------------------------------ */
 extern int rec_check_stacks;          /* 1: check every capture */
@@ -546,11 +551,11 @@ struct rec_shadow_ent {
 /* [0] the outermost frame patched; slots grow down towards the top.
  * REC_SHADOW_MAX entries (5 KiB) in memory of the thread's own
  * (thread_mem.c), had at its first shadow walk; NULL until then and
- * after its exit, when rec_shadow_n is 0. */
+ * once its exit gave it back, when rec_shadow_n is 0. */
 extern REC_TLS struct rec_shadow_ent *rec_shadow;
 extern REC_TLS unsigned rec_shadow_n;
-/* 1 once the thread's exit put its patched slots back (or its memory could
- * not be had): no walk patches any more. */
+/* 1 while the thread's exit puts its patched slots back, and for good if
+ * its memory could not be had: no walk patches meanwhile. */
 extern REC_TLS int rec_shadow_closed;
 int rec_shadow_map(void);             /* maps rec_shadow; 0 if closed */
 /* Can this thread's walk patch (rec_shadow mapped, the thread not gone)? */
@@ -1020,28 +1025,20 @@ struct rec_thread_kind {
 	int keyed;                    /* rec_thread_key */
 	size_t bytes;
 	_Atomic(void *) cache[REC_THREAD_CACHE];
+	_Atomic uint64_t mapped;      /* mappings made, not taken from the cache */
 };
 /* Makes k's key (once) for mappings of bytes, give_back its destructor:
  * 0, or -2 if no key can be made. */
 int rec_thread_kind_init(struct rec_thread_kind *k, size_t bytes, void (*give_back)(void *));
 /* k->bytes of the thread's own, set as k's key's value, from k's cache or
  * newly mapped and populated; not cleared. NULL if there are none: the
- * caller does without (and must not ask again after its destructor ran,
- * or nobody would give them back). */
+ * caller does without. Asked again after its destructor gave them back
+ * (at the thread's exit, for a later destructor), it sets the key again,
+ * and glibc's next destructor round gives them back; so a thread keeps
+ * them past its end only if it asks in glibc's last round, after k's
+ * destructor. */
 void *rec_map_thread(struct rec_thread_kind *k);
 void rec_unmap_thread(struct rec_thread_kind *k, void *p);   /* to the cache, or unmapped */
-/* From the destructor of rec_map_thread's key, with its mapping p: keep
- * it one round more? glibc runs the destructors key by key in the order
- * the keys were made, so ours (made by the constructor) come before the
- * program's, whose destructors still allocate; and it runs another round,
- * PTHREAD_DESTRUCTOR_ITERATIONS in all, while a key was set again. So the
- * mapping is set again until the last round, when the caller gives it
- * back (0): a capture in a later destructor without it would be
- * libunwind's, whose own per-thread cache, made that late, is never freed
- * (it waits for the same last round, counting from its first). A mapping
- * first made in a destructor (the thread's first capture) counts late the
- * same way and is not given back. *rounds: the thread's. */
-int rec_thread_keep(struct rec_thread_kind *k, void *p, int *rounds);
 
 /* ---- stopset.c: while stopped, only recorded blocks' frees (writer) ----- */
 void rec_stopset_fork_child(int inherited); /* before the child's session: blocks inherited? */

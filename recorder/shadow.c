@@ -60,21 +60,21 @@ REC_TLS struct rec_shadow_cut rec_shadow_cut;
 int rec_shadow_on;
 static struct rec_thread_kind mem_kind;
 
-/* The thread's exit (a key destructor): no walk patches from here on,
- * every live patched slot is put back, and the entries' memory goes. A
- * signal handler's walk before the close may have patched: the drop
- * after it puts that back too. */
+/* The thread's exit (a key destructor, its first round): every live
+ * patched slot is put back and the entries' memory goes. A signal
+ * handler's walk before the close may have patched: the drop after it
+ * puts that back too. A capture after that (a later destructor's) maps
+ * the memory again and patches afresh, as a new thread would; the next
+ * round gives it back (thread_mem.c). */
 static void mem_free(void *arg)
 {
-	static REC_TLS int rounds;
-	if (rec_thread_keep(&mem_kind, arg, &rounds))
-		return;
-	rec_shadow_closed = 1;
+	rec_shadow_closed = 1;  /* first: a signal handler's walk meanwhile patches nothing */
 	atomic_signal_fence(memory_order_seq_cst);
 	rec_shadow_drop();
 	rec_shadow_n = 0;  /* what the drop kept are dead frames' */
 	rec_shadow = NULL;
 	atomic_signal_fence(memory_order_seq_cst);
+	rec_shadow_closed = 0;
 	rec_unmap_thread(&mem_kind, arg);
 }
 

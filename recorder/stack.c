@@ -169,9 +169,14 @@ struct near {
 
 /* The tables above, 23 KiB a thread (a mapping of 24), in memory of
  * their own, not TLS (thread_mem.c says why): had at the thread's first
- * capture, given back at its exit (a key destructor, in its last round:
- * rec_thread_keep); its captures after that (later destructors'
- * allocations) are libunwind's. */
+ * capture and given back at its exit, by the first round of its key's
+ * destructor. A capture after that (a later destructor's allocation)
+ * takes tables again, as a new thread would, and sets the key again, so
+ * the next round gives them back: a thread keeps tables past its end only
+ * if it captures in glibc's last round (PTHREAD_DESTRUCTOR_ITERATIONS),
+ * after our destructor. Had we kept them until that round instead, a
+ * thread whose first capture is in a destructor would count its rounds
+ * late and never give them back (24 KiB a thread). */
 struct tables {
 	struct frame memo[MEMO_FRAMES];
 	struct plain plain[2][MEMO_FRAMES];
@@ -185,20 +190,38 @@ struct tables {
 	void *room[REC_STACK_SLOTS];  /* rec_stack_room */
 };
 static REC_TLS struct tables *tb;
-static REC_TLS int tb_gone;             /* given back, or none to be had */
-static REC_TLS int tb_rounds;           /* its exit's destructor rounds so far */
+static REC_TLS int tb_gone;             /* none to be had, or being given back */
 static struct rec_thread_kind tb_kind;
+
+/* What this thread knows of its tables' content, as in a new thread: a
+ * table taken again may be another thread's, and is written before read
+ * only from this state (the near cache is cleared at the next walk). */
+static void forget_tables(void)
+{
+	memo_base = memo_n = walk_depth = 0;
+	memo_epoch = 0;
+	memo_more = 0;
+	memo_past = (struct frame){ 0 };
+	memo_tb = (struct rec_sh){ 0 };
+	plain_cur = plain_n = plain_t_n = 0;
+	plain_alike = 0;
+}
 
 static void tables_free(void *arg)
 {
-	if (rec_thread_keep(&tb_kind, arg, &tb_rounds))
-		return;
-	tb_gone = 1;  /* first: a signal handler's hook from here on maps none */
+	tb_gone = 1;  /* first: a signal handler's hook meanwhile maps none */
 	atomic_signal_fence(memory_order_seq_cst);
-	tb = NULL;
-	memo_n = plain_n = walk_depth = 0;
+	tb = NULL;    /* then: no handler walks with the state being reset */
 	atomic_signal_fence(memory_order_seq_cst);
+	forget_tables();
+	atomic_signal_fence(memory_order_seq_cst);
+	tb_gone = 0;  /* a later capture takes tables again */
 	rec_unmap_thread(&tb_kind, arg);
+}
+
+uint64_t rec_stack_tables_mapped(void)
+{
+	return atomic_load_explicit(&tb_kind.mapped, memory_order_relaxed);
 }
 
 /* This thread's tables, had at its first capture: 0 if it has none. */
@@ -978,6 +1001,12 @@ unsigned rec_stack_capture_nested(void **buf, unsigned max)
 	return n;
 }
 
+void rec_stack_forget(void)
+{
+	memo_n = plain_n = walk_depth = 0;
+	shadow_first_slot = 0;
+}
+
 static void *const *capture(void **buf, unsigned *n, int *same, struct rec_sh *h, int *hashed)
 {
 	*hashed = 0;
@@ -987,11 +1016,10 @@ static void *const *capture(void **buf, unsigned *n, int *same, struct rec_sh *h
 		*n = (unsigned)fast;
 		return buf;
 	}
-	memo_n = plain_n = walk_depth = 0;  /* no list holds one whole capture */
+	rec_stack_forget();  /* no list holds one whole capture */
 	*same = 0;
 	if (rec_shadow_on) {
 		/* libunwind stops at the trampoline; the shadow goes on from there */
-		shadow_first_slot = 0;
 		*n = rec_unwind_full(buf, rec_s.depth, 1);
 		return buf;
 	}

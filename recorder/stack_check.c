@@ -19,7 +19,8 @@
  * The number of captures checked goes into the heapreel.stats mark
  * (stack_checks=N), so a test can tell that every event was checked (a
  * `same` in a thread that could not be given the memory for its previous
- * walk is not checked, and not counted).
+ * walk, or taken by a signal handler while the thread's exit gives that
+ * memory back, is not checked, and not counted).
  *
  * Not checked: the stacks of allocations a signal handler makes while it
  * interrupts one of this thread's hooks (nested.c). Their walk is cut at
@@ -60,28 +61,30 @@ static int test_no_mem;
 
 /* Per thread, the full walks of the previous capture and of this one:
  * 4 KiB of the thread's own (thread_mem.c), not its stack's, had at its
- * first check and given back at its exit. The key comes after stack.c's,
- * so the walks after that are libunwind's, which claim no `same`; their
- * checks walk into the stack (check_on_stack). */
+ * first check and given back at its exit, by the first round of its key's
+ * destructor; a check after that (a later destructor's) takes them again,
+ * as stack.c takes its tables. Taken again, they hold no previous walk,
+ * so stack.c forgets its previous walk too as they go (rec_stack_forget):
+ * its next capture claims no `same`, and one that did would be a
+ * difference. */
 struct mem {
 	uintptr_t prev[REC_DEPTH_MAX];
 	void *walked[REC_DEPTH_MAX];
 };
 static REC_TLS struct mem *mem;
 static REC_TLS unsigned prev_n;
-static REC_TLS int mem_gone;
+static REC_TLS int mem_gone;           /* none to be had, or being given back */
 static struct rec_thread_kind mem_kind;
 
 static void mem_free(void *arg)
 {
-	static REC_TLS int rounds;
-	if (rec_thread_keep(&mem_kind, arg, &rounds))
-		return;
-	mem_gone = 1;  /* first: a signal handler's check from here on maps none */
+	mem_gone = 1;  /* first: a signal handler's check meanwhile maps none */
 	atomic_signal_fence(memory_order_seq_cst);
 	mem = NULL;
 	prev_n = 0;
+	rec_stack_forget();
 	atomic_signal_fence(memory_order_seq_cst);
+	mem_gone = 0;  /* a later check takes them again */
 	rec_unmap_thread(&mem_kind, arg);
 }
 
@@ -193,11 +196,12 @@ static void check(void *const *ips, unsigned n, int same, const struct rec_sh *h
 		abort();
 	}
 	if (!prev) {
-		/* no memory kept the previous walk (mem could not be had while
-		 * stack.c's tables could; after mem_gone no walk claims `same`):
-		 * a `same` cannot be checked, so this capture is left out of
-		 * stack_checks, which then falls short of the events, rather
-		 * than reported as a difference */
+		/* no memory keeps the previous walk (mem could not be had while
+		 * stack.c's tables could, or a signal handler's capture came
+		 * while the thread's exit gives mem back): a `same` cannot be
+		 * checked, so this capture is left out of stack_checks, which
+		 * then falls short of the events, rather than reported as a
+		 * difference */
 		if (!same)
 			atomic_fetch_add_explicit(&rec_s.stack_checks, 1, memory_order_relaxed);
 		return;

@@ -8,19 +8,21 @@
  * tightly (and pthread_create fails with EINVAL for a stack that TLS
  * fills). So a thread's tables are a mapping, made at its first need and
  * handed to a pthread key whose destructor gives it back at the thread's
- * exit. Given back, a mapping waits in its kind's cache for the next
- * thread: a program that makes short threads pays neither an mmap nor an
- * munmap (which interrupts every CPU the process runs on to flush its
- * TLB) per thread. A table is written before it is read (its counts are
- * TLS, zero in a new thread), so a mapping needs no clearing between
- * threads.
+ * exit, in the first round of destructors. The program's own destructors
+ * mostly run after ours (their keys are mostly made later) and may
+ * allocate: such a need takes a mapping again, setting the key again, so
+ * glibc's next round gives it back too; only a need in glibc's last
+ * round, after our destructor, outlives the thread. Given back, a mapping waits in its
+ * kind's cache for the next thread: a program that makes short threads
+ * pays neither an mmap nor an munmap (which interrupts every CPU the
+ * process runs on to flush its TLB) per thread. A table is written before
+ * it is read (its counts are TLS, zero in a new thread and reset when the
+ * thread gives it back), so a mapping needs no clearing between threads.
  *
  * Must never: lock (a hook or a signal handler gets and gives mappings),
  * or allocate for the program.
  */
 #include "rec_internal.h"
-
-#include <limits.h>
 
 int rec_thread_set(pthread_key_t key, void *p)
 {
@@ -65,8 +67,8 @@ static void *take(struct rec_thread_kind *k)
 void *rec_map_thread(struct rec_thread_kind *k)
 {
 	void *p = take(k);
-	if (!p)
-		p = rec_map_private(k->bytes, 1);
+	if (!p && (p = rec_map_private(k->bytes, 1)))
+		atomic_fetch_add_explicit(&k->mapped, 1, memory_order_relaxed);
 	if (p && rec_thread_set(k->key, p) != 0) {
 		rec_unmap_thread(k, p);
 		p = NULL;
@@ -84,11 +86,4 @@ void rec_unmap_thread(struct rec_thread_kind *k, void *p)
 			return;
 	}
 	munmap(p, k->bytes);
-}
-
-int rec_thread_keep(struct rec_thread_kind *k, void *p, int *rounds)
-{
-	if (++*rounds >= PTHREAD_DESTRUCTOR_ITERATIONS)
-		return 0;
-	return rec_thread_set(k->key, p) == 0;
 }

@@ -656,6 +656,8 @@ static void stats(void)
 	p = rec_utoa(p, e, rec_sample_overflows());
 	p = rec_cat(p, e, " helper_segments=");
 	p = rec_utoa(p, e, rec_enc_jobs());
+	p = rec_cat(p, e, " tables_mapped=");
+	p = rec_utoa(p, e, rec_stack_tables_mapped());
 	p = rec_cat(p, e, " writer_cpu_us=");
 	p = rec_utoa(p, e, rec_thread_cpu_ns() / 1000u);
 	uint64_t counters_ns, allocator_ns;

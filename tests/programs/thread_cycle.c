@@ -13,13 +13,18 @@
  * Each thread also sets a thread-specific value whose destructor, made
  * after the recorder's, allocates and frees DTOR_SIZE bytes from dtor_site
  * and sets the value again once: glibc calls it in two rounds, both after
- * the recorder's own destructors ran in that round (which keep its tables
- * until the last round). The line then goes on "dtor_size <DTOR_SIZE>
- * dtor_allocs <2 x threads>".
+ * the recorder's own destructors ran in that round (which gave its tables
+ * back: the allocation takes them again). The line then goes on
+ * "dtor_size <DTOR_SIZE> dtor_allocs <2 x threads> size_allocs <threads>".
+ * With "dtor-first" after N, the threads allocate nothing but in that
+ * destructor: their first capture comes in a destructor round, after
+ * glibc passed the recorder's keys in it (they held nothing yet), and
+ * size_allocs is 0.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define WARM_UP 16  /* threads before the first reading: stack cache, arenas, rings */
@@ -29,6 +34,7 @@
 #define AGAIN ((void *)2)       /* as the destructor set it again */
 
 static pthread_key_t key;
+static int dtor_first;   /* "dtor-first": the workers allocate only in on_exit_key */
 
 __attribute__((noinline)) static void *cycle_site(void)
 {
@@ -50,7 +56,8 @@ static void on_exit_key(void *value)
 static void *worker(void *arg)
 {
 	pthread_setspecific(key, FIRST);
-	free(cycle_site());
+	if (!dtor_first)
+		free(cycle_site());
 	return arg;
 }
 
@@ -92,8 +99,9 @@ static int cycle(int n)
 int main(int argc, char **argv)
 {
 	int n = argc > 1 ? atoi(argv[1]) : 10000;
-	if (n < 1) {
-		fprintf(stderr, "usage: thread_cycle [N >= 1]\n");
+	dtor_first = argc > 2 && strcmp(argv[2], "dtor-first") == 0;
+	if (n < 1 || (argc > 2 && !dtor_first)) {
+		fprintf(stderr, "usage: thread_cycle [N >= 1 [dtor-first]]\n");
 		return 2;
 	}
 	if (pthread_key_create(&key, on_exit_key) != 0 || cycle(WARM_UP) != 0)
@@ -101,7 +109,8 @@ int main(int argc, char **argv)
 	long v0 = vsz_kib(), m0 = maps();
 	if (cycle(n) != 0)
 		return 1;
-	printf("threads %d size %d vsz_kib %ld %ld maps %ld %ld dtor_size %d dtor_allocs %d\n",
-	       n + WARM_UP, SIZE, v0, vsz_kib(), m0, maps(), DTOR_SIZE, 2 * (n + WARM_UP));
+	printf("threads %d size %d vsz_kib %ld %ld maps %ld %ld dtor_size %d dtor_allocs %d"
+	       " size_allocs %d\n", n + WARM_UP, SIZE, v0, vsz_kib(), m0, maps(), DTOR_SIZE,
+	       2 * (n + WARM_UP), dtor_first ? 0 : n + WARM_UP);
 	return 0;
 }
