@@ -2,7 +2,7 @@
  * stack.c - capturing the call stack of an allocation.
  *
  * Fast path: a walk driven by the DWARF CFI rules cfi.c caches per return
- * address: per frame one probe of a per-thread cache (none when the frame
+ * address: per frame one probe of the thread's own cache (none when the frame
  * has the return address of this thread's previous walk's frame at the
  * same depth or at the same stack pointer) and two loads from the stack.
  * On a deep stack (walk_memo) the walk stops at the first frame that starts
@@ -113,7 +113,6 @@ struct frame {
 };
 static REC_TLS unsigned memo_base;
 static REC_TLS unsigned memo_n;         /* frames of the previous capture; 0 = not a walk */
-static REC_TLS uint64_t memo_epoch;
 /* Past the outermost frame: the state its step gave (ip 0 when the stack
  * ended there, or the frame the depth limit left out), if memo_more;
  * else its rule said it was the outermost. */
@@ -155,11 +154,11 @@ struct fresh {
 	uint64_t rule;
 };
 
-/* Per thread, rules by return address, direct-mapped, behind the memo and
- * in front of cfi.c's shared cache: a frame the memo misses is most often
- * one this thread walked a few stacks ago, and a probe of the shared table
- * (2 MiB, one address per cache line and most per page) is a cache and TLB
- * miss. */
+/* In a thread's tables, rules by return address, direct-mapped, behind
+ * the memo and in front of cfi.c's shared cache: a frame the memo misses
+ * is most often one this thread walked a few stacks ago, and a probe of
+ * the shared table (2 MiB, one address per cache line and most per page)
+ * is a cache and TLB miss. */
 #define NEAR_LOG 9
 #define NEAR_SLOTS (1u << NEAR_LOG)
 struct near {
@@ -183,6 +182,12 @@ struct tables {
 	struct rec_sh plain_t[MEMO_FRAMES];
 	struct fresh fresh[MEMO_FRAMES];
 	struct near near[NEAR_SLOTS];
+	/* the cfi.c epoch near's rules and the memo's are of (0 in a new
+	 * mapping; walk_shadow, under REC_SHADOW=1, which uses no memo,
+	 * keeps it for near only): near's rules are the process's, so
+	 * tables taken again (another thread's, or this one's after
+	 * forget_tables) keep theirs while the epoch holds */
+	uint64_t epoch;
 	/* walk_shadow's: the return address slots of the frames walked, and
 	 * their RBP, to patch (never wanted by two walks at once: a hook a
 	 * signal handler runs inside ours walks as nested.c's) */
@@ -195,11 +200,10 @@ static struct rec_thread_kind tb_kind;
 
 /* What this thread knows of its tables' content, as in a new thread: a
  * table taken again may be another thread's, and is written before read
- * only from this state (the near cache is cleared at the next walk). */
+ * from this state (but for near, whose rules hold for every thread). */
 static void forget_tables(void)
 {
 	memo_base = memo_n = walk_depth = 0;
-	memo_epoch = 0;
 	memo_more = 0;
 	memo_past = (struct frame){ 0 };
 	memo_tb = (struct rec_sh){ 0 };
@@ -643,9 +647,9 @@ static __attribute__((noinline)) int walk(void **buf, unsigned max, int *same,
 	struct frame f = { 0 };
 	if (!call_site(__builtin_frame_address(0), &f.ip, &f.sp, &f.bp))
 		return -1;
-	if (REC_UNLIKELY(memo_epoch != epoch)) {
+	if (REC_UNLIKELY(tb->epoch != epoch)) {
 		memset(tb->near, 0, sizeof tb->near);
-		memo_epoch = epoch;
+		tb->epoch = epoch;
 		memo_n = plain_n = 0;
 	}
 	*same = 0;
@@ -819,9 +823,9 @@ static __attribute__((noinline)) int walk_shadow(void **buf, unsigned max, int *
 	uintptr_t ip, sp, bp, tramp = (uintptr_t)rec_shadow_tramp, x = 0;
 	if (!call_site(__builtin_frame_address(0), &ip, &sp, &bp))
 		return -1;
-	if (REC_UNLIKELY(memo_epoch != epoch)) {
+	if (REC_UNLIKELY(tb->epoch != epoch)) {
 		memset(tb->near, 0, sizeof tb->near);
-		memo_epoch = epoch;
+		tb->epoch = epoch;
 	}
 	uintptr_t *slots = tb->slots, *bps = tb->bps;
 	unsigned t = 0, m = 0;             /* frames in buf; slots staged */

@@ -17,7 +17,8 @@
  * pays neither an mmap nor an munmap (which interrupts every CPU the
  * process runs on to flush its TLB) per thread. A table is written before
  * it is read (its counts are TLS, zero in a new thread and reset when the
- * thread gives it back), so a mapping needs no clearing between threads.
+ * thread gives it back; stack.c's rule cache carries the epoch its rules
+ * hold for), so a mapping needs no clearing between threads.
  *
  * Must never: lock (a hook or a signal handler gets and gives mappings),
  * or allocate for the program.
