@@ -203,11 +203,12 @@ static struct rec_thread_kind tb_kind;
  * from this state (but for near, whose rules hold for every thread). */
 static void forget_tables(void)
 {
-	memo_base = memo_n = walk_depth = 0;
+	rec_stack_forget();  /* the previous walk, as far as a `same` goes */
+	memo_base = 0;
 	memo_more = 0;
 	memo_past = (struct frame){ 0 };
 	memo_tb = (struct rec_sh){ 0 };
-	plain_cur = plain_n = plain_t_n = 0;
+	plain_cur = plain_t_n = 0;
 	plain_alike = 0;
 }
 

@@ -12,10 +12,10 @@
  * mostly run after ours (their keys are mostly made later) and may
  * allocate: such a need takes a mapping again, setting the key again, so
  * glibc's next round gives it back too; only a need in glibc's last
- * round, after our destructor, outlives the thread. Given back, a mapping waits in its
- * kind's cache for the next thread: a program that makes short threads
- * pays neither an mmap nor an munmap (which interrupts every CPU the
- * process runs on to flush its TLB) per thread. A table is written before
+ * round, after our destructor, outlives the thread. Given back, a mapping
+ * waits in its kind's cache for the next thread: a program that makes
+ * short threads pays neither an mmap nor an munmap (which interrupts every
+ * CPU the process runs on to flush its TLB) per thread. A table is written before
  * it is read (its counts are TLS, zero in a new thread and reset when the
  * thread gives it back; stack.c's rule cache carries the epoch its rules
  * hold for), so a mapping needs no clearing between threads.
